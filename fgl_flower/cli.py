@@ -1,0 +1,234 @@
+"""The ``fgl`` command line.
+
+``fgl run``            run a method with ``flwr run`` (Ray simulation), then print a summary
+``fgl deploy-local``   the same on a local SuperLink + N SuperNodes (real deployment path)
+``fgl datasets``       list datasets and whether their files are present offline
+``fgl methods``        list registered methods
+``fgl partition-stats`` per-client nodes, edges, class counts and homophily
+
+Every config problem is reported as one line before anything starts (exit code 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from fgl_flower.errors import ConfigError, FGLError
+
+Scalar = int | float | bool | str
+
+#: CLI flags that map to run-config keys.
+FLAG_KEYS = {
+    "method": "method",
+    "dataset": "dataset",
+    "partition": "partition",
+    "clients": "num-clients",
+    "rounds": "num-rounds",
+    "seed": "seed",
+    "model": "model",
+    "data_root": "data-root",
+}
+
+
+def _typed(key: str, text: str, defaults: Mapping[str, Scalar]) -> Scalar:
+    """Parse ``text`` to the type of ``key``'s default (any scalar for unknown data keys)."""
+    if key in defaults:
+        like = defaults[key]
+        try:
+            if isinstance(like, bool):
+                if text.lower() not in ("true", "false"):
+                    raise ValueError
+                return text.lower() == "true"
+            return type(like)(text)
+        except ValueError:
+            raise ConfigError(f"--set {key}={text!r}: expected a {type(like).__name__}.") from None
+    raise ConfigError(
+        f"--set {key}: unknown run-config key. Known keys are in pyproject.toml "
+        "[tool.flwr.app.config]; e.g. lr, local-epochs, fedprox.mu, data.resolution."
+    )
+
+
+def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
+    """App defaults, then CLI flags, then ``--set key=value`` overrides."""
+    from fgl_flower.config import load_app_defaults
+
+    defaults = load_app_defaults()
+    flat: dict[str, Scalar] = dict(defaults)
+    for attr, key in FLAG_KEYS.items():
+        value = getattr(args, attr, None)
+        if value is not None:
+            flat[key] = _typed(key, str(value), defaults)
+    for item in args.set or []:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: use key=value.")
+        key, text = item.split("=", 1)
+        flat[key.strip()] = _typed(key.strip(), text.strip(), defaults)
+    out = Path(args.out).expanduser().resolve() if args.out else default_out_dir(flat)
+    flat["out-dir"] = str(out)
+    if flat.get("data-root"):
+        flat["data-root"] = str(Path(str(flat["data-root"])).expanduser().resolve())
+    return flat
+
+
+def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{flat['method']}-{flat['dataset']}-{flat['partition']}-c{flat['num-clients']}-s{flat['seed']}-{stamp}"
+    return (Path.cwd() / "runs" / name).resolve()
+
+
+def prepare(flat: Mapping[str, Scalar]):
+    """Validate everything that can fail before training, and build the partition cache."""
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import load_client_data, validate_data_config
+    from fgl_flower.models import MODELS
+    from fgl_flower.server_app import check_method_task
+
+    cfg = parse_run_config(flat)
+    check_method_task(cfg)
+    MODELS.get(cfg.model)
+    validate_data_config(cfg.data_config())
+    load_client_data(cfg.data_config(), 0)  # builds and caches the whole partition
+    return cfg
+
+
+def print_summary(summary: Mapping[str, Any], out: Path) -> None:
+    rows = [("final", summary.get("final", {})), ("best-val", summary.get("best_val", {}))]
+    print()
+    print(f"{summary.get('method')} on {summary.get('dataset')} ({summary.get('partition')}, "
+          f"{summary.get('num_clients')} clients, seed {summary.get('seed')})")
+    print(f"{'':10}{'round':>6}{'val acc':>9}{'test acc':>10}{'test F1':>9}{'worst':>8}")
+    for name, r in rows:
+        if r:
+            print(f"{name:10}{r['round']:>6}{100 * r.get('val_acc', 0):>9.2f}"
+                  f"{100 * r.get('test_acc', 0):>10.2f}{100 * r.get('test_f1', 0):>9.2f}"
+                  f"{100 * r.get('test_acc_worst', 0):>8.2f}")
+    print(f"time {summary.get('total_time_s', 0):.1f}s in rounds; "
+          f"up {summary.get('bytes_up_total', 0) / 2**20:.2f} MiB, "
+          f"down {summary.get('bytes_down_total', 0) / 2**20:.2f} MiB")
+    print(f"results: {out}")
+
+
+def _launch(args: argparse.Namespace, deploy: bool) -> int:
+    from fgl_flower.paths import app_dir
+    from fgl_flower.runtime import run_deployment, run_simulation
+
+    flat = build_run_config(args)
+    cfg = prepare(flat)
+    out = Path(str(flat["out-dir"]))
+    launcher = run_deployment if deploy else run_simulation
+    print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
+          f"({'local deployment' if deploy else 'simulation'}); results in {out}", flush=True)
+    code = launcher(app_dir(), flat, cfg.num_clients)
+    summary_path = out / "summary.json"
+    if code != 0 or not summary_path.exists():
+        raise FGLError(f"The run failed (exit code {code}); see the log above. "
+                       f"Finished rounds are in {out / 'rounds.jsonl'}.")
+    print_summary(json.loads(summary_path.read_text()), out)
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    return _launch(args, deploy=False)
+
+
+def cmd_deploy_local(args: argparse.Namespace) -> int:
+    return _launch(args, deploy=True)
+
+
+def cmd_datasets(args: argparse.Namespace) -> int:
+    from fgl_flower.datasets import list_datasets
+    from fgl_flower.datasets.root import resolve_data_root
+
+    root = resolve_data_root(args.data_root)
+    print(f"data root: {root}")
+    print(f"{'dataset':18}{'task':7}{'offline':9}folder")
+    for info in list_datasets(root):
+        print(f"{info.name:18}{info.task:7}{'yes' if info.present else 'no':9}{info.folder}")
+    return 0
+
+
+def cmd_methods(args: argparse.Namespace) -> int:
+    from fgl_flower.methods import METHODS
+
+    for name, spec in METHODS.items():
+        opts = ", ".join(f"{name}.{k}={v}" for k, v in spec.options.items())
+        print(f"{name:10}{'/'.join(spec.tasks):12}{spec.summary}" + (f"  [{opts}]" if opts else ""))
+    return 0
+
+
+def cmd_partition_stats(args: argparse.Namespace) -> int:
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import partition_stats
+
+    args.out = None
+    cfg = parse_run_config(build_run_config(args))
+    stats = partition_stats(cfg.data_config())
+    if args.json:
+        print(json.dumps(stats, indent=2))
+        return 0
+    keys = [k for k in stats[0] if k not in ("class_counts",)] if stats else []
+    print("  ".join(f"{k:>10}" for k in ["client", *keys[1:]] if k) + "  class counts")
+    for i, s in enumerate(stats):
+        vals = [i] + [s[k] for k in keys[1:]]
+        print("  ".join(f"{v:>10.3f}" if isinstance(v, float) else f"{v!s:>10}" for v in vals)
+              + "  " + str(s.get("class_counts")))
+    return 0
+
+
+def _add_run_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--method", help="method name (see `fgl methods`)")
+    p.add_argument("--dataset", help="dataset name (see `fgl datasets`)")
+    p.add_argument("--partition", help="partitioner: louvain, louvain-topk, louvain-plus, "
+                   "metis, metis-plus, random, dirichlet, files")
+    p.add_argument("--clients", type=int, help="number of clients (= SuperNodes)")
+    p.add_argument("--rounds", type=int, help="communication rounds")
+    p.add_argument("--seed", type=int, help="run seed (model init, training, splits)")
+    p.add_argument("--model", help="backbone: gcn, sgc, graphsage, gat, mlp, gin")
+    p.add_argument("--data-root", help="folder with the raw datasets (else $FGL_DATA_ROOT)")
+    p.add_argument("--set", action="append", metavar="KEY=VALUE",
+                   help="override any run-config key, e.g. --set lr=0.05 --set fedprox.mu=0.1")
+
+
+def parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="fgl", description="Federated graph learning on Flower.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    for name, fn, helptext in (
+        ("run", cmd_run, "run a method in Flower's simulation engine (flwr run)"),
+        ("deploy-local", cmd_deploy_local, "run on a local SuperLink and N SuperNodes"),
+    ):
+        p = sub.add_parser(name, help=helptext)
+        _add_run_args(p)
+        p.add_argument("--out", help="output folder (default: ./runs/<name>)")
+        p.set_defaults(fn=fn)
+    p = sub.add_parser("datasets", help="list datasets and offline availability")
+    p.add_argument("--data-root")
+    p.set_defaults(fn=cmd_datasets)
+    p = sub.add_parser("methods", help="list methods")
+    p.set_defaults(fn=cmd_methods)
+    p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
+    _add_run_args(p)
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(fn=cmd_partition_stats)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except FGLError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

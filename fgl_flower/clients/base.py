@@ -1,0 +1,96 @@
+"""Client base classes.
+
+A method's client receives the content of one Flower message and returns the content of
+the reply; the ClientApp (:mod:`fgl_flower.client_app`) does the plumbing: it parses the
+run config, loads this partition's data, wraps ``context.state`` and picks the class from
+the method registry.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from flwr.app import ArrayRecord, MetricRecord, RecordDict
+
+from fgl_flower.clients.learner import Learner, make_learner
+from fgl_flower.clients.state import ClientState
+from fgl_flower.config import RunConfig
+from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
+
+
+def derive_seed(*parts: int | str) -> int:
+    """A stable 31-bit seed from ``parts`` (e.g. run seed, partition id, round)."""
+    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+class FGLClient:
+    """Base of all clients: one instance per message, state in :class:`ClientState`.
+
+    Subclasses implement :meth:`train` and :meth:`evaluate`, and :meth:`query` for the
+    actions listed in :attr:`query_actions` (routed as ``query.<action>`` messages).
+    """
+
+    query_actions: tuple[str, ...] = ()
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        data: NodeClientData | GraphClientData,
+        state: ClientState,
+        partition_id: int,
+    ) -> None:
+        self.cfg = cfg
+        self.data = data
+        self.state = state
+        self.partition_id = partition_id
+
+    def seed_round(self, server_round: int, phase: str = "train") -> None:
+        """Seed torch for this client, round and phase (reproducible, distinct per client)."""
+        torch.manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round, phase))
+
+    def metrics(self, values: dict[str, float], num_examples: float) -> MetricRecord:
+        """A MetricRecord tagged with this client's partition id and weight."""
+        return MetricRecord(
+            {**values, PARTITION_ID: self.partition_id, NUM_EXAMPLES: float(num_examples)}
+        )
+
+    def train(self, content: RecordDict, server_round: int) -> RecordDict:
+        raise NotImplementedError(f"{type(self).__name__} does not train")
+
+    def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
+        raise NotImplementedError(f"{type(self).__name__} does not evaluate")
+
+    def query(self, action: str, content: RecordDict) -> RecordDict:
+        raise NotImplementedError(f"{type(self).__name__} answers no query {action!r}")
+
+
+class LearnerClient(FGLClient):
+    """A client that trains one :class:`Learner` whose state persists across rounds."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.learner: Learner = make_learner(self.cfg, self.data)
+        self.learner.restore(self.state)
+
+    def load_global(self, content: RecordDict) -> dict[str, torch.Tensor]:
+        """Load the server's arrays (if any) into the shared parameters; returns them."""
+        record = content.array_records.get(ARRAYS)
+        tensors = record.to_torch_state_dict() if record is not None and len(record) else {}
+        if tensors:
+            self.learner.set_shared(tensors)
+        return tensors
+
+    def evaluation_reply(self) -> RecordDict:
+        res = self.learner.evaluate()
+        return RecordDict({METRICS: self.metrics(res, res["num-test"])})
+
+    def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:
+        """Persist the learner and reply with its shared arrays (or none)."""
+        self.learner.save(self.state)
+        arrays = ArrayRecord(self.learner.get_shared()) if upload else ArrayRecord()
+        return RecordDict(
+            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.learner.num_train)}
+        )

@@ -1,0 +1,205 @@
+"""Learners: one client's model, optimizer and local data, for node or graph tasks.
+
+A :class:`Learner` hides the difference between full-batch node classification on a
+client subgraph and mini-batch graph classification over a client's graphs, so that a
+method's client (FedAvg, FedProx, Local, ...) is written once for both tasks.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.loader import DataLoader
+
+from fgl_flower.config import RunConfig
+from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.metrics import classification_metrics
+from fgl_flower.models import build_model
+from fgl_flower.registry import Registry
+
+#: ``extra_loss(model) -> scalar``: a method's regulariser added to every local step.
+ExtraLoss = Callable[[nn.Module], Tensor]
+
+LEARNERS: Registry[type[Learner]] = Registry("learner")
+
+SPLITS = ("val", "test")
+
+
+class Learner(ABC):
+    """Model + Adam optimizer over one client's data.
+
+    The model is built under ``torch.manual_seed(cfg.seed)``, so every client starts from
+    the same weights for the same seed (the shared initial model of FL).
+    """
+
+    task: str
+
+    def __init__(self, cfg: RunConfig, data: NodeClientData | GraphClientData) -> None:
+        self.cfg = cfg
+        self.data = data
+        with torch.random.fork_rng():
+            torch.manual_seed(cfg.seed)
+            self.model = build_model(
+                cfg.model, self.task, data.num_features, data.num_classes,
+                cfg.hidden, cfg.num_layers, cfg.dropout,
+            )
+        self.optimizer = torch.optim.Adam(
+            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
+        )
+
+    # -- what is federated -----------------------------------------------------------------
+    def shared_keys(self) -> list[str]:
+        """Names of the parameters exchanged with the server (default: all)."""
+        return list(self.model.state_dict())
+
+    def get_shared(self) -> dict[str, Tensor]:
+        sd = self.model.state_dict()
+        return {k: sd[k] for k in self.shared_keys()}
+
+    def set_shared(self, tensors: dict[str, Tensor]) -> None:
+        """Overwrite the shared parameters with ``tensors`` (e.g. the global model)."""
+        self.model.load_state_dict(tensors, strict=False)
+
+    def shared_parameters(self) -> Iterator[tuple[str, nn.Parameter]]:
+        keys = set(self.shared_keys())
+        return ((n, p) for n, p in self.model.named_parameters() if n in keys)
+
+    # -- persistence -----------------------------------------------------------------------
+    def save(self, state, prefix: str = "learner") -> None:
+        state.save_module(f"{prefix}.model", self.model)
+        if self.cfg.keep_optimizer_state:
+            state.save_optimizer(f"{prefix}.optim", self.optimizer)
+
+    def restore(self, state, prefix: str = "learner") -> bool:
+        """Restore model (and optimizer) from ``state``; ``False`` on the first round."""
+        found = state.load_module(f"{prefix}.model", self.model)
+        if found and self.cfg.keep_optimizer_state:
+            state.load_optimizer(f"{prefix}.optim", self.optimizer)
+        return found
+
+    # -- training and evaluation -----------------------------------------------------------
+    @property
+    @abstractmethod
+    def num_train(self) -> int:
+        """Number of training examples (nodes or graphs): the FedAvg weight."""
+
+    @abstractmethod
+    def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
+        """Train for ``epochs`` local epochs; returns ``train_loss`` and ``train_acc``."""
+
+    @abstractmethod
+    def evaluate(self) -> dict[str, float]:
+        """Loss/acc/F1 on val and test, keys ``{split}_{metric}``, plus ``num-{split}``."""
+
+
+@LEARNERS.register("node")
+class NodeLearner(Learner):
+    """Full-batch training on the client's subgraph; loss on its training nodes."""
+
+    task = "node"
+    data: NodeClientData
+
+    @property
+    def num_train(self) -> int:
+        return int(self.data.data.train_mask.sum())
+
+    def logits(self) -> Tensor:
+        g = self.data.data
+        return self.model(g.x, g.edge_index)
+
+    def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
+        g = self.data.data
+        self.model.train()
+        loss = torch.zeros(())
+        for _ in range(epochs):
+            self.optimizer.zero_grad()
+            out = self.logits()
+            loss = F.cross_entropy(out[g.train_mask], g.y[g.train_mask])
+            total = loss + extra_loss(self.model) if extra_loss is not None else loss
+            total.backward()
+            self.optimizer.step()
+        return {"train_loss": loss.item()}
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        g = self.data.data
+        self.model.eval()
+        out = self.logits()
+        res: dict[str, float] = {}
+        for split in SPLITS:
+            mask = getattr(g, f"{split}_mask")
+            for k, v in classification_metrics(out[mask], g.y[mask], self.data.num_classes).items():
+                res[f"{split}_{k}"] = v
+            res[f"num-{split}"] = float(mask.sum())
+        return res
+
+
+@LEARNERS.register("graph")
+class GraphLearner(Learner):
+    """Mini-batch training over the client's training graphs.
+
+    In cross-dataset settings (one dataset per client) only the backbone's
+    ``shared_prefixes`` are federated; input and output layers stay local.
+    """
+
+    task = "graph"
+    data: GraphClientData
+
+    @property
+    def num_train(self) -> int:
+        return len(self.data.train)
+
+    @property
+    def cross_dataset(self) -> bool:
+        return self.data.dataset.lower() != self.cfg.dataset.lower()
+
+    def shared_keys(self) -> list[str]:
+        keys = list(self.model.state_dict())
+        prefixes = getattr(self.model, "shared_prefixes", None)
+        if self.cross_dataset and prefixes:
+            keys = [k for k in keys if k.startswith(tuple(prefixes))]
+        return keys
+
+    def _loader(self, graphs, shuffle: bool) -> DataLoader:
+        return DataLoader(graphs, batch_size=self.cfg.batch_size, shuffle=shuffle)
+
+    def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
+        self.model.train()
+        total_loss, count = 0.0, 0
+        for _ in range(epochs):
+            for batch in self._loader(self.data.train, shuffle=True):
+                self.optimizer.zero_grad()
+                out = self.model(batch.x, batch.edge_index, batch.batch)
+                loss = F.cross_entropy(out, batch.y)
+                (loss + extra_loss(self.model) if extra_loss is not None else loss).backward()
+                self.optimizer.step()
+                total_loss += float(loss) * batch.num_graphs
+                count += batch.num_graphs
+        return {"train_loss": total_loss / max(count, 1)}
+
+    @torch.no_grad()
+    def evaluate(self) -> dict[str, float]:
+        self.model.eval()
+        res: dict[str, float] = {}
+        for split in SPLITS:
+            graphs = getattr(self.data, split)
+            outs, ys = [], []
+            for batch in self._loader(graphs, shuffle=False):
+                outs.append(self.model(batch.x, batch.edge_index, batch.batch))
+                ys.append(batch.y)
+            out = torch.cat(outs) if outs else torch.zeros(0, self.data.num_classes)
+            y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long)
+            for k, v in classification_metrics(out, y, self.data.num_classes).items():
+                res[f"{split}_{k}"] = v
+            res[f"num-{split}"] = float(len(graphs))
+        return res
+
+
+def make_learner(cfg: RunConfig, data: NodeClientData | GraphClientData) -> Learner:
+    """The learner for ``data``'s task."""
+    task = "graph" if isinstance(data, GraphClientData) else "node"
+    return LEARNERS.get(task)(cfg, data)

@@ -1,0 +1,82 @@
+"""Typed access to a client's persistent ``context.state``.
+
+Flower keeps ``context.state`` (a :class:`~flwr.app.RecordDict`) per node and run, in
+simulation and in deployment (where every message runs in a fresh process). Everything a
+client must remember between rounds (model weights, optimizer state, method tensors)
+goes through this wrapper, never through Python globals.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+from torch import Tensor, nn
+
+
+class ClientState:
+    """Save and restore modules, optimizers, tensors and JSON values by key."""
+
+    def __init__(self, records: RecordDict) -> None:
+        self.records = records
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.records
+
+    # -- tensors ---------------------------------------------------------------------------
+    def save_tensors(self, key: str, tensors: dict[str, Tensor]) -> None:
+        self.records[key] = ArrayRecord({k: v.detach().cpu() for k, v in tensors.items()})
+
+    def load_tensors(self, key: str) -> dict[str, Tensor] | None:
+        rec = self.records.get(key)
+        return None if rec is None else rec.to_torch_state_dict()
+
+    # -- modules ---------------------------------------------------------------------------
+    def save_module(self, key: str, module: nn.Module) -> None:
+        self.save_tensors(key, module.state_dict())
+
+    def load_module(self, key: str, module: nn.Module) -> bool:
+        """Load ``module`` from state; returns ``False`` when nothing was saved yet."""
+        sd = self.load_tensors(key)
+        if sd is None:
+            return False
+        module.load_state_dict(sd)
+        return True
+
+    # -- optimizers ------------------------------------------------------------------------
+    def save_optimizer(self, key: str, optimizer: torch.optim.Optimizer) -> None:
+        sd = optimizer.state_dict()
+        tensors: dict[str, Tensor] = {}
+        scalars: dict[str, dict[str, Any]] = {}
+        for pid, pstate in sd["state"].items():
+            for name, value in pstate.items():
+                if isinstance(value, Tensor):
+                    tensors[f"{pid}/{name}"] = value
+                else:
+                    scalars.setdefault(str(pid), {})[name] = value
+        self.save_tensors(f"{key}.tensors", tensors)
+        self.set_json(f"{key}.meta", {"param_groups": sd["param_groups"], "scalars": scalars})
+
+    def load_optimizer(self, key: str, optimizer: torch.optim.Optimizer) -> bool:
+        meta = self.get_json(f"{key}.meta")
+        if meta is None:
+            return False
+        tensors = self.load_tensors(f"{key}.tensors") or {}
+        state: dict[int, dict[str, Any]] = {}
+        for name, value in tensors.items():
+            pid, field = name.split("/", 1)
+            state.setdefault(int(pid), {})[field] = value
+        for pid, values in meta["scalars"].items():
+            state.setdefault(int(pid), {}).update(values)
+        optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+        return True
+
+    # -- JSON values -----------------------------------------------------------------------
+    def set_json(self, key: str, value: Any) -> None:
+        self.records[key] = ConfigRecord({"json": json.dumps(value)})
+
+    def get_json(self, key: str) -> Any:
+        rec = self.records.get(key)
+        return None if rec is None else json.loads(str(rec["json"]))

@@ -1,0 +1,302 @@
+"""Run configuration: one validated, typed view of Flower's flat run config.
+
+Flower passes the run config as a flat ``{key: int | float | bool | str}`` mapping whose
+defaults live in ``pyproject.toml`` (``[tool.flwr.app.config]``). Keys are grouped:
+
+* plain keys (``method``, ``dataset``, ``num-rounds``, ``lr``, ...) for every run;
+* ``data.<option>`` keys, options of the partitioner or of the synthetic generator;
+* ``<method>.<option>`` keys, hyperparameters of one method (e.g. ``fedprox.mu``).
+
+:func:`parse_run_config` turns that mapping into a frozen :class:`RunConfig`, raising
+:class:`~fgl_flower.errors.ConfigError` with one clear message for anything malformed. It
+is called by the CLI before anything starts and again by the ServerApp and ClientApp.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from fgl_flower.errors import ConfigError
+
+Scalar = int | float | bool | str
+
+#: Keys that every run has, with their types. Their defaults live in pyproject.toml.
+CORE_KEYS: dict[str, type] = {
+    "method": str,
+    "dataset": str,
+    "partition": str,
+    "num-clients": int,
+    "num-rounds": int,
+    "seed": int,
+    "partition-seed": int,
+    "split": str,
+    "split-mode": str,
+    "split-seed": int,
+    "data-root": str,
+    "out-dir": str,
+    "model": str,
+    "hidden": int,
+    "num-layers": int,
+    "dropout": float,
+    "lr": float,
+    "weight-decay": float,
+    "local-epochs": int,
+    "batch-size": int,
+    "keep-optimizer-state": bool,
+    "progress": bool,
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Typed, validated run configuration.
+
+    ``split_seed`` of ``-1`` in the flat config means "use ``seed``", so by default each
+    seed draws its own per-client splits while the partition (``partition_seed``) stays
+    fixed across seeds, as in most FGL papers.
+    """
+
+    method: str
+    dataset: str
+    partition: str
+    num_clients: int
+    num_rounds: int
+    seed: int
+    partition_seed: int
+    split: tuple[float, float, float]
+    split_mode: str
+    split_seed: int
+    data_root: str
+    out_dir: str
+    model: str
+    hidden: int
+    num_layers: int
+    dropout: float
+    lr: float
+    weight_decay: float
+    local_epochs: int
+    batch_size: int
+    keep_optimizer_state: bool
+    progress: bool
+    data_options: tuple[tuple[str, Scalar], ...] = ()
+    method_options: tuple[tuple[str, Scalar], ...] = ()
+    raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
+
+    def option(self, name: str) -> Scalar:
+        """A method option (``<method>.<name>`` in the flat config)."""
+        opts = dict(self.method_options)
+        if name not in opts:
+            raise ConfigError(
+                f"Method {self.method!r} has no option {name!r} "
+                f"(known: {', '.join(sorted(opts)) or 'none'})."
+            )
+        return opts[name]
+
+    def data_config(self):
+        """The :class:`~fgl_flower.datasets.DataConfig` of this run.
+
+        Data options are namespaced in the flat config (``data.<partitioner>.<option>``,
+        ``data.synthetic.<option>``); only the namespaces this run uses are passed on, and
+        empty strings mean "not set".
+        """
+        from fgl_flower.datasets import DataConfig
+        from fgl_flower.registry import _norm
+
+        scopes = {_norm(self.partition)}
+        if _norm(self.dataset) == "synthetic":
+            scopes.add("synthetic")
+        options = {}
+        for key, value in self.data_options:
+            scope, _, name = key.rpartition(".")
+            if _norm(scope) in scopes and value != "":
+                options[name] = value
+        return DataConfig(
+            dataset=self.dataset,
+            partition=self.partition,
+            num_clients=self.num_clients,
+            partition_seed=self.partition_seed,
+            split=self.split,
+            split_mode=self.split_mode,
+            split_seed=self.split_seed,
+            data_root=self.data_root or None,
+            options=tuple(sorted(options.items())),
+        )
+
+    def to_json(self) -> str:
+        """JSON of the resolved config (for ``config.json`` in the run folder)."""
+        d = asdict(self)
+        d.pop("raw")
+        d["data_options"] = dict(self.data_options)
+        d["method_options"] = dict(self.method_options)
+        return json.dumps(d, indent=2, sort_keys=True)
+
+    def flat(self) -> dict[str, Scalar]:
+        """The flat mapping this config was parsed from."""
+        return dict(self.raw)
+
+
+def parse_split(text: str) -> tuple[float, float, float]:
+    """Parse ``"0.6,0.2,0.2"`` (or ``/``-separated) into three ratios summing to 1."""
+    parts = [p for p in str(text).replace("/", ",").split(",") if p.strip()]
+    try:
+        ratios = tuple(float(p) for p in parts)
+    except ValueError:
+        raise ConfigError(f"split={text!r} is not three numbers like '0.6,0.2,0.2'.") from None
+    if len(ratios) != 3 or any(r < 0 for r in ratios):
+        raise ConfigError(f"split={text!r} must be three non-negative ratios train,val,test.")
+    if abs(sum(ratios) - 1.0) > 1e-6:
+        raise ConfigError(
+            f"split={text!r}: train/val/test ratios sum to {sum(ratios):g}, not 1. "
+            "Use e.g. split='0.6,0.2,0.2'."
+        )
+    return ratios  # type: ignore[return-value]
+
+
+def _coerce(key: str, value: Any, typ: type) -> Scalar:
+    """Check/convert one value to ``typ`` (ints are accepted where floats are expected)."""
+    if typ is bool:
+        if isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.lower() in ("true", "false"):
+            return value.lower() == "true"
+    elif typ is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value)
+            except ValueError:
+                pass
+    elif typ is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)
+            except ValueError:
+                pass
+    elif typ is str:
+        if isinstance(value, str):
+            return value
+        return str(value)
+    raise ConfigError(f"{key}={value!r} is not a valid {typ.__name__}.")
+
+
+def _coerce_like(key: str, value: Any, default: Scalar) -> Scalar:
+    return _coerce(key, value, type(default))
+
+
+def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
+    """Validate a flat run config and build a :class:`RunConfig`.
+
+    Method options are checked against the method's declared defaults (unknown keys for
+    the selected method are errors); data options are passed on as given and checked by
+    the dataset layer.
+
+    Raises:
+        ConfigError: a key is missing, has the wrong type, or a value is out of range.
+        UnknownNameError: the method is not registered.
+    """
+    from fgl_flower.methods import METHODS  # local import: methods import torch
+
+    missing = [k for k in CORE_KEYS if k not in flat]
+    if missing:
+        raise ConfigError(f"Run config lacks required keys: {', '.join(missing)}.")
+    core = {k: _coerce(k, flat[k], t) for k, t in CORE_KEYS.items()}
+
+    spec = METHODS.get(str(core["method"]))
+    method = spec.name
+    prefix = f"{method}."
+    method_defaults = spec.option_defaults()
+    method_options: dict[str, Scalar] = dict(method_defaults)
+    data_options: dict[str, Scalar] = {}
+    for key, value in flat.items():
+        if key in CORE_KEYS:
+            continue
+        if key.startswith("data."):
+            data_options[key[len("data."):]] = value
+        elif key.startswith(prefix):
+            name = key[len(prefix):]
+            if name not in method_defaults:
+                raise ConfigError(
+                    f"Unknown option {key!r} for method {method!r}; known: "
+                    f"{', '.join(prefix + n for n in sorted(method_defaults)) or 'none'}."
+                )
+            method_options[name] = _coerce_like(key, value, method_defaults[name])
+        elif "." in key:
+            continue  # another method's option: ignored for this run
+        else:
+            raise ConfigError(f"Unknown run-config key {key!r}.")
+
+    for key in ("num-clients", "num-rounds", "hidden", "num-layers", "local-epochs", "batch-size"):
+        if int(core[key]) < 1:
+            raise ConfigError(f"{key} must be at least 1 (got {core[key]}).")
+    for key in ("lr",):
+        if float(core[key]) <= 0:
+            raise ConfigError(f"{key} must be positive (got {core[key]}).")
+    if not 0.0 <= float(core["dropout"]) < 1.0:
+        raise ConfigError(f"dropout must be in [0, 1) (got {core['dropout']}).")
+    if float(core["weight-decay"]) < 0:
+        raise ConfigError(f"weight-decay must be non-negative (got {core['weight-decay']}).")
+    if core["split-mode"] not in ("random", "stratified"):
+        raise ConfigError(f"split-mode={core['split-mode']!r}: use 'random' or 'stratified'.")
+    seed = int(core["seed"])
+    split_seed = int(core["split-seed"])
+    return RunConfig(
+        method=method,
+        dataset=str(core["dataset"]),
+        partition=str(core["partition"]),
+        num_clients=int(core["num-clients"]),
+        num_rounds=int(core["num-rounds"]),
+        seed=seed,
+        partition_seed=int(core["partition-seed"]),
+        split=parse_split(str(core["split"])),
+        split_mode=str(core["split-mode"]),
+        split_seed=seed if split_seed < 0 else split_seed,
+        data_root=str(core["data-root"]),
+        out_dir=str(core["out-dir"]),
+        model=str(core["model"]).lower(),
+        hidden=int(core["hidden"]),
+        num_layers=int(core["num-layers"]),
+        dropout=float(core["dropout"]),
+        lr=float(core["lr"]),
+        weight_decay=float(core["weight-decay"]),
+        local_epochs=int(core["local-epochs"]),
+        batch_size=int(core["batch-size"]),
+        keep_optimizer_state=bool(core["keep-optimizer-state"]),
+        progress=bool(core["progress"]),
+        data_options=tuple(sorted(data_options.items())),
+        method_options=tuple(sorted(method_options.items())),
+        raw=tuple(sorted((k, v) for k, v in flat.items())),
+    )
+
+
+def load_app_defaults() -> dict[str, Scalar]:
+    """The ``[tool.flwr.app.config]`` defaults of this app, flattened like Flower does.
+
+    Read from the packaged copy of the app's pyproject (``fgl_flower/app_config.toml`` is
+    not used; the source of truth is the project's ``pyproject.toml``, found next to the
+    package in a source checkout or editable install).
+    """
+    import tomllib
+
+    from fgl_flower.paths import app_dir
+
+    with open(app_dir() / "pyproject.toml", "rb") as f:
+        cfg = tomllib.load(f)["tool"]["flwr"]["app"]["config"]
+    return _flatten(cfg)
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:
+    out: dict[str, Scalar] = {}
+    for k, v in d.items():
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out

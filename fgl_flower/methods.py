@@ -1,0 +1,87 @@
+"""The method registry: a declarative table of every method of the package.
+
+Adding a method = ``strategies/<m>.py`` + ``clients/<m>.py`` + one :class:`MethodSpec`
+entry here (and its option defaults under ``[tool.flwr.app.config.<m>]`` in
+``pyproject.toml``, which a contract test keeps in sync with ``options`` below).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from fgl_flower.clients.base import FGLClient
+from fgl_flower.clients.fedavg import FedAvgClient
+from fgl_flower.clients.fedprox import FedProxClient
+from fgl_flower.clients.local import LocalClient
+from fgl_flower.registry import Registry
+from fgl_flower.strategies.base import FGLStrategy
+from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.fedprox import FedProxStrategy
+from fgl_flower.strategies.local import LocalStrategy
+
+Scalar = int | float | bool | str
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One registered method.
+
+    Attributes:
+        name: Config/CLI name (``method=<name>``).
+        strategy: Server half, a :class:`FGLStrategy` subclass.
+        client: Client half, a :class:`FGLClient` subclass.
+        tasks: Tasks it supports (``"node"``, ``"graph"``).
+        options: Method hyperparameters and their defaults (``<name>.<option>`` keys).
+        summary: One line for docs and ``fgl methods``.
+        reference: Paper it implements.
+    """
+
+    name: str
+    strategy: type[FGLStrategy]
+    client: type[FGLClient]
+    tasks: tuple[str, ...]
+    summary: str
+    reference: str = ""
+    options: Mapping[str, Scalar] = field(default_factory=dict)
+
+    def option_defaults(self) -> dict[str, Scalar]:
+        return dict(self.options)
+
+
+METHODS: Registry[MethodSpec] = Registry("method")
+
+
+def register_method(spec: MethodSpec) -> MethodSpec:
+    METHODS.register(spec.name, MethodSpec(**{**spec.__dict__, "options": MappingProxyType(dict(spec.options))}))
+    return spec
+
+
+for _spec in (
+    MethodSpec(
+        name="local",
+        strategy=LocalStrategy,
+        client=LocalClient,
+        tasks=("node", "graph"),
+        summary="Each client trains alone; nothing is averaged.",
+    ),
+    MethodSpec(
+        name="fedavg",
+        strategy=FedAvgStrategy,
+        client=FedAvgClient,
+        tasks=("node", "graph"),
+        summary="Average of the shared parameters weighted by training examples.",
+        reference="McMahan et al., AISTATS 2017",
+    ),
+    MethodSpec(
+        name="fedprox",
+        strategy=FedProxStrategy,
+        client=FedProxClient,
+        tasks=("node", "graph"),
+        summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
+        reference="Li et al., MLSys 2020",
+        options={"mu": 0.01},
+    ),
+):
+    register_method(_spec)

@@ -1,0 +1,71 @@
+r"""Classification metrics and their aggregation over clients."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def macro_f1(pred: Tensor, target: Tensor, num_classes: int) -> float:
+    r"""Macro-F1 over the classes present in ``target`` or ``pred``.
+
+    .. math::
+        \mathrm{F1}_c = \frac{2\,\mathrm{TP}_c}{2\,\mathrm{TP}_c+\mathrm{FP}_c+\mathrm{FN}_c},
+        \qquad \mathrm{F1} = \frac{1}{|\mathcal C|}\sum_{c\in\mathcal C}\mathrm{F1}_c
+
+    with :math:`\mathcal C` the classes that occur in the labels or the predictions (as
+    scikit-learn's ``f1_score(average="macro")``). Returns 0 for empty input.
+    """
+    if target.numel() == 0:
+        return 0.0
+    idx = target * num_classes + pred
+    cm = torch.bincount(idx, minlength=num_classes * num_classes).view(num_classes, num_classes)
+    tp = cm.diag().double()
+    fp = cm.sum(0).double() - tp
+    fn = cm.sum(1).double() - tp
+    present = (cm.sum(0) + cm.sum(1)) > 0
+    f1 = 2 * tp / (2 * tp + fp + fn).clamp(min=1)
+    return float(f1[present].mean())
+
+
+def classification_metrics(logits: Tensor, target: Tensor, num_classes: int) -> dict[str, float]:
+    """Cross-entropy loss, accuracy and macro-F1 of ``logits [n, C]`` against ``target [n]``."""
+    if target.numel() == 0:
+        return {"loss": 0.0, "acc": 0.0, "f1": 0.0}
+    pred = logits.argmax(-1)
+    return {
+        "loss": float(F.cross_entropy(logits, target)),
+        "acc": float((pred == target).double().mean()),
+        "f1": macro_f1(pred, target, num_classes),
+    }
+
+
+def summarize_clients(
+    values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str]
+) -> dict[str, float]:
+    r"""Aggregate per-client metrics into weighted mean, plain mean, std and worst client.
+
+    For each ``m`` in ``metrics`` (e.g. ``"test_acc"``), with weights :math:`n_k` read from
+    ``values[k][weight_key[m]]``:
+
+    * ``m`` -- weighted mean :math:`\sum_k n_k m_k / \sum_k n_k` (the headline number),
+    * ``m_mean`` / ``m_std`` -- unweighted mean and population std over clients,
+    * ``m_worst`` -- the minimum (the maximum for losses).
+    """
+    out: dict[str, float] = {}
+    for m in metrics:
+        xs = [float(v[m]) for v in values]
+        ws = [float(v[weight_key[m]]) for v in values]
+        if not xs:
+            continue
+        total = sum(ws)
+        mean = sum(xs) / len(xs)
+        out[m] = sum(w * x for w, x in zip(ws, xs)) / total if total > 0 else mean
+        out[f"{m}_mean"] = mean
+        out[f"{m}_std"] = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
+        out[f"{m}_worst"] = max(xs) if m.endswith("loss") else min(xs)
+    return out

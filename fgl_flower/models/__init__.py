@@ -1,0 +1,11 @@
+"""GNN backbones, resolved by name through :data:`MODELS`.
+
+Node models map ``(x [N, F], edge_index [2, E]) -> logits [N, C]``; graph models map a
+mini-batch of graphs to ``logits [B, C]``. ``x`` may be a sparse COO tensor.
+"""
+
+from fgl_flower.models.graph import GIN
+from fgl_flower.models.node import GAT, GCN, MLP, SGC, GraphSAGE
+from fgl_flower.models.registry import MODELS, ModelSpec, build_model
+
+__all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "SGC", "GraphSAGE", "ModelSpec", "build_model"]

@@ -1,0 +1,12 @@
+"""Record names shared by every ServerApp/ClientApp message of this package.
+
+A train reply carries ``ARRAYS`` (the uploaded parameters) and ``METRICS`` (with
+``NUM_EXAMPLES`` and ``PARTITION_ID``); methods add records of their own under other keys.
+"""
+
+ARRAYS = "arrays"
+METRICS = "metrics"
+CONFIG = "config"
+PARTITION_ID = "partition-id"
+NUM_EXAMPLES = "num-examples"
+SERVER_ROUND = "server-round"

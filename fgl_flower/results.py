@@ -1,0 +1,174 @@
+"""Writing a run's results: config, per-round metrics, summary and curves.
+
+Everything lands in the run's output folder:
+
+* ``config.json`` -- the resolved run config;
+* ``rounds.jsonl`` -- one JSON line per finished round (appended and fsync'ed, so a
+  crashed or stopped run keeps every round it finished);
+* ``summary.json`` -- final and best-validation round (written atomically);
+* ``curves.png`` -- accuracy and loss curves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from logging import INFO
+from pathlib import Path
+from typing import Any
+
+from flwr.supercore import log
+
+from fgl_flower.config import RunConfig
+
+#: The metric that selects the best round, and the one reported as the headline.
+SELECT_KEY = "val_acc"
+HEADLINE_KEYS = ("test_acc", "test_f1", "test_loss", "val_acc")
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_rounds(out_dir: Path) -> list[dict[str, Any]]:
+    """The round records of a run folder (complete lines only)."""
+    path = Path(out_dir) / "rounds.jsonl"
+    if not path.exists():
+        return []
+    rounds = []
+    for line in path.read_text().splitlines():
+        try:
+            rounds.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # a torn last line from a crash
+    return rounds
+
+
+def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
+    """Final round and best round (highest ``eval[select_key]``, earliest on ties)."""
+    evaluated = [r for r in rounds if r.get("eval")]
+    if not evaluated:
+        return {"rounds_completed": len(rounds)}
+    best = max(evaluated, key=lambda r: (r["eval"].get(select_key, float("-inf")), -r["round"]))
+    final = evaluated[-1]
+    return {
+        "rounds_completed": len(rounds),
+        "final": {"round": final["round"], **final["eval"]},
+        "best_val": {"round": best["round"], "selected_by": select_key, **best["eval"]},
+        "total_time_s": sum(r.get("time_s", 0.0) for r in rounds),
+        "bytes_up_total": sum(r.get("bytes_up", 0) for r in rounds),
+        "bytes_down_total": sum(r.get("bytes_down", 0) for r in rounds),
+    }
+
+
+class RunRecorder:
+    """Records one run into ``out_dir`` and prints a progress line per round."""
+
+    def __init__(self, out_dir: str | Path, cfg: RunConfig, extra: Mapping[str, Any] | None = None) -> None:
+        self.out_dir = Path(out_dir)
+        self.cfg = cfg
+        self.extra = dict(extra or {})
+        self.rounds: list[dict[str, Any]] = []
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(self.out_dir / "config.json", cfg.to_json() + "\n")
+        (self.out_dir / "rounds.jsonl").write_text("")
+        (self.out_dir / "summary.json").unlink(missing_ok=True)
+
+    def record_round(self, record: dict[str, Any]) -> None:
+        """Append one finished round (durably) and print its progress line."""
+        self.rounds.append(record)
+        with open(self.out_dir / "rounds.jsonl", "a") as f:
+            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        if self.cfg.progress:
+            log(INFO, "%s", self.progress_line(record))
+
+    def progress_line(self, record: Mapping[str, Any]) -> str:
+        ev = record.get("eval", {})
+        parts = [f"[round {record['round']}/{self.cfg.num_rounds}]"]
+        for key in ("val_acc", "test_acc", "test_f1"):
+            if key in ev:
+                parts.append(f"{key} {100 * ev[key]:.2f}")
+        if "train_loss" in record.get("train", {}):
+            parts.append(f"train_loss {record['train']['train_loss']:.4f}")
+        parts.append(
+            f"| {record.get('time_s', 0):.2f}s up {_fmt_bytes(record.get('bytes_up', 0))} "
+            f"down {_fmt_bytes(record.get('bytes_down', 0))}"
+        )
+        return " ".join(parts)
+
+    def finish(self, extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Write ``summary.json`` and ``curves.png``; returns the summary."""
+        summary = {
+            "method": self.cfg.method,
+            "dataset": self.cfg.dataset,
+            "partition": self.cfg.partition,
+            "num_clients": self.cfg.num_clients,
+            "num_rounds": self.cfg.num_rounds,
+            "seed": self.cfg.seed,
+            "model": self.cfg.model,
+            **self.extra,
+            **summarize_rounds(self.rounds),
+            **dict(extra or {}),
+        }
+        atomic_write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        if self.rounds:
+            plot_curves(self.rounds, self.out_dir / "curves.png", title=_title(self.cfg))
+        return summary
+
+
+def _title(cfg: RunConfig) -> str:
+    return f"{cfg.method} on {cfg.dataset} ({cfg.partition}, {cfg.num_clients} clients, seed {cfg.seed})"
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024 or unit == "GB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return f"{n:.1f}GB"
+
+
+def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") -> None:
+    """Accuracy (val/test, weighted mean over clients) and loss per round, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.8))
+    xs = [r["round"] for r in rounds if r.get("eval")]
+    for key, label in (("val_acc", "val acc"), ("test_acc", "test acc")):
+        ys = [r["eval"].get(key) for r in rounds if r.get("eval")]
+        if any(y is not None for y in ys):
+            ax_acc.plot(xs, ys, label=label)
+    ax_acc.set_xlabel("round")
+    ax_acc.set_ylabel("accuracy (weighted mean)")
+    ax_acc.legend()
+    for key, src, label in (("train_loss", "train", "train loss"), ("val_loss", "eval", "val loss")):
+        pts = [(r["round"], r[src][key]) for r in rounds if key in r.get(src, {})]
+        if pts:
+            ax_loss.plot(*zip(*pts), label=label)
+    ax_loss.set_xlabel("round")
+    ax_loss.set_ylabel("loss")
+    ax_loss.legend()
+    fig.suptitle(title, fontsize=9)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=100)
+    plt.close(fig)
+    os.replace(tmp, path)

@@ -1,0 +1,61 @@
+"""The ServerApp: resolves the run's method and runs its strategy."""
+
+from __future__ import annotations
+
+import time
+from logging import INFO
+from pathlib import Path
+
+from flwr.app import Context
+from flwr.serverapp import Grid, ServerApp
+from flwr.supercore import log
+
+from fgl_flower.config import RunConfig, parse_run_config
+from fgl_flower.datasets import task_of
+from fgl_flower.errors import ConfigError
+from fgl_flower.methods import METHODS
+from fgl_flower.paths import user_cache_dir
+from fgl_flower.results import RunRecorder
+
+app = ServerApp()
+
+
+def resolve_out_dir(cfg: RunConfig) -> Path:
+    """``out-dir`` if set (must be absolute), else a fresh folder in the user cache."""
+    if cfg.out_dir:
+        path = Path(cfg.out_dir).expanduser()
+        if not path.is_absolute():
+            raise ConfigError(f"out-dir={cfg.out_dir!r} must be an absolute path.")
+        return path
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return user_cache_dir() / "runs" / f"{cfg.method}-{cfg.dataset}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
+
+
+def check_method_task(cfg: RunConfig) -> None:
+    spec = METHODS.get(cfg.method)
+    task = task_of(cfg.dataset)
+    if task not in spec.tasks:
+        raise ConfigError(
+            f"Method {cfg.method!r} supports {', '.join(spec.tasks)}-level tasks, "
+            f"but dataset {cfg.dataset!r} is {task}-level."
+        )
+
+
+def run(grid: Grid, cfg: RunConfig) -> dict:
+    """Run ``cfg`` on ``grid`` and write its results; returns the summary."""
+    check_method_task(cfg)
+    out_dir = resolve_out_dir(cfg)
+    recorder = RunRecorder(out_dir, cfg)
+    log(INFO, "Writing results to %s", out_dir)
+    METHODS.get(cfg.method).strategy(cfg).start(grid, recorder=recorder)
+    summary = recorder.finish()
+    best = summary.get("best_val", {})
+    log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; summary %s",
+        best.get("round"), best.get("test_acc", float("nan")),
+        summary.get("final", {}).get("test_acc", float("nan")), out_dir / "summary.json")
+    return summary
+
+
+@app.main()
+def main(grid: Grid, context: Context) -> None:
+    run(grid, parse_run_config(context.run_config))

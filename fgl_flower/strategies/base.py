@@ -1,0 +1,168 @@
+"""Base strategy: Flower's Strategy interface plus what every FGL run needs.
+
+:class:`FGLStrategy` keeps Flower's narrow interface (``configure_train``,
+``aggregate_train``, ``configure_evaluate``, ``aggregate_evaluate``, ``summary``) and
+runs it in :meth:`FGLStrategy.start`, whose loop adds the cross-cutting pieces: a
+:class:`~fgl_flower.strategies.grid.MeteredGrid` (bytes, deterministic reply order) and a
+:class:`~fgl_flower.results.RunRecorder` (per-round records, summary, curves). A method
+overrides only the aggregation it changes; a one-shot or multi-phase method overrides
+:meth:`start`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from logging import INFO
+
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result, Strategy
+from flwr.supercore import log
+
+from fgl_flower.config import RunConfig
+from fgl_flower.metrics import summarize_clients
+from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, PARTITION_ID, SERVER_ROUND
+from fgl_flower.results import RunRecorder
+from fgl_flower.strategies.grid import MeteredGrid
+
+#: Per-client evaluation metrics and the count each is weighted by.
+EVAL_METRICS = {
+    f"{split}_{m}": f"num-{split}" for split in ("val", "test") for m in ("loss", "acc", "f1")
+}
+
+
+def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
+    """``{partition id: metrics}`` from the ``metrics`` record of each reply."""
+    out = {}
+    for r in replies:
+        rec = r.content.metric_records[METRICS]
+        out[int(rec[PARTITION_ID])] = {k: float(v) for k, v in rec.items()}
+    return out
+
+
+class FGLStrategy(Strategy):
+    """Strategy base for all methods of this package.
+
+    Every round all ``num-clients`` clients train and then evaluate; replies are
+    processed in partition-id order.
+    """
+
+    def __init__(self, cfg: RunConfig) -> None:
+        self.cfg = cfg
+        self.node_ids: list[int] = []
+
+    # -- message construction --------------------------------------------------------------
+    def broadcast(
+        self, content: RecordDict, message_type: str, node_ids: Iterable[int] | None = None
+    ) -> list[Message]:
+        """One message with ``content`` to each node (all selected nodes by default)."""
+        ids = self.node_ids if node_ids is None else list(node_ids)
+        return [Message(content=content, message_type=message_type, dst_node_id=n) for n in ids]
+
+    def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+        cfg = ConfigRecord(dict(config))
+        cfg[SERVER_ROUND] = server_round
+        return RecordDict({ARRAYS: arrays, CONFIG: cfg})
+
+    # -- Flower Strategy interface ---------------------------------------------------------
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.broadcast(self.round_content(server_round, arrays, config), MessageType.TRAIN)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """Default: no new global arrays; train metrics weighted by ``num-examples``."""
+        return None, self.aggregate_train_metrics(replies)
+
+    def aggregate_train_metrics(self, replies: Iterable[Message]) -> MetricRecord:
+        per_client = list(client_metrics(replies).values())
+        keys = sorted({k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES})
+        total = sum(m[NUM_EXAMPLES] for m in per_client) or 1.0
+        return MetricRecord(
+            {k: sum(m[NUM_EXAMPLES] * m.get(k, 0.0) for m in per_client) / total for k in keys}
+        )
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.broadcast(self.round_content(server_round, arrays, config), MessageType.EVALUATE)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
+        """Weighted mean, mean, std and worst client of every evaluation metric."""
+        per_client = list(client_metrics(replies).values())
+        metrics = [m for m in EVAL_METRICS if all(m in c for c in per_client)]
+        return MetricRecord(summarize_clients(per_client, metrics, EVAL_METRICS))
+
+    def summary(self) -> None:
+        c = self.cfg
+        log(INFO, "%s: method=%s dataset=%s partition=%s clients=%d rounds=%d seed=%d model=%s",
+            type(self).__name__, c.method, c.dataset, c.partition, c.num_clients, c.num_rounds,
+            c.seed, c.model)
+
+    def initial_arrays(self) -> ArrayRecord:
+        """Arrays sent in round 1. Empty: clients build the initial model from the run
+        seed, identically on every client, so nothing needs to be sent."""
+        return ArrayRecord()
+
+    # -- the round loop --------------------------------------------------------------------
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | None = None,
+        num_rounds: int | None = None,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> Result:
+        """Run ``num_rounds`` rounds of train + evaluate on all clients.
+
+        Each finished round goes to ``recorder`` (if given) before the next one starts.
+        """
+        num_rounds = self.cfg.num_rounds if num_rounds is None else num_rounds
+        metered = MeteredGrid(grid)
+        self.node_ids = metered.wait_for_nodes(self.cfg.num_clients)[: self.cfg.num_clients]
+        self.summary()
+        arrays = self.initial_arrays() if initial_arrays is None else initial_arrays
+        train_config = train_config or ConfigRecord()
+        evaluate_config = evaluate_config or ConfigRecord()
+        result = Result()
+        result.arrays = arrays
+        for rnd in range(1, num_rounds + 1):
+            t0 = time.perf_counter()
+            metered.reset()
+            replies = metered.send_and_receive(
+                self.configure_train(rnd, arrays, train_config, metered), timeout=timeout
+            )
+            new_arrays, train_metrics = self.aggregate_train(rnd, replies)
+            if new_arrays is not None:
+                arrays = result.arrays = new_arrays
+            replies = metered.send_and_receive(
+                self.configure_evaluate(rnd, arrays, evaluate_config, metered), timeout=timeout
+            )
+            eval_metrics = self.aggregate_evaluate(rnd, replies)
+            record = {
+                "round": rnd,
+                "time_s": time.perf_counter() - t0,
+                "bytes_up": metered.bytes_up,
+                "bytes_down": metered.bytes_down,
+                "messages_up": metered.messages_up,
+                "messages_down": metered.messages_down,
+                "train": dict(train_metrics or {}),
+                "eval": dict(eval_metrics or {}),
+                "clients": {str(k): v for k, v in client_metrics(replies).items()},
+            }
+            if evaluate_fn is not None and (res := evaluate_fn(rnd, arrays)) is not None:
+                record["server_eval"] = dict(res)
+                result.evaluate_metrics_serverapp[rnd] = res
+            if train_metrics is not None:
+                result.train_metrics_clientapp[rnd] = train_metrics
+            if eval_metrics is not None:
+                result.evaluate_metrics_clientapp[rnd] = eval_metrics
+            if recorder is not None:
+                recorder.record_round(record)
+        return result

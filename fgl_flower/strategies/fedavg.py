@@ -1,0 +1,30 @@
+r"""FedAvg (McMahan et al., 2017) on the Message API.
+
+.. math::
+    w^{t+1} = \sum_{k=1}^{K} \frac{n_k}{\sum_j n_j}\, w_k^{t+1}
+
+with :math:`n_k` the client's number of training examples (``num-examples``).
+Clients upload only their shared parameters (see :class:`~fgl_flower.clients.learner.Learner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from flwr.app import ArrayRecord, Message, MetricRecord
+
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.strategies.aggregation import weighted_mean_arrays
+from fgl_flower.strategies.base import FGLStrategy
+
+
+class FedAvgStrategy(FGLStrategy):
+    """Average uploaded arrays weighted by ``num-examples``, in partition-id order."""
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        records = [r.content.array_records[ARRAYS] for r in replies]
+        weights = [float(r.content.metric_records[METRICS][NUM_EXAMPLES]) for r in replies]
+        return weighted_mean_arrays(records, weights), self.aggregate_train_metrics(replies)

@@ -1,0 +1,89 @@
+"""A Grid wrapper that meters traffic and orders replies by partition id.
+
+Flower's ServerApp sees random node ids, and replies arrive in any order. Aggregating in
+arrival order makes float sums differ run to run, so every reply is sorted by the
+``partition-id`` the client reports. Bytes are measured from the serialized records.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from logging import INFO
+
+from flwr.app import Message, RecordDict
+from flwr.serverapp import Grid
+from flwr.supercore import log
+
+from fgl_flower.errors import FGLError
+from fgl_flower.protocol import PARTITION_ID
+
+
+class ClientFailure(FGLError):
+    """A client replied with an error instead of a result."""
+
+
+def payload_bytes(obj) -> int:
+    """Serialized size of a record (or RecordDict) and everything it references."""
+    children = obj.children or {}
+    return len(obj.deflate()) + sum(payload_bytes(c) for c in children.values())
+
+
+def reply_partition_id(msg: Message) -> int:
+    """The partition id a client put into any MetricRecord/ConfigRecord of its reply."""
+    for rec in list(msg.content.metric_records.values()) + list(msg.content.config_records.values()):
+        if PARTITION_ID in rec:
+            return int(rec[PARTITION_ID])
+    raise FGLError(f"Reply from node {msg.metadata.src_node_id} carries no {PARTITION_ID!r}.")
+
+
+class MeteredGrid:
+    """Wraps a Flower :class:`Grid`: counts messages/bytes, sorts replies, fails loudly."""
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        self.reset()
+
+    def reset(self) -> None:
+        """Zero the per-round counters."""
+        self.bytes_down = self.bytes_up = 0
+        self.messages_down = self.messages_up = 0
+
+    def get_node_ids(self) -> list[int]:
+        return sorted(self.grid.get_node_ids())
+
+    def wait_for_nodes(self, n: int, timeout: float = 600.0) -> list[int]:
+        """Block until at least ``n`` nodes are connected; returns the sorted node ids."""
+        start = time.monotonic()
+        ids = self.get_node_ids()
+        while len(ids) < n:
+            if time.monotonic() - start > timeout:
+                raise FGLError(
+                    f"Only {len(ids)} of {n} clients connected after {timeout:.0f}s: start "
+                    f"{n} SuperNodes (num-clients={n}) or lower num-clients."
+                )
+            time.sleep(0.5)
+            ids = self.get_node_ids()
+        if len(ids) > n:
+            log(INFO, "%d nodes connected, using the first %d (num-clients)", len(ids), n)
+        return ids
+
+    def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None) -> list[Message]:
+        messages = list(messages)
+        self.messages_down += len(messages)
+        self.bytes_down += sum(payload_bytes(m.content) for m in messages)
+        replies = list(self.grid.send_and_receive(messages, timeout=timeout))
+        for r in replies:
+            if r.has_error():
+                raise ClientFailure(f"A client failed: {r.error.reason}")
+        if len(replies) != len(messages):
+            raise ClientFailure(
+                f"{len(messages) - len(replies)} of {len(messages)} clients did not reply in time."
+            )
+        self.messages_up += len(replies)
+        self.bytes_up += sum(payload_bytes(r.content) for r in replies)
+        return sorted(replies, key=reply_partition_id)
+
+    @staticmethod
+    def contents(replies: Iterable[Message]) -> list[RecordDict]:
+        return [r.content for r in replies]

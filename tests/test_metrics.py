@@ -1,0 +1,37 @@
+import math
+
+import pytest
+import torch
+from sklearn.metrics import f1_score
+
+from fgl_flower.metrics import classification_metrics, macro_f1, summarize_clients
+
+
+def test_macro_f1_matches_sklearn():
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 5, (200,), generator=g)
+    p = torch.where(torch.rand(200, generator=g) < 0.6, y, torch.randint(0, 5, (200,), generator=g))
+    p[p == 4] = 3  # class 4 present in labels only
+    assert macro_f1(p, y, 6) == pytest.approx(f1_score(y, p, average="macro"))
+
+
+def test_classification_metrics_by_hand():
+    logits = torch.tensor([[2.0, 0.0], [0.0, 2.0], [2.0, 0.0]])
+    y = torch.tensor([0, 1, 1])
+    m = classification_metrics(logits, y, 2)
+    assert m["acc"] == pytest.approx(2 / 3)
+    assert m["loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)))
+
+
+def test_summarize_clients_by_hand():
+    vals = [
+        {"test_acc": 0.5, "num-test": 10, "test_loss": 1.0},
+        {"test_acc": 1.0, "num-test": 30, "test_loss": 3.0},
+    ]
+    s = summarize_clients(vals, ["test_acc", "test_loss"], {"test_acc": "num-test", "test_loss": "num-test"})
+    assert s["test_acc"] == pytest.approx((0.5 * 10 + 1.0 * 30) / 40)
+    assert s["test_acc_mean"] == pytest.approx(0.75)
+    assert s["test_acc_std"] == pytest.approx(0.25)
+    assert s["test_acc_worst"] == 0.5
+    assert s["test_loss_worst"] == 3.0  # worst loss is the highest
+    assert math.isclose(s["test_loss"], 2.5)
