@@ -1,0 +1,69 @@
+"""On-disk partition cache: one ``torch.save`` file per client, written atomically.
+
+Layout: ``<cache_dir()>/partitions/<tag>/client_<k>.pt`` plus ``meta.json``, which is
+written last and marks the partition complete. Creators serialise on ``<tag>.lock``;
+readers of a complete partition take no lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fgl_flower.datasets.root import cache_dir, file_lock
+
+#: Bump when the stored format or any partitioner's output changes.
+FORMAT_VERSION = 1
+
+
+def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
+    """Call ``write(tmp)`` on a temporary sibling of ``path``, then rename it into place."""
+    tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def partition_dir(tag: str) -> Path:
+    return cache_dir() / "partitions" / tag
+
+
+def client_file(folder: Path, partition_id: int) -> Path:
+    return folder / f"client_{partition_id:04d}.pt"
+
+
+def ensure_partition(
+    tag: str, meta: Mapping[str, Any], build: Callable[[], Iterable[dict[str, Any]]]
+) -> Path:
+    """Return the folder of partition ``tag``, creating it with ``build()`` if absent.
+
+    ``build`` yields one dict of tensors per client, in client order.
+    """
+    folder = partition_dir(tag)
+    done = folder / "meta.json"
+    if done.exists():
+        return folder
+    with file_lock(folder.parent / f"{tag}.lock"):
+        if done.exists():  # another process finished meanwhile
+            return folder
+        folder.mkdir(parents=True, exist_ok=True)
+        count = 0
+        for k, part in enumerate(build()):
+            atomic_write(client_file(folder, k), lambda p, obj=part: torch.save(obj, p))
+            count += 1
+        info = {**meta, "format": FORMAT_VERSION, "num_parts": count}
+        atomic_write(done, lambda p: p.write_text(json.dumps(info, indent=1, sort_keys=True)))
+    return folder
+
+
+def load_part(folder: Path, partition_id: int) -> dict[str, Any]:
+    """Load one client's stored dict (tensors only, ``weights_only``)."""
+    return torch.load(client_file(folder, partition_id), weights_only=True)

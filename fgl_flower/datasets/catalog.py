@@ -1,0 +1,194 @@
+"""The dataset catalog: every dataset and dataset group, by name.
+
+Each entry of :data:`DATASETS` knows its task (``"node"`` or ``"graph"``), the options it
+accepts, and how to load itself below a data root. :data:`DATASET_GROUPS` holds the
+cross-dataset graph-classification settings of FedDense (client ``k`` owns member ``k``).
+Lookups are case-insensitive and suggest close names.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from torch_geometric.data import Data, Dataset
+from torch_geometric.datasets import (
+    Actor,
+    Amazon,
+    Coauthor,
+    Flickr,
+    HeterophilousGraphDataset,
+    Planetoid,
+    TUDataset,
+    WebKB,
+    WikiCS,
+    WikipediaNetwork,
+)
+from torch_geometric.transforms import OneHotDegree
+
+from fgl_flower.datasets.features import SparseFeatures
+from fgl_flower.datasets.options import Option, Scalar, resolve_options
+from fgl_flower.datasets.pyg import PyGSource, _Unavailable
+from fgl_flower.datasets.root import resolve_data_root
+from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS, contextual_sbm
+from fgl_flower.errors import DataUnavailableError
+from fgl_flower.registry import Registry
+
+Task = Literal["node", "graph"]
+
+
+class DatasetEntry(Protocol):
+    """What the rest of the package needs from a catalog entry."""
+
+    name: str
+    task: Task
+    options: Mapping[str, Option]
+
+    def load(self, root: Path, options: Mapping[str, Scalar]) -> Data | Dataset: ...
+
+    def status(self, root: Path) -> tuple[bool, Path]: ...
+
+
+@dataclass(frozen=True)
+class PyGEntry:
+    """A dataset shipped by PyG: node tasks yield one ``Data``, graph tasks the dataset."""
+
+    name: str
+    task: Task
+    source: PyGSource
+    options: Mapping[str, Option] = field(default_factory=dict)
+
+    def status(self, root: Path) -> tuple[bool, Path]:
+        return self.source.present(root), self.source.raw_folder(root)
+
+    def load(self, root: Path, options: Mapping[str, Scalar]) -> Data | Dataset:
+        try:
+            dataset = self.source.load(root)
+        except _Unavailable as exc:
+            raise DataUnavailableError(
+                f"Dataset {self.name!r} is not available: no raw files in "
+                f"{self.source.raw_folder(root)} ({exc.args[0]}). Set run-config `data-root` "
+                f"or env FGL_DATA_ROOT to a folder holding '{self.source.folder}/"
+                f"{self.source.raw_subdir}', or connect to the network so PyG can download it."
+            ) from None
+        if self.task == "graph":
+            return dataset
+        data = dataset[0]
+        data.num_classes = int(dataset.num_classes)
+        return data
+
+
+@dataclass(frozen=True)
+class SyntheticEntry:
+    """The seeded contextual SBM of :mod:`fgl_flower.datasets.synthetic` (no files)."""
+
+    name: str = "synthetic"
+    task: Task = "node"
+    options: Mapping[str, Option] = field(default_factory=lambda: dict(SYNTHETIC_OPTIONS))
+
+    def status(self, root: Path) -> tuple[bool, Path]:
+        return True, root
+
+    def load(self, root: Path, options: Mapping[str, Scalar]) -> Data:
+        kw = {k.replace("-", "_"): v for k, v in options.items()}
+        kw["seed"] = kw.pop("data_seed")
+        return contextual_sbm(**kw)
+
+
+@dataclass(frozen=True)
+class DatasetGroup:
+    """Several graph datasets federated together; client ``k`` owns ``members[k]``."""
+
+    name: str
+    members: tuple[str, ...]
+    task: Task = "graph"
+
+
+DATASETS: Registry[DatasetEntry] = Registry("dataset")
+DATASET_GROUPS: Registry[DatasetGroup] = Registry("dataset group")
+
+
+def _pyg(key: str, task: Task, cls: type[Dataset], folder: str, raw: str, **kw: object) -> None:
+    pre = kw.pop("pre_transform", None)
+    source = PyGSource(cls, folder, raw, kwargs=kw, pre_transform=pre)  # type: ignore[arg-type]
+    DATASETS.register(key, PyGEntry(key, task, source))
+
+
+def _populate() -> None:
+    """Fill :data:`DATASETS` and :data:`DATASET_GROUPS` (called once, below)."""
+    # --- node classification ------------------------------------------------------------
+    for n in ("Cora", "CiteSeer", "PubMed"):
+        _pyg(n, "node", Planetoid, "Planetoid", f"{n}/raw", name=n)
+    for n in ("Computers", "Photo"):
+        _pyg(n, "node", Amazon, "Amazon", f"{n}/raw", name=n)
+    for n in ("CS", "Physics"):  # dense x would be 0.5 / 1.2 GB
+        _pyg(n, "node", Coauthor, "Coauthor", f"{n}/raw", name=n, pre_transform=SparseFeatures)
+    for n in ("chameleon", "squirrel"):
+        _pyg(n, "node", WikipediaNetwork, "WikipediaNetwork", f"{n}/geom_gcn/raw",
+             name=n, geom_gcn_preprocess=True)
+    _pyg("Actor", "node", Actor, "Actor", "raw")
+    for n in ("Cornell", "Texas", "Wisconsin"):
+        _pyg(n, "node", WebKB, "WebKB", f"{n.lower()}/raw", name=n)
+    for n in ("minesweeper", "tolokers", "roman-empire", "amazon-ratings", "questions"):
+        _pyg(n, "node", HeterophilousGraphDataset, "HeterophilousGraphDataset",
+             f"{n.replace('-', '_')}/raw", name=n)
+    _pyg("WikiCS", "node", WikiCS, "WikiCS", "raw", is_undirected=True)
+    _pyg("Flickr", "node", Flickr, "Flickr", "raw")
+    DATASETS.register("synthetic", SyntheticEntry())
+
+    # --- graph classification (features as FedDense §2.2) --------------------------------
+    tu_plain = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1", "PROTEINS", "DD", "ENZYMES")
+    for n in tu_plain:
+        _pyg(n, "graph", TUDataset, "TUDataset", f"{n}/raw", name=n)
+    for n, dmax in (("IMDB-BINARY", 135), ("IMDB-MULTI", 88), ("COLLAB", 491)):
+        _pyg(n, "graph", TUDataset, "TUDataset", f"{n}/raw", name=n,
+             pre_transform=functools.partial(OneHotDegree, dmax, cat=False))
+    for n in ("Letter-low", "Letter-med", "Letter-high"):
+        _pyg(n, "graph", TUDataset, "TUDataset", f"{n}/raw", name=n, use_node_attr=True)
+
+    # --- FedDense cross-dataset settings (spec §1 table; order matters) -------------------
+    molecules = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1")
+    bio = ("ENZYMES", "DD")
+    social = ("COLLAB", "IMDB-BINARY", "IMDB-MULTI")
+    vision = ("Letter-low", "Letter-high", "Letter-med")
+    for g, members in (
+        ("tu-single", molecules),
+        ("tu-cross-sim", molecules + bio),
+        ("tu-cross-diff", bio + social + vision),
+        ("tu-multi", molecules + bio + social + vision),
+    ):
+        DATASET_GROUPS.register(g, DatasetGroup(g, members))
+
+
+_populate()
+
+
+def load_dataset(
+    name: str, root: str | Path | None = None, options: Mapping[str, Scalar] | None = None
+) -> Data | Dataset:
+    """Load a catalog dataset.
+
+    Args:
+        name: Catalog name (case-insensitive).
+        root: Data root (see :func:`~fgl_flower.datasets.root.resolve_data_root`).
+        options: Dataset options (only ``synthetic`` has any); defaults fill the rest.
+
+    Returns:
+        Node tasks: one ``Data`` (``x`` dense or sparse COO, ``edge_index`` as stored by
+        PyG, ``y``, ``num_classes``). Graph tasks: the PyG dataset of graphs.
+
+    Raises:
+        UnknownNameError: ``name`` is not in the catalog.
+        DataUnavailableError: raw files are missing and cannot be downloaded.
+    """
+    entry = DATASETS.get(name)
+    opts = resolve_options(entry.options, options or {}, owner=f"dataset {entry.name!r}")
+    return entry.load(resolve_data_root(root), opts)
+
+
+def dataset_status(name: str, root: str | Path | None = None) -> tuple[bool, Path]:
+    """``(present, folder)``: whether ``name``'s raw files are available, and where they go."""
+    return DATASETS.get(name).status(resolve_data_root(root))

@@ -1,0 +1,282 @@
+"""Federated data API: partition a dataset once, then hand each client its own part.
+
+A partition is a deterministic function of (dataset, partitioner, options, number of
+clients, partition seed). It is computed once, cached on disk with one file per client
+(see :mod:`fgl_flower.datasets.cache`) and memoised in-process; splits are recomputed
+from ``(split, split_mode, split_seed)`` on every load (they are cheap).
+
+Client ``x`` is stored sparse (COO, coalesced) where its density is below 10 %, see
+:mod:`fgl_flower.datasets.features`.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch_geometric.data import Data
+from torch_geometric.utils import subgraph
+
+from fgl_flower.datasets.cache import ensure_partition, load_part
+from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, load_dataset
+from fgl_flower.datasets.features import compact_features, select_rows
+from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
+from fgl_flower.datasets.partition import PARTITIONERS, Partitioner, PartitionInput
+from fgl_flower.datasets.splits import NODE_SPLITS, check_ratios, graph_split
+from fgl_flower.errors import ConfigError
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Everything that defines the clients' data (hashable)."""
+
+    dataset: str  # catalog name, group name or "synthetic"
+    partition: str  # partitioner name
+    num_clients: int
+    partition_seed: int = 0
+    split: tuple[float, float, float] = (0.6, 0.2, 0.2)
+    split_mode: str = "random"  # "random" | "stratified"
+    split_seed: int = 0
+    data_root: str | None = None
+    options: tuple[tuple[str, Scalar], ...] = ()  # partitioner/dataset options, sorted
+
+
+@dataclass
+class NodeClientData:
+    """One client's subgraph.
+
+    ``data`` holds ``x`` [n, F] (dense float32 or sparse COO), ``edge_index`` [2, E]
+    (local ids, induced from PyG's stored edges, so both directions for undirected
+    datasets), ``y`` [n] long, ``train_mask``/``val_mask``/``test_mask`` [n] bool and
+    ``global_id`` [n] long (node ids in the full graph).
+    """
+
+    data: Data
+    num_features: int
+    num_classes: int  # of the whole dataset
+    partition_id: int
+    num_clients: int
+
+
+@dataclass
+class GraphClientData:
+    """One client's graphs, already split."""
+
+    train: list[Data]
+    val: list[Data]
+    test: list[Data]
+    num_features: int
+    num_classes: int  # of this client's dataset
+    dataset: str
+    partition_id: int
+    num_clients: int
+
+
+# --- resolution and validation ----------------------------------------------------------
+@dataclass(frozen=True)
+class _Resolved:
+    dataset: str  # canonical
+    task: str  # "node" | "graph"
+    members: tuple[str, ...] | None  # dataset group members
+    partitioner: Partitioner
+    partition: str  # canonical
+    part_opts: tuple[tuple[str, Any], ...]
+    data_opts: tuple[tuple[str, Any], ...]
+
+
+def task_of(dataset: str) -> str:
+    """``"node"`` or ``"graph"`` (dataset groups are graph tasks); raises ``UnknownNameError``."""
+    if dataset in DATASET_GROUPS:
+        return DATASET_GROUPS.get(dataset).task
+    return DATASETS.get(dataset).task
+
+
+def _split_options(
+    cfg: DataConfig, entry: DatasetEntry | None, partitioner: Partitioner, partition: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    given = {norm_key(k): v for k, v in cfg.options}
+    data_accepted = entry.options if entry is not None else {}
+    known = [*partitioner.options, *data_accepted]
+    for name in given:
+        if name not in known:
+            raise unknown_option_error(name, known, f"partition {partition!r} / dataset {cfg.dataset!r}")
+    part = resolve_options(partitioner.options, {k: v for k, v in given.items() if k in partitioner.options},
+                           owner=f"partition {partition!r}")
+    data = resolve_options(data_accepted, {k: v for k, v in given.items() if k in data_accepted},
+                           owner=f"dataset {cfg.dataset!r}")
+    return part, data
+
+
+@functools.lru_cache(maxsize=128)
+def _resolve(cfg: DataConfig) -> _Resolved:
+    if not isinstance(cfg.num_clients, int) or cfg.num_clients < 1:
+        raise ConfigError(f"num_clients must be an integer >= 1, got {cfg.num_clients!r}.")
+    check_ratios(cfg.split)
+    NODE_SPLITS.get(cfg.split_mode)
+    group = DATASET_GROUPS.get(cfg.dataset) if cfg.dataset in DATASET_GROUPS else None
+    entry = None if group else DATASETS.get(cfg.dataset)
+    name, task = (group.name, group.task) if group else (entry.name, entry.task)  # type: ignore[union-attr]
+    partition = PARTITIONERS.canonical(cfg.partition)
+    partitioner = PARTITIONERS.get(partition)()
+    kind = "group" if group else task
+    if kind not in partitioner.tasks:
+        what = "a dataset group" if group else f"a {task}-classification dataset"
+        usable = sorted(n for n, p in PARTITIONERS.items() if kind in p.tasks)
+        raise ConfigError(
+            f"Partitioner {partition!r} cannot split {name!r}, {what}. Use one of: {', '.join(usable)}."
+        )
+    if group and cfg.num_clients != len(group.members):
+        raise ConfigError(
+            f"Dataset group {name!r} has {len(group.members)} datasets ({', '.join(group.members)}), "
+            f"one per client, but num_clients={cfg.num_clients}."
+        )
+    part_opts, data_opts = _split_options(cfg, entry, partitioner, partition)
+    partitioner.check(name, cfg.num_clients, part_opts)
+    return _Resolved(name, task, group.members if group else None, partitioner, partition,
+                     tuple(sorted(part_opts.items())), tuple(sorted(data_opts.items())))
+
+
+def validate_data_config(cfg: DataConfig) -> None:
+    """Cheap checks (names, ratios, ``num_clients``, options, partition files); ``ConfigError``."""
+    _resolve(cfg)
+
+
+# --- building partitions ----------------------------------------------------------------
+def _undirected_edges(edge_index: torch.Tensor, num_nodes: int) -> np.ndarray:
+    """``[2, E']`` unique undirected edges ``u < v`` (self-loops removed)."""
+    ei = edge_index.numpy()
+    u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
+    keys = np.unique(u[u != v].astype(np.int64) * num_nodes + v[u != v])
+    return np.stack([keys // num_nodes, keys % num_nodes])
+
+
+def _check_parts(r: _Resolved, parts: list[np.ndarray], num_clients: int) -> None:
+    if len(parts) != num_clients or any(p.size == 0 for p in parts):
+        empty = [k for k, p in enumerate(parts) if p.size == 0]
+        raise ConfigError(f"partition {r.partition!r} of {r.dataset!r} left clients {empty} empty; "
+                          "use fewer clients or other options.")
+
+
+def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
+    data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
+    n = data.num_nodes
+    if cfg.num_clients > n:
+        raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {n} nodes of {r.dataset!r}.")
+    inp = PartitionInput(r.dataset, data.y.numpy(), _undirected_edges(data.edge_index, n))
+    parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, dict(r.part_opts))
+    _check_parts(r, parts, cfg.num_clients)
+    for ids in parts:
+        idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+        edge_index, _ = subgraph(idx, data.edge_index, relabel_nodes=True, num_nodes=n)
+        yield {"x": compact_features(select_rows(data.x, idx)), "edge_index": edge_index,
+               "y": data.y[idx], "global_id": idx, "num_classes": int(data.num_classes)}
+
+
+def _graph_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
+    dataset = load_dataset(r.dataset, cfg.data_root)
+    if cfg.num_clients > len(dataset):
+        raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {len(dataset)} graphs of {r.dataset!r}.")
+    y = dataset.y.view(-1).numpy()
+    parts = r.partitioner.split(PartitionInput(r.dataset, y), cfg.num_clients, cfg.partition_seed,
+                                dict(r.part_opts))
+    _check_parts(r, parts, cfg.num_clients)
+    for ids in parts:
+        yield {"graphs": [dataset[int(i)].to_dict() for i in ids], "dataset": r.dataset,
+               "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
+
+
+def _tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
+    meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": cfg.num_clients,
+            "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts)}
+    digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{r.dataset}-{r.partition}-{cfg.num_clients}-{digest}", meta
+
+
+def _part_config(cfg: DataConfig) -> DataConfig:
+    """``cfg`` without the split fields: the key of a partition."""
+    return DataConfig(cfg.dataset, cfg.partition, cfg.num_clients, cfg.partition_seed,
+                      data_root=cfg.data_root, options=cfg.options)
+
+
+@functools.lru_cache(maxsize=64)
+def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
+    r = _resolve(cfg)
+    if r.members is not None:  # dataset groups: client k loads only its own dataset
+        dataset = load_dataset(r.members[partition_id], cfg.data_root)
+        return {"graphs": list(dataset), "dataset": DATASETS.canonical(r.members[partition_id]),
+                "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
+    tag, meta = _tag(r, cfg)
+    build = _node_parts if r.task == "node" else _graph_parts
+    folder = ensure_partition(tag, meta, lambda: build(r, cfg))
+    part = load_part(folder, partition_id)
+    if r.task == "graph":
+        part["graphs"] = [Data.from_dict(g) for g in part["graphs"]]
+    return part
+
+
+def _rng(cfg: DataConfig, partition_id: int) -> np.random.Generator:
+    return np.random.default_rng([cfg.split_seed, partition_id])
+
+
+def _mask(n: int, idx: np.ndarray) -> torch.Tensor:
+    mask = torch.zeros(n, dtype=torch.bool)
+    mask[torch.from_numpy(np.asarray(idx, dtype=np.int64))] = True
+    return mask
+
+
+def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | GraphClientData:
+    """Client ``partition_id``'s data, split by ``cfg.split`` / ``split_mode`` / ``split_seed``.
+
+    The first call for a partition may load the full dataset and write the cache;
+    later calls (in any process) read only this client's file. Tensors are shared
+    with an in-process cache: treat them as read-only.
+    """
+    r = _resolve(cfg)
+    if not 0 <= partition_id < cfg.num_clients:
+        raise ConfigError(f"partition_id {partition_id} not in [0, {cfg.num_clients}).")
+    part = _client_part(_part_config(cfg), partition_id)
+    ratios = check_ratios(cfg.split)
+    if r.task == "graph":
+        graphs = part["graphs"]
+        y = np.array([int(g.y.view(-1)[0]) for g in graphs])
+        stratified = NODE_SPLITS.canonical(cfg.split_mode) == "stratified"
+        tr, va, te = graph_split(y, ratios, cfg.split_seed, stratified=stratified)
+        return GraphClientData([graphs[i] for i in tr], [graphs[i] for i in va], [graphs[i] for i in te],
+                               part["num_features"], part["num_classes"], part["dataset"],
+                               partition_id, cfg.num_clients)
+    y = part["y"]
+    n = y.numel()
+    tr, va, te = NODE_SPLITS.get(cfg.split_mode)(y.numpy(), ratios, _rng(cfg, partition_id))
+    data = Data(x=part["x"], edge_index=part["edge_index"], y=y, global_id=part["global_id"],
+                train_mask=_mask(n, tr), val_mask=_mask(n, va), test_mask=_mask(n, te))
+    return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
+
+
+# --- statistics -------------------------------------------------------------------------
+def _node_stats(c: NodeClientData) -> dict[str, Any]:
+    d = c.data
+    edges = _undirected_edges(d.edge_index, d.num_nodes)
+    y = d.y.numpy()
+    same = y[edges[0]] == y[edges[1]]
+    return {"client": c.partition_id, "nodes": int(d.num_nodes), "edges": int(edges.shape[1]),
+            "class_counts": np.bincount(y, minlength=c.num_classes).tolist(),
+            "edge_homophily": float(same.mean()) if same.size else float("nan")}
+
+
+def _graph_stats(c: GraphClientData) -> dict[str, Any]:
+    y = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
+    return {"client": c.partition_id, "dataset": c.dataset, "graphs": len(y),
+            "class_counts": np.bincount(y, minlength=c.num_classes).tolist()}
+
+
+def partition_stats(cfg: DataConfig) -> list[dict[str, Any]]:
+    """Per client: nodes, undirected edges, class counts and edge homophily (node tasks),
+    or graphs, class counts and dataset name (graph tasks)."""
+    clients = [load_client_data(cfg, k) for k in range(cfg.num_clients)]
+    return [_node_stats(c) if isinstance(c, NodeClientData) else _graph_stats(c) for c in clients]

@@ -1,0 +1,21 @@
+"""Partitioners, registered by config name in :data:`PARTITIONERS`.
+
+========================  ======  ===================================================
+name                      tasks   options
+========================  ======  ===================================================
+``louvain-topk``          node    ``resolution``
+``louvain``               node    ``resolution``
+``louvain-plus``          node    ``num-communities``, ``part-delta``, ``resolution``
+``metis-plus``            node    ``num-communities``
+``metis``                 node    --
+``files``                 node    ``dir``, ``prefix``
+``random``                both    --
+``dirichlet``             both    ``alpha``, ``min-size``
+``per-dataset``           group   --
+========================  ======  ===================================================
+"""
+
+from fgl_flower.datasets.partition import community, files, simple  # noqa: F401  (registers)
+from fgl_flower.datasets.partition.base import PARTITIONERS, Partitioner, PartitionInput
+
+__all__ = ["PARTITIONERS", "Partitioner", "PartitionInput"]

@@ -1,0 +1,76 @@
+"""Partitioner interface and registry.
+
+A partitioner maps a dataset's *items* (nodes of one graph, graphs of one dataset, or
+the member datasets of a group) to ``num_clients`` disjoint sets. It sees only a
+:class:`PartitionInput`, so it is a pure, deterministic function of the input, the
+number of clients, the seed and its options.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import cached_property
+from typing import ClassVar, Literal
+
+import networkx as nx
+import numpy as np
+
+from fgl_flower.datasets.options import Option, Scalar
+from fgl_flower.registry import Registry
+
+PartitionTask = Literal["node", "graph", "group"]
+
+
+@dataclass(frozen=True)
+class PartitionInput:
+    """The items to partition.
+
+    Attributes:
+        dataset: Canonical dataset (or group) name.
+        y: ``[N]`` item labels (node or graph classes; for groups, member indices).
+        edges: ``[2, E]`` undirected simple edges with ``u < v`` (node tasks only).
+    """
+
+    dataset: str
+    y: np.ndarray
+    edges: np.ndarray | None = None
+
+    @property
+    def num_items(self) -> int:
+        return int(self.y.shape[0])
+
+    @property
+    def num_classes(self) -> int:
+        return int(self.y.max()) + 1 if self.y.size else 0
+
+    @cached_property
+    def graph(self) -> nx.Graph:
+        """The undirected simple graph as networkx (built on first use)."""
+        g = nx.Graph()
+        g.add_nodes_from(range(self.num_items))
+        if self.edges is not None:
+            g.add_edges_from(self.edges.T.tolist())
+        return g
+
+
+class Partitioner(abc.ABC):
+    """Base class: subclasses set :attr:`tasks` and :attr:`options` and implement ``split``."""
+
+    #: Which kinds of items this partitioner can split.
+    tasks: ClassVar[frozenset[PartitionTask]]
+    #: Accepted options (names in ``kebab-case``).
+    options: ClassVar[Mapping[str, Option]] = {}
+
+    def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
+        """Cheap validation before any data is loaded; raise ``ConfigError``."""
+
+    @abc.abstractmethod
+    def split(
+        self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
+    ) -> list[np.ndarray]:
+        """Return ``num_clients`` disjoint arrays of item ids."""
+
+
+PARTITIONERS: Registry[type[Partitioner]] = Registry("partitioner")

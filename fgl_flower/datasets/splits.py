@@ -1,0 +1,97 @@
+"""Per-client train/val/test splits.
+
+Node splits (:data:`NODE_SPLITS`) return three disjoint index arrays covering all nodes:
+
+* ``random``: shuffle, then ``[:int(r_tr n)]``, ``[int(r_tr n):int((r_tr+r_va) n)]``, rest.
+* ``stratified``: per class ``c`` (O-pFGL §1.2): ``int(n_c r_tr)`` train,
+  ``int(n_c r_va)`` val, the rest test.
+
+Graph splits (:func:`graph_split`) follow FedDense §2.4: sklearn ``train_test_split``
+of train vs. the rest, then of the rest into val/test.
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from sklearn.model_selection import train_test_split
+
+from fgl_flower.errors import ConfigError
+from fgl_flower.registry import Registry
+
+Ratios = tuple[float, float, float]
+Split = tuple[np.ndarray, np.ndarray, np.ndarray]
+NodeSplitFn = Callable[[np.ndarray, Ratios, np.random.Generator], Split]
+
+NODE_SPLITS: Registry[NodeSplitFn] = Registry("split mode")
+
+
+def check_ratios(ratios: Sequence[float]) -> Ratios:
+    """Validate (train, val, test) ratios: 3 non-negative numbers summing to 1 (+-1e-6)."""
+    try:
+        values = tuple(float(r) for r in ratios)
+    except (TypeError, ValueError):
+        raise ConfigError(f"split ratios must be numbers, got {ratios!r}.") from None
+    if len(values) != 3 or any(not math.isfinite(r) or r < 0 for r in values):
+        raise ConfigError(f"split must be 3 non-negative ratios (train, val, test), got {ratios!r}.")
+    if abs(sum(values) - 1.0) > 1e-6:
+        raise ConfigError(f"split ratios must sum to 1, got {ratios!r} (sum {sum(values):g}).")
+    return values  # type: ignore[return-value]
+
+
+def _cut(perm: np.ndarray, ratios: Ratios) -> Split:
+    n = perm.size
+    a, b = int(ratios[0] * n), int((ratios[0] + ratios[1]) * n)
+    return perm[:a], perm[a:b], perm[b:]
+
+
+@NODE_SPLITS.register("random")
+def random_split(y: np.ndarray, ratios: Ratios, rng: np.random.Generator) -> Split:
+    """Plain random split of ``len(y)`` items."""
+    return _cut(rng.permutation(y.shape[0]), ratios)
+
+
+@NODE_SPLITS.register("stratified")
+def stratified_split(y: np.ndarray, ratios: Ratios, rng: np.random.Generator) -> Split:
+    """Per-class split: ``int(n_c r_tr)`` train, ``int(n_c r_va)`` val, the rest test."""
+    out: list[list[np.ndarray]] = [[], [], []]
+    for c in np.unique(y):
+        idx = rng.permutation(np.flatnonzero(y == c))
+        n_tr, n_va = int(idx.size * ratios[0]), int(idx.size * ratios[1])
+        for part, chunk in zip(out, (idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:])):
+            part.append(chunk)
+    return tuple(np.sort(np.concatenate(p)) if p else np.empty(0, np.int64) for p in out)  # type: ignore[return-value]
+
+
+def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    if test_size <= 0:
+        return idx, idx[:0]
+    if test_size >= 1:
+        return idx[:0], idx
+    try:
+        a, b = train_test_split(idx, test_size=test_size, stratify=y, shuffle=True, random_state=seed)
+    except ValueError:  # too few items of a class to stratify
+        if y is None:
+            raise
+        warnings.warn("graph split: a class is too small to stratify; splitting at random.")
+        a, b = train_test_split(idx, test_size=test_size, shuffle=True, random_state=seed)
+    return np.asarray(a), np.asarray(b)
+
+
+def graph_split(y: np.ndarray, ratios: Ratios, seed: int, stratified: bool = True) -> Split:
+    """FedDense/FedStar split generalised to any ratios.
+
+    ``train, rest = train_test_split(test_size=r_va + r_te)``, then
+    ``val, test = train_test_split(rest, test_size=r_te / (r_va + r_te))``, both with
+    ``random_state=seed`` and, if ``stratified``, ``stratify`` by label. With
+    (0.8, 0.1, 0.1) this gives test0 = ceil(0.2 n), val = floor(test0 / 2).
+    """
+    idx = np.arange(y.shape[0])
+    r_tr, r_va, r_te = ratios
+    train, rest = _tts(idx, r_va + r_te, y if stratified else None, seed)
+    rest_y = y[rest] if stratified else None
+    val, test = _tts(rest, r_te / (r_va + r_te) if r_va + r_te > 0 else 0.0, rest_y, seed)
+    return train, val, test

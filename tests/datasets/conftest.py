@@ -1,0 +1,28 @@
+"""Fixtures for dataset tests: an isolated cache and the offline data root."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Keep the user's cache clean: every test session gets its own FGL_CACHE_DIR."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("FGL_CACHE_DIR", str(tmp_path_factory.mktemp("fgl-cache")))
+    yield
+    mp.undo()
+
+
+@pytest.fixture(scope="session")
+def data_root() -> Path:
+    """Raw benchmark files (env FGL_TEST_DATA_ROOT, default <repo>/../shared/data)."""
+    root = Path(os.environ.get("FGL_TEST_DATA_ROOT", REPO.parent / "shared" / "data"))
+    if not (root / "Planetoid" / "Cora" / "raw").is_dir():
+        pytest.skip(f"offline benchmark data not found at {root} (set FGL_TEST_DATA_ROOT)")
+    return root
