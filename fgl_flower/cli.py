@@ -50,7 +50,7 @@ def _typed(key: str, text: str, defaults: Mapping[str, Scalar]) -> Scalar:
             raise ConfigError(f"--set {key}={text!r}: expected a {type(like).__name__}.") from None
     raise ConfigError(
         f"--set {key}: unknown run-config key. Known keys are in pyproject.toml "
-        "[tool.flwr.app.config]; e.g. lr, local-epochs, fedprox.mu, data.resolution."
+        "[tool.flwr.app.config]; e.g. lr, local-epochs, fedprox.mu, data.louvain.resolution."
     )
 
 
@@ -86,12 +86,10 @@ def prepare(flat: Mapping[str, Scalar]):
     """Validate everything that can fail before training, and build the partition cache."""
     from fgl_flower.config import parse_run_config
     from fgl_flower.datasets import load_client_data, validate_data_config
-    from fgl_flower.models import MODELS
     from fgl_flower.server_app import check_method_task
 
     cfg = parse_run_config(flat)
     check_method_task(cfg)
-    MODELS.get(cfg.model)
     validate_data_config(cfg.data_config())
     load_client_data(cfg.data_config(), 0)  # builds and caches the whole partition
     return cfg
@@ -142,14 +140,18 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
 
 
 def cmd_datasets(args: argparse.Namespace) -> int:
-    from fgl_flower.datasets import list_datasets
-    from fgl_flower.datasets.root import resolve_data_root
+    from fgl_flower.datasets import DATASET_GROUPS, DATASETS, dataset_status, resolve_data_root
 
     root = resolve_data_root(args.data_root)
     print(f"data root: {root}")
     print(f"{'dataset':18}{'task':7}{'offline':9}folder")
-    for info in list_datasets(root):
-        print(f"{info.name:18}{info.task:7}{'yes' if info.present else 'no':9}{info.folder}")
+    for name, entry in DATASETS.items():
+        present, folder = dataset_status(name, root)
+        print(f"{name:18}{entry.task:7}{'yes' if present else 'no':9}{folder}")
+    for name, group in DATASET_GROUPS.items():
+        present = all(dataset_status(m, root)[0] for m in group.members)
+        print(f"{name:18}{group.task:7}{'yes' if present else 'no':9}group of {', '.join(group.members)} "
+              "(partition=per-dataset)")
     return 0
 
 

@@ -14,6 +14,7 @@ from fgl_flower.config import RunConfig, parse_run_config
 from fgl_flower.datasets import task_of
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
+from fgl_flower.models import MODELS
 from fgl_flower.paths import user_cache_dir
 from fgl_flower.results import RunRecorder
 
@@ -32,12 +33,20 @@ def resolve_out_dir(cfg: RunConfig) -> Path:
 
 
 def check_method_task(cfg: RunConfig) -> None:
+    """Method, model and dataset must serve the same task (node or graph level)."""
     spec = METHODS.get(cfg.method)
     task = task_of(cfg.dataset)
     if task not in spec.tasks:
         raise ConfigError(
             f"Method {cfg.method!r} supports {', '.join(spec.tasks)}-level tasks, "
             f"but dataset {cfg.dataset!r} is {task}-level."
+        )
+    model = MODELS.get(cfg.model)
+    if model.task != task:
+        fits = [n for n, s in MODELS.items() if s.task == task]
+        raise ConfigError(
+            f"Model {cfg.model!r} is for {model.task}-level tasks, but dataset {cfg.dataset!r} "
+            f"is {task}-level: set model to one of {', '.join(fits)}."
         )
 
 

@@ -1,4 +1,4 @@
-"""Fixtures for dataset tests: an isolated cache and the offline data root."""
+"""Shared fixtures: an isolated cache per session and the offline data root."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -1,0 +1,57 @@
+"""CLI: bad input stops before training with one clear line; listings work."""
+
+import pytest
+
+from fgl_flower.cli import main
+
+BAD = [
+    (["--method", "fedavgg"], "Unknown method 'fedavgg'. Did you mean 'fedavg'"),
+    (["--dataset", "Coraa"], "Unknown dataset 'Coraa'. Did you mean 'Cora'"),
+    (["--dataset", "Cora", "--partition", "louvainn"], "Unknown partitioner 'louvainn'"),
+    (["--dataset", "Cora", "--partition", "louvain-topk", "--clients", "500"],
+     "found only"),
+    (["--set", "split=0.5,0.2,0.2"], "sum to 0.9, not 1"),
+    (["--set", "lr=abc"], "expected a float"),
+    (["--set", "nonsense=1"], "unknown run-config key"),
+    (["--rounds", "0"], "num-rounds must be at least 1"),
+    (["--dataset", "MUTAG", "--partition", "louvain", "--model", "gin"], "cannot split 'MUTAG'"),
+    (["--dataset", "MUTAG", "--partition", "dirichlet"], "Model 'gcn' is for node-level"),
+    (["--set", "fedprox.muu=1", "--method", "fedprox"], None),  # unknown key: flwr would reject too
+]
+
+
+@pytest.mark.parametrize("argv,message", BAD)
+def test_bad_input_is_one_line_exit_2(argv, message, capsys, data_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", "--data-root", str(data_root), *argv])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
+    if message:
+        assert message in err
+    assert not (tmp_path / "runs").exists()  # nothing started
+
+
+def test_missing_data_offline_names_dataset_and_folder(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("FGL_OFFLINE", "1")
+    code = main(["run", "--dataset", "Cora", "--partition", "louvain", "--data-root", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 2 and "'Cora'" in err and str(tmp_path) in err and "FGL_DATA_ROOT" in err
+
+
+def test_datasets_and_methods_listings(capsys, data_root):
+    assert main(["datasets", "--data-root", str(data_root)]) == 0
+    out = capsys.readouterr().out
+    assert "Cora" in out and "PubMed" in out
+    line = next(l for l in out.splitlines() if l.startswith("Cora "))
+    assert " yes " in line
+    assert main(["methods"]) == 0
+    assert "fedprox" in capsys.readouterr().out
+
+
+def test_partition_stats_table(capsys, data_root):
+    assert main(["partition-stats", "--dataset", "Cora", "--partition", "louvain",
+                 "--clients", "10", "--data-root", str(data_root)]) == 0
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 11  # header + 10 clients
+    assert "homophily" in lines[0]
