@@ -5,6 +5,7 @@
 ``fgl datasets``       list datasets and whether their files are present offline
 ``fgl methods``        list registered methods
 ``fgl partition-stats`` per-client nodes, edges, class counts and homophily
+``fgl bench``          run an experiment file (rows x seeds) and write its results table
 
 Every config problem is reported as one line before anything starts (exit code 2).
 """
@@ -183,6 +184,17 @@ def cmd_partition_stats(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_bench(args: argparse.Namespace) -> int:
+    from fgl_flower.bench import load_experiment, run_experiment, write_doc
+
+    exp = load_experiment(args.file)
+    if not args.doc_only:
+        run_experiment(exp, dry_run=args.dry_run)
+    if not args.dry_run:
+        print(f"wrote {write_doc(exp)}")
+    return 0
+
+
 def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", help="method name (see `fgl methods`)")
     p.add_argument("--dataset", help="dataset name (see `fgl datasets`)")
@@ -213,6 +225,11 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_datasets)
     p = sub.add_parser("methods", help="list methods")
     p.set_defaults(fn=cmd_methods)
+    p = sub.add_parser("bench", help="run an experiment file's rows and seeds, write its table")
+    p.add_argument("file", help="experiment TOML, e.g. experiments/platform/results.toml")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("--doc-only", action="store_true", help="only rewrite the table from finished runs")
+    p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)
     p.add_argument("--json", action="store_true", help="print JSON")

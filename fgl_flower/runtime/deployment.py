@@ -1,0 +1,99 @@
+"""Run a Flower app on a real local deployment: one SuperLink plus N SuperNodes."""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TextIO
+
+from fgl_flower.errors import ConfigError
+from fgl_flower.runtime.config import (
+    RunConfig,
+    check_app_dir,
+    flower_env,
+    require_executable,
+    run_config_args,
+    work_directory,
+    write_connections,
+)
+from fgl_flower.runtime.flwr_cli import run_flwr
+from fgl_flower.runtime.processes import ProcessGroup, free_ports, wait_for_log_line, wait_for_port
+
+CONNECTION = "fgl-deployment"
+STARTUP_TIMEOUT_S = 60.0
+SUPERNODE_READY = "SuperNode ID:"  # logged once the SuperNode is registered and active
+
+
+def run_deployment(
+    app_dir: Path, run_config: RunConfig, num_supernodes: int, *, host: str = "127.0.0.1",
+    workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
+) -> int:
+    """Run ``app_dir`` on a local SuperLink with ``num_supernodes`` SuperNodes.
+
+    SuperNode ``i`` gets ``--node-config "partition-id=i num-partitions=N"``. All
+    processes use free ports on the loopback ``host``, an isolated ``FLWR_HOME`` and log
+    files in ``workdir`` (default: a temp dir removed afterwards); they are stopped
+    before returning, also on errors and KeyboardInterrupt. Returns like
+    :func:`~fgl_flower.runtime.run_simulation`.
+    """
+    app_dir = check_app_dir(app_dir)
+    _check_loopback(host)
+    if num_supernodes < 1:
+        raise ConfigError(f"need num_supernodes >= 1, got {num_supernodes}")
+    with work_directory(workdir) as work:
+        flwr_home = work / "flwr-home"
+        env = flower_env(flwr_home)
+        flwr = require_executable("flwr", env)
+        superlink_exe = require_executable("flower-superlink", env)
+        supernode_exe = require_executable("flower-supernode", env)
+        link_port, *node_ports = free_ports(1 + num_supernodes, host)
+        address = f"{host}:{link_port}"
+        write_connections(flwr_home, CONNECTION, {"address": address, "insecure": True})
+        args = [str(app_dir), CONNECTION, "--stream"]
+        args += run_config_args(work / "run-config.toml", run_config)
+        with ProcessGroup() as group:
+            _start_superlink(group, superlink_exe, env, work, host, link_port)
+            _start_supernodes(group, supernode_exe, env, work, address, host, node_ports)
+            return run_flwr(
+                flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
+            )
+
+
+def _check_loopback(host: str) -> None:
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if not loopback:
+        raise ConfigError(f"run_deployment only binds loopback addresses, got host={host!r}")
+
+
+def _start_superlink(
+    group: ProcessGroup, exe: str, env: Mapping[str, str], work: Path, host: str, port: int
+) -> None:
+    """Start the SuperLink and wait until its HTTP port accepts connections."""
+    log = work / "superlink.log"
+    cmd = [
+        exe, "--insecure", "--disable-runtime-dependency-installation",
+        "--host", host, "--port", str(port), "--database", str(work / "superlink.db"),
+    ]
+    proc = group.spawn(cmd, env, cwd=work, log=log)
+    wait_for_port(host, port, proc, log, STARTUP_TIMEOUT_S)
+
+
+def _start_supernodes(
+    group: ProcessGroup, exe: str, env: Mapping[str, str], work: Path,
+    superlink: str, host: str, ports: list[int],
+) -> None:
+    """Start one SuperNode per port and wait until each has registered."""
+    started = []
+    for partition, port in enumerate(ports):
+        log = work / f"supernode-{partition}.log"
+        cmd = [
+            exe, "--insecure", "--superlink", superlink, "--host", host, "--port", str(port),
+            "--node-config", f"partition-id={partition} num-partitions={len(ports)}",
+        ]
+        started.append((group.spawn(cmd, env, cwd=work, log=log), log))
+    for proc, log in started:
+        wait_for_log_line(SUPERNODE_READY, proc, log, STARTUP_TIMEOUT_S)

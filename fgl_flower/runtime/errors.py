@@ -1,0 +1,15 @@
+"""Errors raised while launching Flower runs."""
+
+from fgl_flower.errors import FGLError
+
+
+class LaunchError(FGLError, RuntimeError):
+    """A Flower process could not be started or did not become ready."""
+
+
+class ExecutableNotFoundError(LaunchError, FileNotFoundError):
+    """A Flower executable (``flwr``, ``flower-superlink``, ...) is not installed."""
+
+
+class RunTimeoutError(LaunchError, TimeoutError):
+    """A Flower run did not finish within the given timeout."""

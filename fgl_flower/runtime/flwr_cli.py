@@ -1,0 +1,149 @@
+"""Run ``flwr run --stream`` as a child process, stream its output, judge the outcome.
+
+``flwr run --stream`` exits with 0 even when the ServerApp raises (measured with flwr
+1.41: the log shows ``Exit Code: 700`` but the command returns 0). So after the stream
+ends we ask the SuperLink for the run's final status with ``flwr ls --run-id ID
+--format json`` and return :data:`RUN_FAILED` unless it is ``finished:completed``. If
+that query fails, the streamed log is scanned for Flower's error exit-code line instead.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, TextIO
+
+from fgl_flower.runtime.errors import RunTimeoutError
+from fgl_flower.runtime.processes import ANSI_ESCAPE, ProcessGroup
+
+RUN_FAILED = 1
+"""Return code used when ``flwr run`` exits 0 but the run did not complete."""
+
+COMPLETED = "finished:completed"
+_RUN_ID = re.compile(r"Successfully started run (\d+)")
+_FAILURE_LINE = re.compile(r"ERROR.*Exit Code: \d+|raised an exception")
+_CLI_TIMEOUT_S = 60.0
+
+
+class _OutputPump(threading.Thread):
+    """Copy a child's output lines to ``stream`` and a log file as they arrive."""
+
+    def __init__(self, pipe: IO[bytes], stream: TextIO, log: Path) -> None:
+        super().__init__(daemon=True)
+        self._pipe, self._stream, self._log = pipe, stream, log
+        self.run_id: int | None = None
+        self.saw_failure = False
+
+    def run(self) -> None:
+        with self._log.open("w", encoding="utf-8") as log:
+            for raw in iter(self._pipe.readline, b""):
+                line = raw.decode("utf-8", errors="replace")
+                self._inspect(ANSI_ESCAPE.sub("", line))
+                log.write(line)
+                log.flush()
+                try:
+                    self._stream.write(line)
+                    self._stream.flush()
+                except (OSError, ValueError):
+                    pass  # a closed stream must not kill the pump
+
+    def _inspect(self, line: str) -> None:
+        if self.run_id is None and (match := _RUN_ID.search(line)):
+            self.run_id = int(match.group(1))
+        if _FAILURE_LINE.search(line):
+            self.saw_failure = True
+
+
+def run_flwr(
+    flwr: str, args: Sequence[str], connection: str, env: Mapping[str, str], *,
+    group: ProcessGroup, workdir: Path, stream: TextIO | None, timeout: float | None,
+) -> int:
+    """Run ``flwr run <args>`` to completion and return its outcome as a return code.
+
+    On timeout, exception or KeyboardInterrupt the run is stopped with ``flwr stop``
+    (best effort) and the ``flwr`` child terminated before the error propagates.
+    """
+    env = group.env(env)  # helpers (flwr ls/stop) may start a SuperLink: mark it too
+    proc = group.spawn([flwr, "run", *args], env, cwd=workdir)
+    assert proc.stdout is not None  # spawned without a log file: output is piped
+    pump = _OutputPump(proc.stdout, stream or sys.stdout, workdir / "flwr-run.log")
+    pump.start()
+    try:
+        returncode = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _abort(flwr, proc, pump, connection, env, workdir)
+        raise RunTimeoutError(
+            f"flwr run did not finish within {timeout:.0f}s (run id {pump.run_id}); stopped it"
+        ) from None
+    except BaseException:
+        _abort(flwr, proc, pump, connection, env, workdir)
+        raise
+    pump.join(timeout=10)
+    if returncode != 0:
+        return returncode
+    return _outcome(flwr, pump, connection, env, workdir)
+
+
+def _abort(flwr: str, proc: subprocess.Popen, pump: _OutputPump, connection: str,
+           env: Mapping[str, str], workdir: Path) -> None:
+    """Stop the Flower run (if it started) and the ``flwr run`` child."""
+    proc.terminate()
+    if pump.run_id is not None:
+        _cli(flwr, ["stop", str(pump.run_id), connection], env, workdir, timeout=20)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+
+
+def _outcome(
+    flwr: str, pump: _OutputPump, connection: str, env: Mapping[str, str], workdir: Path
+) -> int:
+    """Return 0 if the streamed run completed, :data:`RUN_FAILED` otherwise."""
+    if pump.run_id is None:
+        return RUN_FAILED
+    status = run_status(flwr, pump.run_id, connection, env, workdir)
+    if status is None:  # SuperLink unreachable: fall back to the streamed log
+        return RUN_FAILED if pump.saw_failure else 0
+    return 0 if status == COMPLETED else RUN_FAILED
+
+
+def run_status(flwr: str, run_id: int, connection: str, env: Mapping[str, str], workdir: Path,
+               wait: float = 10.0) -> str | None:
+    """Return the run's final status (e.g. ``finished:failed``), or None if unknown."""
+    deadline = time.monotonic() + wait
+    status = None
+    while True:
+        args = ["ls", connection, "--run-id", str(run_id), "--format", "json"]
+        out = _cli(flwr, args, env, workdir)
+        status = _parse_status(out, run_id)
+        if status is None or status.startswith("finished") or time.monotonic() > deadline:
+            return status
+        time.sleep(0.5)
+
+
+def _parse_status(out: str | None, run_id: int) -> str | None:
+    try:
+        runs = json.loads(out or "")["runs"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return next((r.get("status") for r in runs if str(r.get("run-id")) == str(run_id)), None)
+
+
+def _cli(flwr: str, args: Sequence[str], env: Mapping[str, str], workdir: Path,
+         timeout: float = _CLI_TIMEOUT_S) -> str | None:
+    """Run a short ``flwr`` command; return its stdout, or None if it failed."""
+    try:
+        res = subprocess.run(  # noqa: S603 - argv list, no shell
+            [flwr, *args], env=dict(env), cwd=workdir, capture_output=True, text=True,
+            timeout=timeout, stdin=subprocess.DEVNULL, check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return res.stdout if res.returncode == 0 else None

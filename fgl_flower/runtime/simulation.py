@@ -1,0 +1,89 @@
+"""Run a Flower app as a local Ray simulation through the managed local SuperLink."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+import psutil
+
+from fgl_flower.errors import ConfigError
+from fgl_flower.runtime.config import (
+    RunConfig,
+    check_app_dir,
+    flower_env,
+    require_executable,
+    run_config_args,
+    work_directory,
+    write_connections,
+)
+from fgl_flower.runtime.flwr_cli import run_flwr
+from fgl_flower.runtime.processes import ProcessGroup, free_ports, stop_processes
+
+CONNECTION = "local"
+
+
+def run_simulation(
+    app_dir: Path, run_config: RunConfig, num_supernodes: int, *, cpus_per_client: int = 1,
+    workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
+) -> int:
+    """Run ``app_dir`` as a simulation with ``num_supernodes`` virtual SuperNodes.
+
+    Uses an isolated ``FLWR_HOME`` under ``workdir`` (default: a temp dir removed
+    afterwards) whose managed SuperLink listens on a free loopback port, streams
+    ``flwr run``'s output to ``stream`` (default stdout) and stops that SuperLink (and
+    everything it spawned) before returning, also on errors and KeyboardInterrupt.
+
+    Returns ``flwr run``'s return code, or 1 if it exited 0 but the run did not reach
+    ``finished:completed``. ``timeout`` (seconds) bounds the ``flwr run`` command and
+    raises :class:`~fgl_flower.runtime.errors.RunTimeoutError`.
+    """
+    app_dir = check_app_dir(app_dir)
+    if num_supernodes < 1 or cpus_per_client < 1:
+        raise ConfigError(
+            f"need num_supernodes >= 1 and cpus_per_client >= 1, got {num_supernodes}, {cpus_per_client}"
+        )
+    with work_directory(workdir) as work:
+        flwr_home = work / "flwr-home"
+        http_port, control_port = free_ports(2)
+        env = flower_env(
+            flwr_home,
+            FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(http_port),
+            FLWR_LOCAL_CONTROL_API_PORT=str(control_port),
+        )
+        flwr = require_executable("flwr", env)
+        require_executable("flower-superlink", env)
+        stop_local_superlinks(flwr_home)  # a leftover from an earlier run in this workdir
+        write_connections(flwr_home, CONNECTION, {"address": ":local:"})
+        federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"
+        args = [str(app_dir), CONNECTION, "--stream", "--federation-config", federation]
+        args += run_config_args(work / "run-config.toml", run_config)
+        with ProcessGroup() as group:
+            try:
+                return run_flwr(
+                    flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
+                )
+            finally:
+                group.adopt(local_superlinks(flwr_home))
+
+
+def local_superlinks(flwr_home: Path) -> list[psutil.Process]:
+    """Return the running managed SuperLinks that ``flwr`` started for ``flwr_home``.
+
+    ``flwr`` launches ``flower-superlink ... --log-file $FLWR_HOME/local-superlink/
+    superlink.log`` detached and records no PID, so the process is found by that path
+    on its command line.
+    """
+    marker = str(flwr_home / "local-superlink")
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        cmdline = proc.info.get("cmdline") or []
+        is_superlink = any("flower-superlink" in part for part in cmdline[:2])
+        if is_superlink and any(marker in part for part in cmdline):
+            found.append(proc)
+    return found
+
+
+def stop_local_superlinks(flwr_home: Path) -> None:
+    """Stop every managed SuperLink of ``flwr_home`` together with its children."""
+    stop_processes(local_superlinks(flwr_home))

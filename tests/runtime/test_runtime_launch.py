@@ -1,0 +1,120 @@
+"""End-to-end tests of fgl_flower.runtime with real `flwr run` invocations (~10-25 s each)."""
+
+from __future__ import annotations
+
+import io
+import json
+import time
+from pathlib import Path
+
+import pytest
+from toy_flower_app import flower_processes_under
+
+from fgl_flower.errors import ConfigError, FGLError
+from fgl_flower.runtime import (
+    ExecutableNotFoundError,
+    LaunchError,
+    deployment,
+    run_deployment,
+    run_simulation,
+)
+from fgl_flower.runtime.config import write_run_config
+from fgl_flower.runtime.simulation import local_superlinks
+
+TRICKY = 'a "quoted" \\ value with spaces, \'single\' and unicode é'
+
+
+def _assert_clean(tmp_path: Path) -> None:
+    deadline = time.monotonic() + 5  # processes exit asynchronously after SIGTERM/SIGKILL
+    while (left := flower_processes_under(tmp_path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == []
+
+
+def test_simulation_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
+    out, log = tmp_path / "sim.json", io.StringIO()
+    config = {"out-file": str(out), "message": TRICKY, "num-nodes": 3}
+    t0 = time.monotonic()
+    rc = run_simulation(toy_app, config, 3, workdir=tmp_path / "work", stream=log, timeout=300)
+    print(f"simulation: {time.monotonic() - t0:.1f}s")
+    assert rc == 0, log.getvalue()[-3000:]
+    result = json.loads(out.read_text())
+    assert result["rounds"] == [[0, 1, 2]]
+    assert result["message"] == TRICKY
+    assert "Successfully started run" in log.getvalue()
+    assert local_superlinks(tmp_path / "work" / "flwr-home") == []
+    _assert_clean(tmp_path)
+
+
+def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) -> None:
+    log = io.StringIO()
+    work = tmp_path / "work"
+    rc = run_simulation(toy_app, {"fail": True}, 2, workdir=work, stream=log, timeout=300)
+    assert rc != 0
+    assert "toy ServerApp failure" in log.getvalue()
+    _assert_clean(tmp_path)
+
+
+def test_deployment_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
+    out, log = tmp_path / "dep.json", io.StringIO()
+    config = {"out-file": str(out), "num-nodes": 2, "num-rounds": 2, "message": TRICKY}
+    t0 = time.monotonic()
+    rc = run_deployment(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=300)
+    result = json.loads(out.read_text()) if out.exists() else {}
+    rounds_s = result.get("seconds", 0.0)
+    print(f"deployment: {time.monotonic() - t0:.1f}s total, {rounds_s:.1f}s for 2 rounds")
+    assert rc == 0, log.getvalue()[-3000:]
+    assert result["rounds"] == [[0, 1], [0, 1]]
+    assert result["message"] == TRICKY
+    assert (tmp_path / "work" / "superlink.log").is_file()
+    _assert_clean(tmp_path)
+
+
+def test_run_config_toml_quoting(tmp_path: Path) -> None:
+    import tomllib
+
+    config = {"s": TRICKY, "i": 3, "f": 0.5, "b": True, "dotted.key": "x"}
+    path = write_run_config(tmp_path / "rc.toml", config)
+    assert tomllib.loads(path.read_text()) == config
+    with pytest.raises(ConfigError):
+        write_run_config(tmp_path / "bad.toml", {"l": [1, 2]})  # type: ignore[dict-item]
+
+
+def test_missing_executable_is_a_one_line_error(
+    toy_app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_python = tmp_path / "nobin" / "python"
+    monkeypatch.setattr("fgl_flower.runtime.config.sys.executable", str(fake_python))
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(ExecutableNotFoundError, match="`flwr` not found") as info:
+        run_simulation(toy_app, {}, 2, workdir=tmp_path / "work")
+    assert "\n" not in str(info.value)
+    assert isinstance(info.value, FGLError)
+
+
+def test_not_an_app_dir(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a Flower app"):
+        run_deployment(tmp_path, {}, 2)
+
+
+def test_deployment_rejects_non_loopback_host(toy_app: Path) -> None:
+    with pytest.raises(ConfigError, match="loopback"):
+        run_deployment(toy_app, {}, 2, host="0.0.0.0")
+
+
+def test_superlink_start_failure_is_reported(
+    toy_app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    script = tmp_path / "broken-superlink"
+    script.write_text("#!/bin/sh\necho 'cannot bind: boom' >&2\nexit 3\n")
+    script.chmod(0o755)
+    real = deployment.require_executable
+    def fake(name: str, env: dict[str, str]) -> str:
+        return str(script) if name == "flower-superlink" else real(name, env)
+
+    monkeypatch.setattr(deployment, "require_executable", fake)
+    expected = r"broken-superlink exited with code 3 .*cannot bind: boom"
+    with pytest.raises(LaunchError, match=expected) as info:
+        run_deployment(toy_app, {}, 2, workdir=tmp_path / "work")
+    assert "\n" not in str(info.value)
+    _assert_clean(tmp_path)

@@ -1,0 +1,71 @@
+"""Contract tests: pyproject, README and the registries must agree."""
+
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from fgl_flower.config import CORE_KEYS, load_app_defaults
+from fgl_flower.datasets import DATASETS, PARTITIONERS
+from fgl_flower.methods import METHODS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def app_config() -> dict:
+    with open(REPO / "pyproject.toml", "rb") as f:
+        return tomllib.load(f)["tool"]["flwr"]["app"]["config"]
+
+
+def test_core_keys_are_the_plain_keys_of_pyproject():
+    plain = {k for k, v in app_config().items() if not isinstance(v, dict)}
+    assert plain == set(CORE_KEYS)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_method_options_match_pyproject(name):
+    spec = METHODS.get(name)
+    table = app_config().get(name, {})
+    assert table == dict(spec.options), f"[tool.flwr.app.config.{name}] must equal MethodSpec.options"
+
+
+def test_every_pyproject_section_is_a_method_or_data():
+    sections = {k for k, v in app_config().items() if isinstance(v, dict)}
+    assert sections <= set(METHODS) | {"data"}
+
+
+def _defaults(options) -> dict:
+    return {k: ("" if o.default is None else o.default) for k, o in options.items()}
+
+
+def test_data_options_match_partitioners_and_synthetic():
+    data = app_config()["data"]
+    for name, part in PARTITIONERS.items():
+        if part.options:
+            assert data.get(name) == _defaults(part.options), f"data.{name}"
+        else:
+            assert name not in data
+    assert data["synthetic"] == _defaults(DATASETS.get("synthetic").options)
+    assert set(data) <= set(PARTITIONERS) | {"synthetic"}
+
+
+def test_defaults_parse():
+    from fgl_flower.config import parse_run_config
+
+    cfg = parse_run_config(load_app_defaults())
+    assert cfg.dataset == "synthetic" and cfg.method in METHODS
+
+
+def test_readme_method_table_lists_exactly_the_registry():
+    text = (REPO / "README.md").read_text()
+    table = text.split("<!-- methods -->")[1].split("<!-- /methods -->")[0]
+    names = set(re.findall(r"^\| `([\w-]+)` \|", table, flags=re.M))
+    assert names == set(METHODS)
+
+
+def test_readme_partitioner_list_matches_registry():
+    text = (REPO / "README.md").read_text()
+    table = text.split("<!-- partitioners -->")[1].split("<!-- /partitioners -->")[0]
+    names = set(re.findall(r"^\| `([\w-]+)` \|", table, flags=re.M))
+    assert names == set(PARTITIONERS)
