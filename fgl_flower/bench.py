@@ -32,20 +32,15 @@ import json
 import shlex
 import statistics
 import subprocess
-import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fgl_flower.config import read_toml
 from fgl_flower.errors import ConfigError
 from fgl_flower.results import atomic_write_text
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
 
 FLAGS = ("method", "dataset", "partition", "clients", "rounds", "model")
 
@@ -90,8 +85,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     """Parse an experiment file; relative paths are resolved against ``root`` (cwd)."""
     path = Path(path)
     root = root or Path.cwd()
-    with open(path, "rb") as f:
-        spec = tomllib.load(f)
+    spec = read_toml(path)
     defaults = spec.get("defaults", {})
     rows = []
     for i, raw in enumerate(spec.get("row", [])):

@@ -15,6 +15,7 @@ is called by the CLI before anything starts and again by the ServerApp and Clien
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -276,20 +277,21 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     )
 
 
+def read_toml(path) -> dict[str, Any]:
+    """Parse a TOML file (``tomllib`` on Python 3.11+, ``tomli`` before)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    with open(path, "rb") as f:
+        return tomllib.load(f)
+
+
 def load_app_defaults() -> dict[str, Scalar]:
-    """The ``[tool.flwr.app.config]`` defaults of this app, flattened like Flower does.
-
-    Read from the packaged copy of the app's pyproject (``fgl_flower/app_config.toml`` is
-    not used; the source of truth is the project's ``pyproject.toml``, found next to the
-    package in a source checkout or editable install).
-    """
-    import tomllib
-
+    """The app's ``[tool.flwr.app.config]`` defaults, flattened to dotted keys as Flower does."""
     from fgl_flower.paths import app_dir
 
-    with open(app_dir() / "pyproject.toml", "rb") as f:
-        cfg = tomllib.load(f)["tool"]["flwr"]["app"]["config"]
-    return _flatten(cfg)
+    return _flatten(read_toml(app_dir() / "pyproject.toml")["tool"]["flwr"]["app"]["config"])
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:

@@ -1,12 +1,11 @@
 """Contract tests: pyproject, README and the registries must agree."""
 
 import re
-import tomllib
 from pathlib import Path
 
 import pytest
 
-from fgl_flower.config import CORE_KEYS, load_app_defaults
+from fgl_flower.config import CORE_KEYS, load_app_defaults, read_toml
 from fgl_flower.datasets import DATASETS, PARTITIONERS
 from fgl_flower.methods import METHODS
 
@@ -14,8 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def app_config() -> dict:
-    with open(REPO / "pyproject.toml", "rb") as f:
-        return tomllib.load(f)["tool"]["flwr"]["app"]["config"]
+    return read_toml(REPO / "pyproject.toml")["tool"]["flwr"]["app"]["config"]
 
 
 def test_core_keys_are_the_plain_keys_of_pyproject():

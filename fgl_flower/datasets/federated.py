@@ -14,7 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 

@@ -76,7 +76,7 @@ def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> 
     except ValueError:  # too few items of a class to stratify
         if y is None:
             raise
-        warnings.warn("graph split: a class is too small to stratify; splitting at random.")
+        warnings.warn("graph split: a class is too small to stratify; splitting at random.", stacklevel=2)
         a, b = train_test_split(idx, test_size=test_size, shuffle=True, random_state=seed)
     return np.asarray(a), np.asarray(b)
 
