@@ -78,6 +78,7 @@ class Experiment:
     out: Path
     seeds: list[int]
     rows: list[Row]
+    root: Path
     notes: str = ""
 
 
@@ -107,6 +108,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
         out=root / spec.get("out", f"runs/{path.stem}"),
         seeds=list(spec.get("seeds", [0, 1, 2])),
         rows=rows,
+        root=root,
         notes=spec.get("notes", ""),
     )
 
@@ -155,25 +157,30 @@ def render(exp: Experiment) -> str:
     if exp.notes:
         lines += [exp.notes.strip(), ""]
     lines += [
-        f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))}. *Best-val*: weighted "
-        "test accuracy at the round of highest weighted validation accuracy; *final*: at the last "
-        "round. Accuracy is the mean over clients weighted by their test-node (or test-graph) counts.",
+        f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "
+        "commands). *Best-val*: test accuracy at the round of highest weighted validation "
+        "accuracy; *final*: at the last round. *Weighted*: mean over clients weighted by their "
+        "test-node (or test-graph) counts; *client mean*: unweighted mean over clients; *worst*: "
+        "the lowest client. s/round: wall time per round inside the ServerApp.",
         "",
-        "| setting | method | paper | test acc (best-val) | test acc (final) | test macro-F1 (best-val) "
-        "| worst client (best-val) | s/round | seeds | command |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| setting | method | paper | test acc, weighted (best-val) | test acc, weighted (final) "
+        "| test acc, client mean (best-val) | test macro-F1 (best-val) | worst client (best-val) "
+        "| s/round | seeds | command |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for row in exp.rows:
         runs = collect(exp, row)
         best = [r["best_val"]["test_acc"] for r in runs if "best_val" in r]
         final = [r["final"]["test_acc"] for r in runs if "final" in r]
+        plain = [r["best_val"]["test_acc_mean"] for r in runs if "best_val" in r]
         f1 = [r["best_val"]["test_f1"] for r in runs if "best_val" in r]
         worst = [r["best_val"]["test_acc_worst"] for r in runs if "best_val" in r]
         per_round = [r["total_time_s"] / max(r["rounds_completed"], 1) for r in runs if "total_time_s" in r]
-        cmd = shlex.join(row.command("$SEED", f"{exp.out.name}/..."))
+        out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
+        cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED"))
         cells = [
             row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper),
-            _mean_std(best), _mean_std(final), _mean_std(f1), _mean_std(worst),
+            _mean_std(best), _mean_std(final), _mean_std(plain), _mean_std(f1), _mean_std(worst),
             f"{statistics.fmean(per_round):.2f}" if per_round else "—",
             f"{len(runs)}/{len(exp.seeds)}", f"`{cmd}`",
         ]
