@@ -38,21 +38,15 @@ FLAG_KEYS = {
 
 
 def _typed(key: str, text: str, defaults: Mapping[str, Scalar]) -> Scalar:
-    """Parse ``text`` to the type of ``key``'s default (any scalar for unknown data keys)."""
-    if key in defaults:
-        like = defaults[key]
-        try:
-            if isinstance(like, bool):
-                if text.lower() not in ("true", "false"):
-                    raise ValueError
-                return text.lower() == "true"
-            return type(like)(text)
-        except ValueError:
-            raise ConfigError(f"--set {key}={text!r}: expected a {type(like).__name__}.") from None
-    raise ConfigError(
-        f"--set {key}: unknown run-config key. Known keys are in pyproject.toml "
-        "[tool.flwr.app.config]; e.g. lr, local-epochs, fedprox.mu, data.louvain.resolution."
-    )
+    """Parse ``text`` to the type of ``key``'s default; unknown keys are errors."""
+    from fgl_flower.config import coerce_value
+
+    if key not in defaults:
+        raise ConfigError(
+            f"--set {key}: unknown run-config key. Known keys are in pyproject.toml "
+            "[tool.flwr.app.config]; e.g. lr, local-epochs, fedprox.mu, data.louvain.resolution."
+        )
+    return coerce_value(f"--set {key}", text, type(defaults[key]))
 
 
 def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:

@@ -156,7 +156,7 @@ def parse_split(text: str) -> tuple[float, float, float]:
     return ratios  # type: ignore[return-value]
 
 
-def _coerce(key: str, value: Any, typ: type) -> Scalar:
+def coerce_value(key: str, value: Any, typ: type) -> Scalar:
     """Check/convert one value to ``typ`` (ints are accepted where floats are expected)."""
     if typ is bool:
         if isinstance(value, bool):
@@ -185,11 +185,7 @@ def _coerce(key: str, value: Any, typ: type) -> Scalar:
         if isinstance(value, str):
             return value
         return str(value)
-    raise ConfigError(f"{key}={value!r} is not a valid {typ.__name__}.")
-
-
-def _coerce_like(key: str, value: Any, default: Scalar) -> Scalar:
-    return _coerce(key, value, type(default))
+    raise ConfigError(f"{key}={value!r}: expected a {typ.__name__}.")
 
 
 def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
@@ -208,7 +204,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     missing = [k for k in CORE_KEYS if k not in flat]
     if missing:
         raise ConfigError(f"Run config lacks required keys: {', '.join(missing)}.")
-    core = {k: _coerce(k, flat[k], t) for k, t in CORE_KEYS.items()}
+    core = {k: coerce_value(k, flat[k], t) for k, t in CORE_KEYS.items()}
 
     spec = METHODS.get(str(core["method"]))
     method = spec.name
@@ -228,7 +224,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
                     f"Unknown option {key!r} for method {method!r}; known: "
                     f"{', '.join(prefix + n for n in sorted(method_defaults)) or 'none'}."
                 )
-            method_options[name] = _coerce_like(key, value, method_defaults[name])
+            method_options[name] = coerce_value(key, value, type(method_defaults[name]))
         elif "." in key:
             continue  # another method's option: ignored for this run
         else:

@@ -8,7 +8,7 @@ entry here (and its option defaults under ``[tool.flwr.app.config.<m>]`` in
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from fgl_flower.clients.base import FGLClient
@@ -54,8 +54,10 @@ METHODS: Registry[MethodSpec] = Registry("method")
 
 
 def register_method(spec: MethodSpec) -> MethodSpec:
-    METHODS.register(spec.name, MethodSpec(**{**spec.__dict__, "options": MappingProxyType(dict(spec.options))}))
-    return spec
+    """Register ``spec`` with its options frozen (read-only mapping)."""
+    frozen = replace(spec, options=MappingProxyType(dict(spec.options)))
+    METHODS.register(spec.name, frozen)
+    return frozen
 
 
 for _spec in (

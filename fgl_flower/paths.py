@@ -1,8 +1,7 @@
-"""Locations: the Flower app directory and writable per-user folders."""
+"""Location of the Flower app directory (the writable cache is ``datasets.cache_dir``)."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from fgl_flower.errors import FGLError
@@ -22,11 +21,3 @@ def app_dir() -> Path:
         )
     return root
 
-
-def user_cache_dir() -> Path:
-    """Per-user writable cache: ``$FGL_CACHE_DIR`` or ``$XDG_CACHE_HOME/fgl-flower``."""
-    env = os.environ.get("FGL_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base).expanduser() / "fgl-flower"

@@ -43,20 +43,6 @@ def atomic_write_text(path: Path, text: str) -> None:
         raise
 
 
-def read_rounds(out_dir: Path) -> list[dict[str, Any]]:
-    """The round records of a run folder (complete lines only)."""
-    path = Path(out_dir) / "rounds.jsonl"
-    if not path.exists():
-        return []
-    rounds = []
-    for line in path.read_text().splitlines():
-        try:
-            rounds.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # a torn last line from a crash
-    return rounds
-
-
 def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
     """Final round and best round (highest ``eval[select_key]``, earliest on ties)."""
     evaluated = [r for r in rounds if r.get("eval")]

@@ -11,11 +11,10 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.supercore import log
 
 from fgl_flower.config import RunConfig, parse_run_config
-from fgl_flower.datasets import task_of
+from fgl_flower.datasets import cache_dir, task_of
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
-from fgl_flower.paths import user_cache_dir
 from fgl_flower.results import RunRecorder
 
 app = ServerApp()
@@ -29,7 +28,7 @@ def resolve_out_dir(cfg: RunConfig) -> Path:
             raise ConfigError(f"out-dir={cfg.out_dir!r} must be an absolute path.")
         return path
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return user_cache_dir() / "runs" / f"{cfg.method}-{cfg.dataset}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
+    return cache_dir() / "runs" / f"{cfg.method}-{cfg.dataset}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
 
 
 def check_method_task(cfg: RunConfig) -> None:

@@ -15,7 +15,7 @@ import tomli_w
 from fgl_flower.errors import ConfigError
 from fgl_flower.runtime.errors import ExecutableNotFoundError
 
-RunConfig = Mapping[str, "int | float | bool | str"]
+FlatRunConfig = Mapping[str, "int | float | bool | str"]
 
 
 def flower_env(flwr_home: Path, **extra: str) -> dict[str, str]:
@@ -63,7 +63,7 @@ def check_app_dir(app_dir: Path) -> Path:
     return app_dir
 
 
-def write_run_config(path: Path, run_config: RunConfig) -> Path:
+def write_run_config(path: Path, run_config: FlatRunConfig) -> Path:
     """Write ``run_config`` as a TOML file for ``flwr run --run-config`` and return it."""
     for key, value in run_config.items():
         if not isinstance(key, str) or not key:
@@ -74,7 +74,7 @@ def write_run_config(path: Path, run_config: RunConfig) -> Path:
     return path
 
 
-def run_config_args(path: Path, run_config: RunConfig) -> list[str]:
+def run_config_args(path: Path, run_config: FlatRunConfig) -> list[str]:
     """Return the ``--run-config`` arguments (none for an empty config)."""
     return ["--run-config", str(write_run_config(path, run_config))] if run_config else []
 

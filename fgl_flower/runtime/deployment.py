@@ -9,7 +9,7 @@ from typing import TextIO
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.runtime.config import (
-    RunConfig,
+    FlatRunConfig,
     check_app_dir,
     flower_env,
     require_executable,
@@ -26,7 +26,7 @@ SUPERNODE_READY = "SuperNode ID:"  # logged once the SuperNode is registered and
 
 
 def run_deployment(
-    app_dir: Path, run_config: RunConfig, num_supernodes: int, *, host: str = "127.0.0.1",
+    app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, host: str = "127.0.0.1",
     workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
 ) -> int:
     """Run ``app_dir`` on a local SuperLink with ``num_supernodes`` SuperNodes.

@@ -9,7 +9,7 @@ import psutil
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.runtime.config import (
-    RunConfig,
+    FlatRunConfig,
     check_app_dir,
     flower_env,
     require_executable,
@@ -24,7 +24,7 @@ CONNECTION = "local"
 
 
 def run_simulation(
-    app_dir: Path, run_config: RunConfig, num_supernodes: int, *, cpus_per_client: int = 1,
+    app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, cpus_per_client: int = 1,
     workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
 ) -> int:
     """Run ``app_dir`` as a simulation with ``num_supernodes`` virtual SuperNodes.

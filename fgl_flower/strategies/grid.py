@@ -11,7 +11,7 @@ import time
 from collections.abc import Iterable
 from logging import INFO
 
-from flwr.app import Message, RecordDict
+from flwr.app import Message
 from flwr.serverapp import Grid
 from flwr.supercore import log
 
@@ -84,6 +84,3 @@ class MeteredGrid:
         self.bytes_up += sum(payload_bytes(r.content) for r in replies)
         return sorted(replies, key=reply_partition_id)
 
-    @staticmethod
-    def contents(replies: Iterable[Message]) -> list[RecordDict]:
-        return [r.content for r in replies]
