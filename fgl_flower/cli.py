@@ -66,8 +66,10 @@ def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
         flat[key.strip()] = _typed(key.strip(), text.strip(), defaults)
     out = Path(args.out).expanduser().resolve() if args.out else default_out_dir(flat)
     flat["out-dir"] = str(out)
-    if flat.get("data-root"):
-        flat["data-root"] = str(Path(str(flat["data-root"])).expanduser().resolve())
+    # Paths are resolved here: clients may run in another working directory.
+    for key in ("data-root", "data.files.dir"):
+        if flat.get(key):
+            flat[key] = str(Path(str(flat[key])).expanduser().resolve())
     return flat
 
 
@@ -179,13 +181,16 @@ def cmd_partition_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from fgl_flower.bench import load_experiment, run_experiment, write_doc
+    from fgl_flower.bench import load_experiment, run_experiment, write_docs
 
-    exp = load_experiment(args.file)
-    if not args.doc_only:
-        run_experiment(exp, dry_run=args.dry_run)
+    exps = [load_experiment(f) for f in args.files]  # all validated before any run
+    for exp in exps:
+        if not args.doc_only:
+            run_experiment(exp, dry_run=args.dry_run)
+        if not args.dry_run:  # rewritten after each file, so finished tables appear early
+            written = write_docs(exps)
     if not args.dry_run:
-        print(f"wrote {write_doc(exp)}")
+        print("wrote " + ", ".join(map(str, written)))
     return 0
 
 
@@ -220,7 +225,9 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("methods", help="list methods")
     p.set_defaults(fn=cmd_methods)
     p = sub.add_parser("bench", help="run an experiment file's rows and seeds, write its table")
-    p.add_argument("file", help="experiment TOML, e.g. experiments/platform/results.toml")
+    p.add_argument("files", nargs="+", metavar="FILE",
+                   help="experiment TOML(s), e.g. experiments/platform/results.toml; files "
+                   "with the same `doc` are written as sections of one document")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("--doc-only", action="store_true", help="only rewrite the table from finished runs")
     p.set_defaults(fn=cmd_bench)

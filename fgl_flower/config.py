@@ -42,13 +42,18 @@ CORE_KEYS: dict[str, type] = {
     "hidden": int,
     "num-layers": int,
     "dropout": float,
+    "model-init": str,
     "lr": float,
     "weight-decay": float,
     "local-epochs": int,
     "batch-size": int,
     "keep-optimizer-state": bool,
     "progress": bool,
+    "select-by": str,
 }
+
+#: Values of ``model-init`` (see :data:`fgl_flower.models.INITS`) and ``select-by``.
+SELECT_BY = ("val_acc", "val_loss")
 
 
 @dataclass(frozen=True)
@@ -76,12 +81,14 @@ class RunConfig:
     hidden: int
     num_layers: int
     dropout: float
+    model_init: str
     lr: float
     weight_decay: float
     local_epochs: int
     batch_size: int
     keep_optimizer_state: bool
     progress: bool
+    select_by: str
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -242,9 +249,17 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         raise ConfigError(f"weight-decay must be non-negative (got {core['weight-decay']}).")
     if core["split-mode"] not in ("random", "stratified"):
         raise ConfigError(f"split-mode={core['split-mode']!r}: use 'random' or 'stratified'.")
+    if core["select-by"] not in SELECT_BY:
+        raise ConfigError(
+            f"select-by={core['select-by']!r}: use one of {', '.join(SELECT_BY)} (the "
+            "validation metric that picks the reported round)."
+        )
+    from fgl_flower.models import INITS  # local import: models import torch
+
+    INITS.get(str(core["model-init"]))
     seed = int(core["seed"])
     split_seed = int(core["split-seed"])
-    return RunConfig(
+    cfg = RunConfig(
         method=method,
         dataset=str(core["dataset"]),
         partition=str(core["partition"]),
@@ -261,16 +276,21 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         hidden=int(core["hidden"]),
         num_layers=int(core["num-layers"]),
         dropout=float(core["dropout"]),
+        model_init=str(core["model-init"]).lower(),
         lr=float(core["lr"]),
         weight_decay=float(core["weight-decay"]),
         local_epochs=int(core["local-epochs"]),
         batch_size=int(core["batch-size"]),
         keep_optimizer_state=bool(core["keep-optimizer-state"]),
         progress=bool(core["progress"]),
+        select_by=str(core["select-by"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),
     )
+    if spec.check is not None:
+        spec.check(cfg)
+    return cfg
 
 
 def read_toml(path) -> dict[str, Any]:

@@ -7,17 +7,21 @@ entry here (and its option defaults under ``[tool.flwr.app.config.<m>]`` in
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.fedavg import FedAvgClient
+from fgl_flower.clients.fedspray import FedSprayClient
+from fgl_flower.clients.fedspray import check_config as check_fedspray
 from fgl_flower.clients.fedprox import FedProxClient
 from fgl_flower.clients.local import LocalClient
+from fgl_flower.config import RunConfig
 from fgl_flower.registry import Registry
 from fgl_flower.strategies.base import FGLStrategy
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.fedspray import FedSprayStrategy
 from fgl_flower.strategies.fedprox import FedProxStrategy
 from fgl_flower.strategies.local import LocalStrategy
 
@@ -36,6 +40,8 @@ class MethodSpec:
         options: Method hyperparameters and their defaults (``<name>.<option>`` keys).
         summary: One line for docs and ``fgl methods``.
         reference: Paper it implements.
+        check: Validates the method's options of a parsed config (raises
+            :class:`~fgl_flower.errors.ConfigError`); run before anything starts.
     """
 
     name: str
@@ -45,6 +51,7 @@ class MethodSpec:
     summary: str
     reference: str = ""
     options: Mapping[str, Scalar] = field(default_factory=dict)
+    check: Callable[[RunConfig], None] | None = None
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
@@ -84,6 +91,25 @@ for _spec in (
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
         options={"mu": 0.01},
+    ),
+    MethodSpec(
+        name="fedspray",
+        strategy=FedSprayStrategy,
+        client=FedSprayClient,
+        tasks=("node",),
+        summary="Personalized GNNs distilled from a global feature-structure encoder with "
+        "class-wise structure proxies.",
+        reference="Fu et al., KDD 2024",
+        options={
+            "variant": "official",
+            "lambda1": -1.0,
+            "lambda2": 1.0,
+            "proxy-dim": 64,
+            "proxy-lr": 0.02,
+            "confidence": 0.7,
+            "zero-proxies": False,
+        },
+        check=check_fedspray,
     ),
 ):
     register_method(_spec)

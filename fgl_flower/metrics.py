@@ -44,6 +44,25 @@ def classification_metrics(logits: Tensor, target: Tensor, num_classes: int) -> 
     }
 
 
+def majority_class(labels: Tensor, num_classes: int) -> int:
+    """The most frequent class in ``labels`` (lowest index on ties; 0 when empty)."""
+    return int(torch.bincount(labels, minlength=num_classes).argmax()) if labels.numel() else 0
+
+
+def minority_metrics(logits: Tensor, target: Tensor, majority: int) -> dict[str, float]:
+    r"""Accuracy on the *minority* nodes: those whose label is not ``majority``.
+
+    FedSpray (KDD'24, §5.2) defines the majority class per client (from its training
+    labels); every other class is minority there. Returns ``minority_acc`` and
+    ``minority_count``, so that pooling over clients (weighting by the count) gives the
+    paper's micro-averaged minority accuracy.
+    """
+    mask = target != majority
+    count = int(mask.sum())
+    acc = float((logits[mask].argmax(-1) == target[mask]).double().mean()) if count else 0.0
+    return {"minority_acc": acc, "minority_count": float(count)}
+
+
 def summarize_clients(
     values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str]
 ) -> dict[str, float]:

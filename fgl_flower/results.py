@@ -23,9 +23,8 @@ from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
 
-#: The metric that selects the best round, and the one reported as the headline.
+#: The default metric that selects the reported round (``select-by`` in the run config).
 SELECT_KEY = "val_acc"
-HEADLINE_KEYS = ("test_acc", "test_f1", "test_loss", "val_acc")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -44,11 +43,18 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
-    """Final round and best round (highest ``eval[select_key]``, earliest on ties)."""
+    """Final round and best round by ``eval[select_key]`` (earliest on ties).
+
+    The best round has the highest value, or the lowest for a loss (``*_loss``).
+    """
     evaluated = [r for r in rounds if r.get("eval")]
     if not evaluated:
         return {"rounds_completed": len(rounds)}
-    best = max(evaluated, key=lambda r: (r["eval"].get(select_key, float("-inf")), -r["round"]))
+    sign = -1.0 if select_key.endswith("loss") else 1.0
+    best = max(
+        evaluated,
+        key=lambda r: (sign * r["eval"].get(select_key, sign * float("-inf")), -r["round"]),
+    )
     final = evaluated[-1]
     return {
         "rounds_completed": len(rounds),
@@ -86,9 +92,11 @@ class RunRecorder:
     def progress_line(self, record: Mapping[str, Any]) -> str:
         ev = record.get("eval", {})
         parts = [f"[round {record['round']}/{self.cfg.num_rounds}]"]
-        for key in ("val_acc", "test_acc", "test_f1"):
+        for key in ("val_acc", "test_acc", "test_f1", "test_minority_acc"):
             if key in ev:
                 parts.append(f"{key} {100 * ev[key]:.2f}")
+        if "val_loss" in ev:
+            parts.append(f"val_loss {ev['val_loss']:.4f}")
         if "train_loss" in record.get("train", {}):
             parts.append(f"train_loss {record['train']['train_loss']:.4f}")
         parts.append(
@@ -108,7 +116,7 @@ class RunRecorder:
             "seed": self.cfg.seed,
             "model": self.cfg.model,
             **self.extra,
-            **summarize_rounds(self.rounds),
+            **summarize_rounds(self.rounds, self.cfg.select_by),
             **dict(extra or {}),
         }
         atomic_write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")

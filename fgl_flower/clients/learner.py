@@ -17,7 +17,7 @@ from torch_geometric.loader import DataLoader
 
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
-from fgl_flower.metrics import classification_metrics
+from fgl_flower.metrics import classification_metrics, majority_class, minority_metrics
 from fgl_flower.models import build_model
 from fgl_flower.registry import Registry
 
@@ -27,6 +27,11 @@ ExtraLoss = Callable[[nn.Module], Tensor]
 LEARNERS: Registry[type[Learner]] = Registry("learner")
 
 SPLITS = ("val", "test")
+
+
+def make_adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
+    """Adam with the fused kernel (several times faster on CPU than the per-tensor loop)."""
+    return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
 
 
 class Learner(ABC):
@@ -45,11 +50,9 @@ class Learner(ABC):
             torch.manual_seed(cfg.seed)
             self.model = build_model(
                 cfg.model, self.task, data.num_features, data.num_classes,
-                cfg.hidden, cfg.num_layers, cfg.dropout,
+                cfg.hidden, cfg.num_layers, cfg.dropout, cfg.model_init,
             )
-        self.optimizer = torch.optim.Adam(
-            self.model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay
-        )
+        self.optimizer = make_adam(self.model.parameters(), cfg.lr, cfg.weight_decay)
 
     # -- what is federated -----------------------------------------------------------------
     def shared_keys(self) -> list[str]:
@@ -126,16 +129,26 @@ class NodeLearner(Learner):
 
     @torch.no_grad()
     def evaluate(self) -> dict[str, float]:
-        g = self.data.data
+        """Per split: loss/acc/F1 and the count; for test also the minority accuracy
+        (nodes outside the client's training-majority class) and its count."""
         self.model.eval()
-        out = self.logits()
-        res: dict[str, float] = {}
-        for split in SPLITS:
-            mask = getattr(g, f"{split}_mask")
-            for k, v in classification_metrics(out[mask], g.y[mask], self.data.num_classes).items():
-                res[f"{split}_{k}"] = v
-            res[f"num-{split}"] = float(mask.sum())
-        return res
+        return node_metrics(self.logits(), self.data)
+
+
+def node_metrics(logits: Tensor, data: NodeClientData) -> dict[str, float]:
+    """Evaluation metrics of node ``logits [N, C]`` on ``data``'s val and test masks."""
+    g = data.data
+    res: dict[str, float] = {}
+    for split in SPLITS:
+        mask = getattr(g, f"{split}_mask")
+        for k, v in classification_metrics(logits[mask], g.y[mask], data.num_classes).items():
+            res[f"{split}_{k}"] = v
+        res[f"num-{split}"] = float(mask.sum())
+    majority = majority_class(g.y[g.train_mask], data.num_classes)
+    minority = minority_metrics(logits[g.test_mask], g.y[g.test_mask], majority)
+    res["test_minority_acc"] = minority["minority_acc"]
+    res["num-test-minority"] = minority["minority_count"]
+    return res
 
 
 @LEARNERS.register("graph")

@@ -6,6 +6,6 @@ mini-batch of graphs to ``logits [B, C]``. ``x`` may be a sparse COO tensor.
 
 from fgl_flower.models.graph import GIN
 from fgl_flower.models.node import GAT, GCN, MLP, SGC, GraphSAGE
-from fgl_flower.models.registry import MODELS, ModelSpec, build_model
+from fgl_flower.models.registry import INITS, MODELS, ModelSpec, build_model
 
-__all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "SGC", "GraphSAGE", "ModelSpec", "build_model"]
+__all__ = ["GAT", "GCN", "GIN", "MLP", "MODELS", "SGC", "GraphSAGE", "INITS", "ModelSpec", "build_model"]

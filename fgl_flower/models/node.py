@@ -13,6 +13,7 @@ from torch_geometric.nn import GATConv, GCNConv, SAGEConv, SGConv
 from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
 from fgl_flower.models.registry import MODELS, ModelSpec
+from fgl_flower.models.sparse import GraphCache, feature_matmul, gcn_adjacency
 
 
 def _dims(in_channels: int, hidden: int, out_channels: int, num_layers: int) -> list[int]:
@@ -46,6 +47,10 @@ class GCN(_Stacked):
     .. math::
         \mathbf{H}^{(l+1)} = \sigma\big(\hat{\mathbf{D}}^{-1/2}\hat{\mathbf{A}}
         \hat{\mathbf{D}}^{-1/2}\mathbf{H}^{(l)}\mathbf{W}^{(l)}\big)
+
+    Equal to stacked :class:`~torch_geometric.nn.conv.GCNConv` layers (same parameters),
+    but the normalized adjacency and CSR copies of sparse features are computed once per
+    graph and reused across calls (see :mod:`fgl_flower.models.sparse`).
     """
 
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
@@ -53,6 +58,16 @@ class GCN(_Stacked):
         super().__init__(dropout)
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         self.convs.extend(GCNConv(a, b) for a, b in zip(d[:-1], d[1:]))
+        self._cache = GraphCache()
+
+    def _layer(self, conv, x, edge_index, edge_weight):
+        adj_t = self._cache.get(
+            "adjacency", (edge_index, edge_weight),
+            lambda: gcn_adjacency(edge_index, x.size(0), edge_weight, conv.add_self_loops),
+        )
+        h = feature_matmul(x, conv.lin.weight.t(), self._cache)
+        h = adj_t @ h
+        return h if conv.bias is None else h + conv.bias
 
 
 class GraphSAGE(_Stacked):

@@ -28,7 +28,8 @@ from fgl_flower.strategies.grid import MeteredGrid
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
-    f"{split}_{m}": f"num-{split}" for split in ("val", "test") for m in ("loss", "acc", "f1")
+    **{f"{split}_{m}": f"num-{split}" for split in ("val", "test") for m in ("loss", "acc", "f1")},
+    "test_minority_acc": "num-test-minority",  # node tasks; FedSpray's minority accuracy
 }
 
 
@@ -47,6 +48,11 @@ class FGLStrategy(Strategy):
     Every round all ``num-clients`` clients train and then evaluate; replies are
     processed in partition-id order.
     """
+
+    #: ``True`` for methods whose evaluated model does not change in aggregation (e.g.
+    #: personalized models): clients then put the evaluation metrics into the train reply
+    #: and no evaluate messages are sent, halving the messages per round.
+    evaluates_in_train: bool = False
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
@@ -79,7 +85,10 @@ class FGLStrategy(Strategy):
 
     def aggregate_train_metrics(self, replies: Iterable[Message]) -> MetricRecord:
         per_client = list(client_metrics(replies).values())
-        keys = sorted({k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES})
+        keys = sorted(
+            k for k in {k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES}
+            if k not in EVAL_METRICS and not k.startswith("num-")  # evaluation rides along
+        )
         total = sum(m[NUM_EXAMPLES] for m in per_client) or 1.0
         return MetricRecord(
             {k: sum(m[NUM_EXAMPLES] * m.get(k, 0.0) for m in per_client) / total for k in keys}
@@ -141,9 +150,10 @@ class FGLStrategy(Strategy):
             new_arrays, train_metrics = self.aggregate_train(rnd, replies)
             if new_arrays is not None:
                 arrays = result.arrays = new_arrays
-            replies = metered.send_and_receive(
-                self.configure_evaluate(rnd, arrays, evaluate_config, metered), timeout=timeout
-            )
+            if not self.evaluates_in_train:
+                replies = metered.send_and_receive(
+                    self.configure_evaluate(rnd, arrays, evaluate_config, metered), timeout=timeout
+                )
             eval_metrics = self.aggregate_evaluate(rnd, replies)
             record = {
                 "round": rnd,

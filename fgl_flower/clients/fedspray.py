@@ -1,0 +1,269 @@
+r"""FedSpray client (Fu et al., KDD 2024): personalized GNN + global encoder and proxies.
+
+Each round (spec §3.2/§3.3), with the global encoder :math:`\omega` and class proxies
+:math:`\mathbf S` from the server:
+
+1. **Teacher.** :math:`\mathbf q = \mathrm{softmax}(g_q(g_e(\mathbf X)))`; unlabeled nodes get
+   proxies :math:`\mathbf s_i = \sum_j q_{ij}\mathbf s_j` (Eq. 10); the soft targets are
+   :math:`\mathbf p_i = \mathrm{softmax}(g_p(\mathbf e_i + \mathbf s_i))`.
+2. **Phase 1** (``local-epochs`` steps) trains the personalized GNN :math:`f(\theta)`:
+
+   .. math::
+       \mathcal L_G = \mathrm{CE}_{\mathcal V_L}(\mathbf y, \hat{\mathbf y})
+       + \lambda_1\,\mathrm{KL}_{\mathcal V_{KD}}(\mathbf p \,\|\, \hat{\mathbf y})
+
+3. **Phase 2** (``local-epochs`` steps) trains the encoder and the labeled nodes' proxies:
+
+   .. math::
+       \mathcal L_F = \mathrm{CE}_{\mathcal V_L}(\mathbf y, \mathbf q)
+       + \lambda_2\,\mathrm{KL}_{\mathcal V_L}(\hat{\mathbf y} \,\|\, \mathbf p)
+
+4. **Upload**: the encoder, the class proxies :math:`\mathbf s^{(k)}_j` (mean of the
+   training nodes' proxies of class :math:`j`), the class ratios :math:`\mathbf a^{(k)}`
+   and the number of training nodes. The GNN never leaves the client.
+
+Variants (``fedspray.variant``):
+
+* ``official`` -- what xbfu/FedSpray's code does: training-node proxies are per-node
+  parameters that persist across rounds (initially 0.1) and are never reset from
+  :math:`\mathbf S`; :math:`\mathcal V_{KD}` = training nodes plus unlabeled nodes with
+  :math:`\max_j q_{ij}` above ``fedspray.confidence``; the local projector starts each round
+  from the global *classifier* :math:`g_p` (a quirk of the code); :math:`\lambda_1 = 1`.
+* ``paper`` -- Algorithm 1 as printed: training-node proxies restart from
+  :math:`\mathbf S[y_i]` each round with a fresh optimizer; :math:`\mathcal V_{KD}` = all
+  nodes; the projector starts from the global :math:`g_q`; :math:`\lambda_1 = 5`.
+
+``fedspray.zero-proxies`` is the :math:`\mathbf S = 0` ablation (Table 3): every proxy is a
+fixed zero vector, so the teacher is :math:`g_p(\mathbf e_i)`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from flwr.app import ArrayRecord, RecordDict
+from torch import Tensor, nn
+
+from fgl_flower.clients.base import FGLClient, derive_seed
+from fgl_flower.clients.learner import NodeLearner, make_adam
+from fgl_flower.config import RunConfig
+from fgl_flower.datasets import NodeClientData
+from fgl_flower.errors import ConfigError
+from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
+from fgl_flower.protocol import ARRAYS, METRICS
+
+#: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
+#: (``[C]``, :math:`\mathbf a^{(k)}`) up.
+PROXIES = "proxies"
+VARIANTS = {"official": 1.0, "paper": 5.0}  # variant -> its lambda1
+INITIAL_NODE_PROXY = 0.1  # the official code's initial per-node proxy value
+
+
+@dataclass(frozen=True)
+class FedSprayOptions:
+    """The ``fedspray.*`` run-config options, validated and resolved."""
+
+    variant: str
+    lambda1: float
+    lambda2: float
+    proxy_dim: int
+    proxy_lr: float
+    confidence: float
+    zero_proxies: bool
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> FedSprayOptions:
+        variant = str(cfg.option("variant")).lower()
+        if variant not in VARIANTS:
+            raise ConfigError(
+                f"fedspray.variant={variant!r}: use 'official' (the released code) or 'paper' "
+                "(Algorithm 1 as printed)."
+            )
+        lambda1 = float(cfg.option("lambda1"))
+        opts = cls(
+            variant=variant,
+            lambda1=VARIANTS[variant] if lambda1 < 0 else lambda1,
+            lambda2=float(cfg.option("lambda2")),
+            proxy_dim=int(cfg.option("proxy-dim")),
+            proxy_lr=float(cfg.option("proxy-lr")),
+            confidence=float(cfg.option("confidence")),
+            zero_proxies=bool(cfg.option("zero-proxies")),
+        )
+        if opts.proxy_dim < 1 or opts.proxy_lr <= 0 or opts.lambda2 < 0:
+            raise ConfigError("fedspray: proxy-dim must be >= 1, proxy-lr > 0 and lambda2 >= 0.")
+        if not 0.0 <= opts.confidence <= 1.0:
+            raise ConfigError(f"fedspray.confidence={opts.confidence} must be in [0, 1].")
+        return opts
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Fail before training on bad ``fedspray.*`` options."""
+    FedSprayOptions.from_config(cfg)
+
+
+def kl_to_teacher(student_logits: Tensor, teacher_logp: Tensor) -> Tensor:
+    r""":math:`\frac1n\sum_i \mathrm{KL}(t_i \,\|\, \mathrm{softmax}(z_i))` over the rows
+    (no temperature); zero for no rows."""
+    if student_logits.size(0) == 0:
+        return student_logits.sum() * 0.0
+    return F.kl_div(
+        F.log_softmax(student_logits, -1), teacher_logp, reduction="batchmean", log_target=True
+    )
+
+
+def class_means(values: Tensor, labels: Tensor, num_classes: int) -> Tensor:
+    """Per-class mean of ``values [n, d]`` by ``labels [n]`` → ``[C, d]`` (zeros if absent)."""
+    sums = torch.zeros(num_classes, values.size(1), dtype=values.dtype)
+    sums.index_add_(0, labels, values)
+    counts = torch.bincount(labels, minlength=num_classes).clamp(min=1).unsqueeze(1)
+    return sums / counts
+
+
+class FedSprayClient(FGLClient):
+    """Personalized GNN, local copy of the global encoder, per-node structure proxies.
+
+    State kept across rounds in ``context.state``: the GNN and its Adam state, the
+    per-node proxies and their Adam state (``official``), and the encoder's Adam state
+    (the encoder weights themselves are overwritten by the global ones every round).
+    """
+
+    data: NodeClientData
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not isinstance(self.data, NodeClientData):
+            raise ConfigError("fedspray is a node-classification method.")
+        self.opts = FedSprayOptions.from_config(self.cfg)
+        self.gnn = NodeLearner(self.cfg, self.data)
+        self.gnn.restore(self.state, "gnn")
+        self.encoder = self.new_encoder()
+        self.encoder_optim = make_adam(self.encoder.parameters(), self.cfg.lr)
+        n = self.data.data.num_nodes
+        self.node_proxies = nn.Parameter(torch.full((n, self.opts.proxy_dim), INITIAL_NODE_PROXY))
+        self.proxy_optim = make_adam([self.node_proxies], self.opts.proxy_lr)
+        if self.cfg.keep_optimizer_state:
+            self.state.load_optimizer("encoder.optim", self.encoder_optim)
+        if self.opts.variant == "official":
+            saved = self.state.load_tensors("node-proxies")
+            if saved is not None:
+                self.node_proxies.data.copy_(saved["P"])
+                self.state.load_optimizer("node-proxies.optim", self.proxy_optim)
+
+    def new_encoder(self) -> FeatureStructureEncoder:
+        """The initial global encoder :math:`\\omega_0`: the same on every client for a seed."""
+        with torch.random.fork_rng():
+            torch.manual_seed(derive_seed(self.cfg.seed, "fedspray-encoder"))
+            return FeatureStructureEncoder(
+                self.data.num_features, self.data.num_classes, self.opts.proxy_dim
+            )
+
+    # -- messages --------------------------------------------------------------------------
+    def global_model(self, content: RecordDict) -> tuple[FeatureStructureEncoder, Tensor]:
+        """The global encoder and proxies of this round (:math:`\\omega_0, \\mathbf S_0` in round 1)."""
+        encoder = self.new_encoder()
+        record = content.array_records.get(ARRAYS)
+        if record is not None and len(record):
+            encoder.load_state_dict(record.to_torch_state_dict())
+        proxies = content.array_records.get(PROXIES)
+        if proxies is not None and "S" in proxies:
+            S = proxies["S"].numpy()
+            S = torch.from_numpy(S.copy())
+        else:
+            S = initial_proxies(self.data.num_classes, self.opts.proxy_dim)
+        if self.opts.zero_proxies:
+            S = torch.zeros_like(S)
+        return encoder, S
+
+    def train(self, content: RecordDict, server_round: int) -> RecordDict:
+        g = self.data.data
+        train, y, opts = g.train_mask, g.y, self.opts
+        glob, S = self.global_model(content)
+        self.seed_round(server_round)
+
+        # -- teacher: p from the global encoder, proxies for the unlabeled nodes ------------
+        with torch.no_grad():
+            e = glob.embedding(g.x)
+            q = F.softmax(glob.projector_logits(e), -1)
+            weighted = q @ S
+            if opts.zero_proxies:
+                teacher_proxies = torch.zeros_like(weighted)
+            elif opts.variant == "official":
+                self.node_proxies.data[~train] = weighted[~train]
+                teacher_proxies = self.node_proxies.detach().clone()
+            else:
+                teacher_proxies = torch.where(train.unsqueeze(1), S[y], weighted)
+            teacher = F.log_softmax(glob.teacher_logits(e, teacher_proxies), -1)
+            if opts.variant == "official":
+                kd_nodes = train | (q.max(-1).values > opts.confidence)
+            else:
+                kd_nodes = torch.ones_like(train)
+
+        # -- phase 1: personalized GNN ----------------------------------------------------
+        model, optim = self.gnn.model, self.gnn.optimizer
+        model.train()
+        ce = kd = torch.zeros(())
+        for _ in range(self.cfg.local_epochs):
+            optim.zero_grad()
+            out = self.gnn.logits()
+            ce = F.cross_entropy(out[train], y[train])
+            kd = kl_to_teacher(out[kd_nodes], teacher[kd_nodes])
+            (ce + opts.lambda1 * kd).backward()
+            optim.step()
+        model.eval()
+        with torch.no_grad():
+            y_hat = F.log_softmax(self.gnn.logits(), -1)
+
+        # -- phase 2: encoder and labeled-node proxies -------------------------------------
+        self.encoder.load_state_dict(glob.state_dict())
+        if opts.variant == "official":  # the code loads the global classifier into g_q
+            self.encoder.projector.load_state_dict(glob.classifier.state_dict())
+        if opts.zero_proxies:
+            self.node_proxies.data.zero_()
+        elif opts.variant == "paper":
+            self.node_proxies.data.copy_(weighted)
+            self.node_proxies.data[train] = S[y[train]]
+            self.proxy_optim = make_adam([self.node_proxies], opts.proxy_lr)
+        fce = fkd = torch.zeros(())
+        for _ in range(self.cfg.local_epochs):
+            self.encoder_optim.zero_grad()
+            self.proxy_optim.zero_grad()
+            e = self.encoder.embedding(g.x)
+            fce = F.cross_entropy(self.encoder.projector_logits(e)[train], y[train])
+            p_logits = self.encoder.teacher_logits(e[train], self.node_proxies[train])
+            fkd = kl_to_teacher(p_logits, y_hat[train])
+            (fce + opts.lambda2 * fkd).backward()
+            self.encoder_optim.step()
+            if not opts.zero_proxies:
+                self.proxy_optim.step()
+
+        # -- upload ----------------------------------------------------------------------
+        C = self.data.num_classes
+        local_S = class_means(self.node_proxies.detach()[train], y[train], C)
+        counts = torch.bincount(y[train], minlength=C).float()
+        ratio = counts / counts.sum().clamp(min=1)
+        self.save()
+        metrics = {
+            "train_loss": ce.item(), "gnn_kd": kd.item(), "encoder_ce": fce.item(),
+            "encoder_kd": fkd.item(), "kd_nodes": float(kd_nodes.sum()),
+            **self.gnn.evaluate(),  # the GNN is final for this round (see the strategy)
+        }
+        return RecordDict({
+            ARRAYS: ArrayRecord(self.encoder.state_dict()),
+            PROXIES: ArrayRecord({"S": local_S, "class-ratio": ratio}),
+            METRICS: self.metrics(metrics, self.gnn.num_train),
+        })
+
+    def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
+        """Metrics of the personalized GNN (nothing global is needed)."""
+        res = self.gnn.evaluate()
+        return RecordDict({METRICS: self.metrics(res, res["num-test"])})
+
+    def save(self) -> None:
+        self.gnn.save(self.state, "gnn")
+        if self.cfg.keep_optimizer_state:
+            self.state.save_optimizer("encoder.optim", self.encoder_optim)
+        if self.opts.variant == "official":
+            self.state.save_tensors("node-proxies", {"P": self.node_proxies.detach()})
+            self.state.save_optimizer("node-proxies.optim", self.proxy_optim)

@@ -1,0 +1,106 @@
+r"""FedSpray server (Fu et al., KDD 2024): encoder averaging and structure proxy alignment.
+
+The feature-structure encoder is averaged by training-node counts (Eq. 14),
+
+.. math::
+    \omega_r = \sum_k \frac{n^{(k)}}{\sum_{k'} n^{(k')}}\,\omega_r^{(k)},
+
+and each class proxy by the clients' class ratios (Eq. 15),
+
+.. math::
+    \mathbf s_{j,r} = \sum_k \frac{a^{(k)}_j}{\sum_{k'} a^{(k')}_j}\,\mathbf s^{(k)}_{j,r},
+
+so clients where class :math:`j` is frequent dominate its proxy and clients without it
+contribute nothing. A class that no client has keeps its previous proxy. The personalized
+GNNs never reach the server; evaluation messages carry no parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+
+from fgl_flower.clients.fedspray import PROXIES, FedSprayOptions
+from fgl_flower.errors import FGLError
+from fgl_flower.models.fedspray import initial_proxies
+from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
+from fgl_flower.strategies.aggregation import weighted_mean_arrays
+from fgl_flower.strategies.base import FGLStrategy
+
+
+def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray) -> np.ndarray:
+    r"""Class-ratio-weighted mean of client proxies (Eq. 15).
+
+    Args:
+        proxies: ``[K, C, d_s]``, client :math:`k`'s proxy of class :math:`j`.
+        ratios: ``[K, C]``, :math:`a^{(k)}_j`, the fraction of client :math:`k`'s
+            training nodes in class :math:`j`.
+        previous: ``[C, d_s]``, kept for classes with :math:`\sum_k a^{(k)}_j = 0`.
+
+    Returns:
+        ``[C, d_s]`` global proxies (float64 accumulation, ``previous``'s dtype).
+    """
+    proxies = np.asarray(proxies, dtype=np.float64)
+    ratios = np.asarray(ratios, dtype=np.float64)
+    if proxies.ndim != 3 or ratios.shape != proxies.shape[:2] or previous.shape != proxies.shape[1:]:
+        raise FGLError(
+            f"Proxy shapes disagree: proxies {proxies.shape}, ratios {ratios.shape}, "
+            f"previous {previous.shape}."
+        )
+    total = ratios.sum(0)
+    out = previous.astype(np.float64)
+    has = total > 0
+    out[has] = np.einsum("kc,kcd->cd", ratios, proxies)[has] / total[has, None]
+    return out.astype(previous.dtype)
+
+
+class FedSprayStrategy(FGLStrategy):
+    """Sends encoder + proxies, aggregates them by Eq. 14/15; evaluates the local GNNs.
+
+    Aggregation does not touch the personalized GNNs, so the evaluation after round
+    :math:`r` (spec §3.4) equals evaluating them at the end of the client's round:
+    clients report it in the train reply (:attr:`evaluates_in_train`).
+    """
+
+    evaluates_in_train = True
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.opts = FedSprayOptions.from_config(cfg)
+        self.proxies: np.ndarray | None = None  # the global S; None until round 1 ends
+
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        content = self.round_content(server_round, arrays, config)
+        if self.proxies is not None:  # round 1: clients start from S_0 themselves
+            content[PROXIES] = ArrayRecord({"S": Array(self.proxies)})
+        return self.broadcast(content, MessageType.TRAIN)
+
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        encoders = [r.content.array_records[ARRAYS] for r in replies]
+        weights = [float(r.content.metric_records[METRICS][NUM_EXAMPLES]) for r in replies]
+        encoder = weighted_mean_arrays(encoders, weights)
+        if not self.opts.zero_proxies:
+            uploads = [r.content.array_records[PROXIES] for r in replies]
+            proxies = np.stack([u["S"].numpy() for u in uploads])
+            ratios = np.stack([u["class-ratio"].numpy() for u in uploads])
+            previous = self.proxies
+            if previous is None:
+                previous = initial_proxies(*proxies.shape[1:]).numpy()
+            self.proxies = align_proxies(proxies, ratios, previous)
+        return encoder, self.aggregate_train_metrics(replies)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        """Evaluate messages carry no parameters: only the personalized GNNs are evaluated.
+        (Unused by :meth:`start`, see :attr:`evaluates_in_train`.)"""
+        cfg = ConfigRecord({**dict(config), SERVER_ROUND: server_round})
+        return self.broadcast(RecordDict({CONFIG: cfg}), MessageType.EVALUATE)
