@@ -33,6 +33,7 @@ run, with the exact command of each row.
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import statistics
 import subprocess
@@ -83,12 +84,16 @@ class Row:
     args: dict[str, Any]
     overrides: dict[str, Any] = field(default_factory=dict)
     paper: float | str | None = None
+    own: dict[str, Any] = field(default_factory=dict)  # the row's own `set` (not defaults')
 
     @property
     def slug(self) -> str:
-        parts = [str(self.args.get(k, "")) for k in ("dataset", "partition", "clients", "method")]
-        extra = "-".join(f"{k}={v}" for k, v in sorted(self.overrides.items()))
-        return "-".join(p for p in parts if p) + (f"-{extra}" if extra else "")
+        """Run-folder name: dataset, partition, clients, method, model and the row's own
+        overrides (what tells rows of one file apart)."""
+        parts = [str(self.args.get(k, "")) for k in ("dataset", "partition", "clients", "method", "model")]
+        extra = "-".join(f"{k}={v}" for k, v in sorted(self.own.items()))
+        slug = "-".join(p for p in parts if p) + (f"-{extra}" if extra else "")
+        return re.sub(r"[^\w.,=+-]", "_", slug)
 
     def command(self, seed: int | str, out: str) -> list[str]:
         cmd = ["fgl", "run"]
@@ -131,6 +136,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
             args={k: merged[k] for k in FLAGS if k in merged},
             overrides={**defaults.get("set", {}), **raw.get("set", {})},
             paper=merged.get("paper"),
+            own=dict(raw.get("set", {})),
         ))
     if not rows:
         raise ConfigError(f"{path}: no [[row]] entries.")

@@ -97,12 +97,17 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     print()
     print(f"{summary.get('method')} on {summary.get('dataset')} ({summary.get('partition')}, "
           f"{summary.get('num_clients')} clients, seed {summary.get('seed')})")
-    print(f"{'':10}{'round':>6}{'val acc':>9}{'test acc':>10}{'test F1':>9}{'worst':>8}")
+    minority = any("test_minority_acc" in r for _, r in rows)
+    print(f"{'':10}{'round':>6}{'val acc':>9}{'test acc':>10}{'test F1':>9}{'worst':>8}"
+          + (f"{'minority':>10}" if minority else ""))
     for name, r in rows:
         if r:
             print(f"{name:10}{r['round']:>6}{100 * r.get('val_acc', 0):>9.2f}"
                   f"{100 * r.get('test_acc', 0):>10.2f}{100 * r.get('test_f1', 0):>9.2f}"
-                  f"{100 * r.get('test_acc_worst', 0):>8.2f}")
+                  f"{100 * r.get('test_acc_worst', 0):>8.2f}"
+                  + (f"{100 * r.get('test_minority_acc', 0):>10.2f}" if minority else ""))
+    if rows[1][1]:
+        print(f"best-val round selected by {rows[1][1].get('selected_by', 'val_acc')}")
     print(f"time {summary.get('total_time_s', 0):.1f}s in rounds; "
           f"up {summary.get('bytes_up_total', 0) / 2**20:.2f} MiB, "
           f"down {summary.get('bytes_down_total', 0) / 2**20:.2f} MiB")

@@ -24,3 +24,37 @@ def test_bench_table_from_summaries(tmp_path, capsys):
     table = render(exp)
     assert "| G | fedavg | 80.0 | 85.00 ± 5.00 |" in table
     assert "2/2" in table and "--seed SEED" in table
+
+
+def test_bench_columns_and_files_sharing_one_doc(tmp_path):
+    from fgl_flower.bench import write_docs
+
+    for name, method in (("a", "fedspray"), ("b", "local")):
+        (tmp_path / f"{name}.toml").write_text(
+            f'title = "Table {name}"\ndoc_title = "Repro"\ndoc = "docs/r.md"\nout = "runs/r"\n'
+            'seeds = [0]\ncolumns = ["acc", "minority"]\n'
+            f'[[row]]\nmethod = "{method}"\ndataset = "Physics"\npartition = "files"\n'
+            'set = { "data.files.dir" = "../x/y" }\n'
+        )
+    exps = [load_experiment(tmp_path / f"{n}.toml", root=tmp_path) for n in "ab"]
+    assert "/" not in exps[0].rows[0].slug and "data.files.dir" in exps[0].rows[0].slug
+    out = exps[0].out / exps[0].rows[0].slug / "seed0"
+    out.mkdir(parents=True)
+    ev = {"round": 3, "test_acc": 0.9, "test_minority_acc": 0.7, "selected_by": "val_loss"}
+    (out / "summary.json").write_text(json.dumps({"best_val": ev, "final": ev}))
+    (out / "bench.json").write_text(json.dumps({"wall_s": 120.0}))
+    (doc,) = write_docs(exps)
+    text = doc.read_text()
+    assert text.startswith("# Repro") and "## Table a" in text and "## Table b" in text
+    assert "minority acc, pooled (best-val)" in text and "selected by val_loss" in text
+    assert "| 90.00 ± 0.00 | 70.00 ± 0.00 |" in text and "| 2.0 | 1/1 |" in text
+
+
+def test_bench_rejects_unknown_columns(tmp_path):
+    import pytest
+
+    from fgl_flower.errors import ConfigError
+
+    (tmp_path / "e.toml").write_text('columns = ["nope"]\n[[row]]\nmethod = "local"\n')
+    with pytest.raises(ConfigError, match="unknown columns"):
+        load_experiment(tmp_path / "e.toml", root=tmp_path)

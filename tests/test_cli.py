@@ -17,6 +17,13 @@ BAD = [
     (["--dataset", "MUTAG", "--partition", "louvain", "--model", "gin"], "cannot split 'MUTAG'"),
     (["--dataset", "MUTAG", "--partition", "dirichlet"], "Model 'gcn' is for node-level"),
     (["--set", "fedprox.muu=1", "--method", "fedprox"], None),  # unknown key: flwr would reject too
+    (["--method", "fedspray", "--set", "fedspray.variant=papr"], "fedspray.variant='papr'"),
+    (["--method", "fedspray", "--dataset", "MUTAG", "--partition", "dirichlet", "--model", "gin"],
+     "supports node-level tasks"),
+    (["--set", "select-by=val_f1"], "select-by='val_f1'"),
+    (["--set", "model-init=xavier"], "Unknown model-init 'xavier'"),
+    (["--dataset", "Physics", "--partition", "files", "--set", "data.files.dir=/nonexistent"],
+     "/nonexistent"),
 ]
 
 

@@ -35,3 +35,32 @@ def test_summarize_clients_by_hand():
     assert s["test_acc_worst"] == 0.5
     assert s["test_loss_worst"] == 3.0  # worst loss is the highest
     assert math.isclose(s["test_loss"], 2.5)
+
+
+def test_minority_accuracy_excludes_the_majority_class():
+    from fgl_flower.metrics import majority_class, minority_metrics
+
+    assert majority_class(torch.tensor([2, 2, 1, 0, 2]), 3) == 2
+    assert majority_class(torch.tensor([1, 0]), 3) == 0  # ties: lowest class
+    target = torch.tensor([0, 1, 1, 2, 2])
+    logits = torch.nn.functional.one_hot(torch.tensor([0, 1, 0, 2, 0]), 3).float()
+    res = minority_metrics(logits, target, majority=1)  # minority nodes: 0, 3, 4
+    assert res == {"minority_acc": 2 / 3, "minority_count": 3.0}
+    assert minority_metrics(logits, torch.ones(5, dtype=torch.long), 1)["minority_count"] == 0
+
+
+def test_pooled_minority_is_weighted_by_minority_counts():
+    clients = [{"test_minority_acc": 0.5, "num-test-minority": 10.0},
+               {"test_minority_acc": 1.0, "num-test-minority": 30.0}]
+    out = summarize_clients(clients, ["test_minority_acc"], {"test_minority_acc": "num-test-minority"})
+    assert out["test_minority_acc"] == pytest.approx((5 + 30) / 40)
+
+
+def test_best_round_by_val_loss_is_the_lowest():
+    from fgl_flower.results import summarize_rounds
+
+    rounds = [{"round": i, "eval": {"val_acc": a, "val_loss": l, "test_acc": t}}
+              for i, (a, l, t) in enumerate([(0.5, 0.9, 0.1), (0.9, 0.5, 0.2), (0.8, 0.3, 0.3)], 1)]
+    assert summarize_rounds(rounds, "val_acc")["best_val"]["round"] == 2
+    best = summarize_rounds(rounds, "val_loss")["best_val"]
+    assert best["round"] == 3 and best["selected_by"] == "val_loss"
