@@ -20,6 +20,7 @@ An experiment file (TOML, under ``experiments/``) declares the rows of one resul
     clients = 10
     paper = 81.9                     # optional: the paper's number(s) for this row
     set = { "local-epochs" = 3 }     # optional: extra run-config overrides
+    inprocess = true                 # optional: `fgl run --inprocess` (no Ray; small graphs)
 
 ``columns = ["acc", "minority", ...]`` (top level, optional) picks the metric columns
 from :data:`COLUMNS`; the default is the accuracy/F1 set.
@@ -85,6 +86,7 @@ class Row:
     overrides: dict[str, Any] = field(default_factory=dict)
     paper: float | str | None = None
     own: dict[str, Any] = field(default_factory=dict)  # the row's own `set` (not defaults')
+    inprocess: bool = False  # `fgl run --inprocess`
 
     @property
     def slug(self) -> str:
@@ -101,6 +103,8 @@ class Row:
             if k in self.args:
                 cmd += [f"--{k}", str(self.args[k])]
         cmd += ["--seed", str(seed)]
+        if self.inprocess:
+            cmd.append("--inprocess")
         for k, v in sorted(self.overrides.items()):
             cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
         return cmd + ["--out", out]
@@ -128,7 +132,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     rows = []
     for i, raw in enumerate(spec.get("row", [])):
         merged = {**defaults, **raw}
-        unknown = set(merged) - set(FLAGS) - {"group", "set", "paper"}
+        unknown = set(merged) - set(FLAGS) - {"group", "set", "paper", "inprocess"}
         if unknown:
             raise ConfigError(f"{path}: row {i} has unknown fields {sorted(unknown)}.")
         rows.append(Row(
@@ -137,6 +141,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
             overrides={**defaults.get("set", {}), **raw.get("set", {})},
             paper=merged.get("paper"),
             own=dict(raw.get("set", {})),
+            inprocess=bool(merged.get("inprocess", False)),
         ))
     if not rows:
         raise ConfigError(f"{path}: no [[row]] entries.")

@@ -114,6 +114,14 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     print(f"results: {out}")
 
 
+def _in_process(app_dir, flat, num_clients) -> int:
+    """Run the same ServerApp/ClientApp on the in-process grid (no Ray, no SuperLink)."""
+    from fgl_flower.inprocess import run_inprocess
+
+    run_inprocess(flat)
+    return 0
+
+
 def _launch(args: argparse.Namespace, deploy: bool) -> int:
     from fgl_flower.paths import app_dir
     from fgl_flower.runtime import run_deployment, run_simulation
@@ -121,9 +129,11 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     flat = build_run_config(args)
     cfg = prepare(flat)
     out = Path(str(flat["out-dir"]))
-    launcher = run_deployment if deploy else run_simulation
+    in_process = getattr(args, "inprocess", False)
+    launcher = run_deployment if deploy else _in_process if in_process else run_simulation
+    engine = "local deployment" if deploy else "in-process grid" if in_process else "simulation"
     print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
-          f"({'local deployment' if deploy else 'simulation'}); results in {out}", flush=True)
+          f"({engine}); results in {out}", flush=True)
     code = launcher(app_dir(), flat, cfg.num_clients)
     summary_path = out / "summary.json"
     if code != 0 or not summary_path.exists():
@@ -223,6 +233,11 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         _add_run_args(p)
         p.add_argument("--out", help="output folder (default: ./runs/<name>)")
+        if name == "run":
+            p.add_argument("--inprocess", action="store_true",
+                           help="run the app's clients sequentially in this process instead of "
+                           "Flower's simulation engine (same numbers, far less overhead for "
+                           "small graphs)")
         p.set_defaults(fn=fn)
     p = sub.add_parser("datasets", help="list datasets and offline availability")
     p.add_argument("--data-root")
