@@ -168,8 +168,7 @@ class FedSprayClient(FGLClient):
             encoder.load_state_dict(record.to_torch_state_dict())
         proxies = content.array_records.get(PROXIES)
         if proxies is not None and "S" in proxies:
-            S = proxies["S"].numpy()
-            S = torch.from_numpy(S.copy())
+            S = proxies.to_torch_state_dict()["S"]
         else:
             S = initial_proxies(self.data.num_classes, self.opts.proxy_dim)
         if self.opts.zero_proxies:

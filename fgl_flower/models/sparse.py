@@ -75,12 +75,10 @@ def sparse_features(x: Tensor) -> tuple[Tensor, Tensor]:
     return x.to_sparse_csr(), x.t().coalesce().to_sparse_csr()
 
 
-def feature_matmul(x: Tensor, weight: Tensor, cache: GraphCache | None = None) -> Tensor:
+def feature_matmul(x: Tensor, weight: Tensor, cache: GraphCache) -> Tensor:
     """``x @ weight`` (``weight [F, out]``) for dense or sparse ``x [N, F]``; no gradient
     flows into a sparse ``x`` (features are data)."""
     if not x.is_sparse:
         return x @ weight
-    if cache is None:
-        return torch.sparse.mm(x, weight)
     x_csr, x_t = cache.get("features", (x,), lambda: sparse_features(x))
     return _CSRMatmul.apply(x_csr, x_t, weight)

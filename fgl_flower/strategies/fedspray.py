@@ -12,7 +12,7 @@ and each class proxy by the clients' class ratios (Eq. 15),
 
 so clients where class :math:`j` is frequent dominate its proxy and clients without it
 contribute nothing. A class that no client has keeps its previous proxy. The personalized
-GNNs never reach the server; evaluation messages carry no parameters.
+GNNs never reach the server.
 """
 
 from __future__ import annotations
@@ -20,15 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
 from fgl_flower.clients.fedspray import PROXIES, FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies
-from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
-from fgl_flower.strategies.aggregation import weighted_mean_arrays
-from fgl_flower.strategies.base import FGLStrategy
+from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
 def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray) -> np.ndarray:
@@ -57,7 +55,7 @@ def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray)
     return out.astype(previous.dtype)
 
 
-class FedSprayStrategy(FGLStrategy):
+class FedSprayStrategy(FedAvgStrategy):
     """Sends encoder + proxies, aggregates them by Eq. 14/15; evaluates the local GNNs.
 
     Aggregation does not touch the personalized GNNs, so the evaluation after round
@@ -83,10 +81,9 @@ class FedSprayStrategy(FGLStrategy):
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        """The encoder by FedAvg's rule (Eq. 14), then the proxies by Eq. 15."""
         replies = list(replies)
-        encoders = [r.content.array_records[ARRAYS] for r in replies]
-        weights = [float(r.content.metric_records[METRICS][NUM_EXAMPLES]) for r in replies]
-        encoder = weighted_mean_arrays(encoders, weights)
+        encoder, metrics = super().aggregate_train(server_round, replies)
         if not self.opts.zero_proxies:
             uploads = [r.content.array_records[PROXIES] for r in replies]
             proxies = np.stack([u["S"].numpy() for u in uploads])
@@ -95,12 +92,4 @@ class FedSprayStrategy(FGLStrategy):
             if previous is None:
                 previous = initial_proxies(*proxies.shape[1:]).numpy()
             self.proxies = align_proxies(proxies, ratios, previous)
-        return encoder, self.aggregate_train_metrics(replies)
-
-    def configure_evaluate(
-        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
-    ) -> Iterable[Message]:
-        """Evaluate messages carry no parameters: only the personalized GNNs are evaluated.
-        (Unused by :meth:`start`, see :attr:`evaluates_in_train`.)"""
-        cfg = ConfigRecord({**dict(config), SERVER_ROUND: server_round})
-        return self.broadcast(RecordDict({CONFIG: cfg}), MessageType.EVALUATE)
+        return encoder, metrics
