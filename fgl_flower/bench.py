@@ -69,6 +69,8 @@ COLUMNS: dict[str, Column] = {
     "acc-final": Column("test acc, weighted (final)", _at("final", "test_acc")),
     "acc-mean": Column("test acc, client mean (best-val)", _at("best_val", "test_acc_mean")),
     "f1": Column("test macro-F1 (best-val)", _at("best_val", "test_f1")),
+    "f1-all": Column("test macro-F1, all classes (best-val)", _at("best_val", "test_f1_all")),
+    "val": Column("val acc (best-val)", _at("best_val", "val_acc")),
     "worst": Column("worst client (best-val)", _at("best_val", "test_acc_worst")),
     "minority": Column("minority acc, pooled (best-val)", _at("best_val", "test_minority_acc")),
     "minority-final": Column("minority acc, pooled (final)", _at("final", "test_minority_acc")),

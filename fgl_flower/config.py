@@ -50,10 +50,13 @@ CORE_KEYS: dict[str, type] = {
     "keep-optimizer-state": bool,
     "progress": bool,
     "select-by": str,
+    "eval-weight": str,
 }
 
-#: Values of ``model-init`` (see :data:`fgl_flower.models.INITS`) and ``select-by``.
+#: Values of ``select-by`` (``model-init``: see :data:`fgl_flower.models.INITS`).
 SELECT_BY = ("val_acc", "val_loss")
+#: Values of ``eval-weight``: how client metrics are averaged.
+EVAL_WEIGHTS = ("split", "client-size")
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,7 @@ class RunConfig:
     keep_optimizer_state: bool
     progress: bool
     select_by: str
+    eval_weight: str = "split"
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -254,6 +258,11 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
             f"select-by={core['select-by']!r}: use one of {', '.join(SELECT_BY)} (the "
             "validation metric that picks the reported round)."
         )
+    if core["eval-weight"] not in EVAL_WEIGHTS:
+        raise ConfigError(
+            f"eval-weight={core['eval-weight']!r}: use 'split' (pool each metric over the "
+            "clients' val/test nodes) or 'client-size' (weight clients by their size)."
+        )
     from fgl_flower.models import INITS  # local import: models import torch
 
     INITS.get(str(core["model-init"]))
@@ -284,6 +293,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         keep_optimizer_state=bool(core["keep-optimizer-state"]),
         progress=bool(core["progress"]),
         select_by=str(core["select-by"]),
+        eval_weight=str(core["eval-weight"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

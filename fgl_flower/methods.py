@@ -82,6 +82,7 @@ for _spec in (
         tasks=("node", "graph"),
         summary="Average of the shared parameters weighted by training examples.",
         reference="McMahan et al., AISTATS 2017",
+        options={"finetune-epochs": 0},
     ),
     MethodSpec(
         name="fedprox",
@@ -90,7 +91,7 @@ for _spec in (
         tasks=("node", "graph"),
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
-        options={"mu": 0.01},
+        options={"mu": 0.01, "finetune-epochs": 0},
     ),
     MethodSpec(
         name="fedspray",

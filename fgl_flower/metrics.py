@@ -10,15 +10,17 @@ import torch.nn.functional as F
 from torch import Tensor
 
 
-def macro_f1(pred: Tensor, target: Tensor, num_classes: int) -> float:
-    r"""Macro-F1 over the classes present in ``target`` or ``pred``.
+def macro_f1(pred: Tensor, target: Tensor, num_classes: int, all_classes: bool = False) -> float:
+    r"""Macro-F1 over the classes present in ``target`` or ``pred`` (or over all classes).
 
     .. math::
         \mathrm{F1}_c = \frac{2\,\mathrm{TP}_c}{2\,\mathrm{TP}_c+\mathrm{FP}_c+\mathrm{FN}_c},
         \qquad \mathrm{F1} = \frac{1}{|\mathcal C|}\sum_{c\in\mathcal C}\mathrm{F1}_c
 
     with :math:`\mathcal C` the classes that occur in the labels or the predictions (as
-    scikit-learn's ``f1_score(average="macro")``). Returns 0 for empty input.
+    scikit-learn's ``f1_score(average="macro")``). With ``all_classes`` the mean runs over
+    all ``num_classes`` classes and an absent class counts as 0 (``f1_score(labels=
+    range(C), zero_division=0)``, O-pFGL §2.13). Returns 0 for empty input.
     """
     if target.numel() == 0:
         return 0.0
@@ -29,18 +31,20 @@ def macro_f1(pred: Tensor, target: Tensor, num_classes: int) -> float:
     fn = cm.sum(1).double() - tp
     present = (cm.sum(0) + cm.sum(1)) > 0
     f1 = 2 * tp / (2 * tp + fp + fn).clamp(min=1)
-    return float(f1[present].mean())
+    return float(f1.mean() if all_classes else f1[present].mean())
 
 
 def classification_metrics(logits: Tensor, target: Tensor, num_classes: int) -> dict[str, float]:
-    """Cross-entropy loss, accuracy and macro-F1 of ``logits [n, C]`` against ``target [n]``."""
+    """Cross-entropy loss, accuracy and macro-F1 (over present classes, ``f1``, and over
+    all ``num_classes``, ``f1_all``) of ``logits [n, C]`` against ``target [n]``."""
     if target.numel() == 0:
-        return {"loss": 0.0, "acc": 0.0, "f1": 0.0}
+        return {"loss": 0.0, "acc": 0.0, "f1": 0.0, "f1_all": 0.0}
     pred = logits.argmax(-1)
     return {
         "loss": float(F.cross_entropy(logits, target)),
         "acc": float((pred == target).double().mean()),
         "f1": macro_f1(pred, target, num_classes),
+        "f1_all": macro_f1(pred, target, num_classes, all_classes=True),
     }
 
 

@@ -10,3 +10,4 @@ CONFIG = "config"
 PARTITION_ID = "partition-id"
 NUM_EXAMPLES = "num-examples"
 SERVER_ROUND = "server-round"
+NUM_LOCAL = "num-local"  # all of a client's nodes/graphs: the client-size weight

@@ -1,10 +1,17 @@
-"""FedAvg client (McMahan et al., 2017): local epochs from the global model, upload all."""
+"""FedAvg client (McMahan et al., 2017): local epochs from the global model, upload all.
+
+With ``<method>.finetune-epochs = E > 0`` every evaluation first fine-tunes a copy of the
+global model on the client's training data for ``E`` epochs (fresh Adam, plain
+cross-entropy) and evaluates that personalized copy ("FedAvg+ft", the one-shot baseline
+of O-pFGL); the copy is discarded, training continues from the global model.
+"""
 
 from __future__ import annotations
 
 from flwr.app import RecordDict
 
 from fgl_flower.clients.base import LearnerClient
+from fgl_flower.clients.learner import make_adam
 
 
 class FedAvgClient(LearnerClient):
@@ -22,4 +29,11 @@ class FedAvgClient(LearnerClient):
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
+        epochs = int(self.cfg.option("finetune-epochs"))
+        if epochs > 0:
+            self.seed_round(server_round, "finetune")
+            self.learner.optimizer = make_adam(
+                self.learner.model.parameters(), self.cfg.lr, self.cfg.weight_decay
+            )
+            self.learner.fit(epochs)
         return self.evaluation_reply()

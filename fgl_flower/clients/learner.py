@@ -19,6 +19,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.metrics import classification_metrics, majority_class, minority_metrics
 from fgl_flower.models import build_model
+from fgl_flower.protocol import NUM_LOCAL
 from fgl_flower.registry import Registry
 
 #: ``extra_loss(model) -> scalar``: a method's regulariser added to every local step.
@@ -96,7 +97,8 @@ class Learner(ABC):
 
     @abstractmethod
     def evaluate(self) -> dict[str, float]:
-        """Loss/acc/F1 on val and test, keys ``{split}_{metric}``, plus ``num-{split}``."""
+        """Loss/acc/F1 on val and test, keys ``{split}_{metric}``, plus ``num-{split}`` and
+        ``num-local`` (all local examples: the client-size weight)."""
 
 
 @LEARNERS.register("node")
@@ -148,6 +150,7 @@ def node_metrics(logits: Tensor, data: NodeClientData) -> dict[str, float]:
     minority = minority_metrics(logits[g.test_mask], g.y[g.test_mask], majority)
     res["test_minority_acc"] = minority["minority_acc"]
     res["num-test-minority"] = minority["minority_count"]
+    res[NUM_LOCAL] = float(g.num_nodes)
     return res
 
 
@@ -209,6 +212,7 @@ class GraphLearner(Learner):
             for k, v in classification_metrics(out, y, self.data.num_classes).items():
                 res[f"{split}_{k}"] = v
             res[f"num-{split}"] = float(len(graphs))
+        res[NUM_LOCAL] = float(sum(len(getattr(self.data, s)) for s in ("train", *SPLITS)))
         return res
 
 

@@ -22,13 +22,16 @@ from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
 from fgl_flower.metrics import summarize_clients
-from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, PARTITION_ID, SERVER_ROUND
+from fgl_flower.protocol import (
+    ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, NUM_LOCAL, PARTITION_ID, SERVER_ROUND,
+)
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.grid import MeteredGrid
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
-    **{f"{split}_{m}": f"num-{split}" for split in ("val", "test") for m in ("loss", "acc", "f1")},
+    **{f"{split}_{m}": f"num-{split}"
+       for split in ("val", "test") for m in ("loss", "acc", "f1", "f1_all")},
     "test_minority_acc": "num-test-minority",  # node tasks; FedSpray's minority accuracy
 }
 
@@ -100,10 +103,15 @@ class FGLStrategy(Strategy):
         return self.broadcast(self.round_content(server_round, arrays, config), MessageType.EVALUATE)
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
-        """Weighted mean, mean, std and worst client of every evaluation metric."""
+        """Weighted mean, mean, std and worst client of every evaluation metric.
+
+        The weight is the metric's own count (``eval-weight=split``: pooled over the
+        clients' val/test examples) or the client's size (``client-size``: ``num-local``).
+        """
         per_client = list(client_metrics(replies).values())
         metrics = [m for m in EVAL_METRICS if all(m in c for c in per_client)]
-        return MetricRecord(summarize_clients(per_client, metrics, EVAL_METRICS))
+        weights = EVAL_METRICS if self.cfg.eval_weight == "split" else dict.fromkeys(EVAL_METRICS, NUM_LOCAL)
+        return MetricRecord(summarize_clients(per_client, metrics, weights))
 
     def summary(self) -> None:
         c = self.cfg
