@@ -17,6 +17,9 @@ from fgl_flower.clients.fedspray import FedSprayClient
 from fgl_flower.clients.fedspray import check_config as check_fedspray
 from fgl_flower.clients.fedprox import FedProxClient
 from fgl_flower.clients.local import LocalClient
+from fgl_flower.clients.opfgl import OPFGLClient
+from fgl_flower.clients.opfgl import check_config as check_opfgl
+from fgl_flower.clients.opfgl import option_defaults as opfgl_defaults
 from fgl_flower.config import RunConfig
 from fgl_flower.registry import Registry
 from fgl_flower.strategies.base import FGLStrategy
@@ -24,6 +27,7 @@ from fgl_flower.strategies.fedavg import FedAvgStrategy
 from fgl_flower.strategies.fedspray import FedSprayStrategy
 from fgl_flower.strategies.fedprox import FedProxStrategy
 from fgl_flower.strategies.local import LocalStrategy
+from fgl_flower.strategies.opfgl import OPFGLStrategy
 
 Scalar = int | float | bool | str
 
@@ -111,6 +115,17 @@ for _spec in (
             "zero-proxies": False,
         },
         check=check_fedspray,
+    ),
+    MethodSpec(
+        name="opfgl",
+        strategy=OPFGLStrategy,
+        client=OPFGLClient,
+        tasks=("node",),
+        summary="One-shot: class statistics up, a condensed global pseudo-graph down, then "
+        "local two-stage training with node-adaptive distillation.",
+        reference="Yan et al., O-pFGL (one-shot personalized FGL)",
+        options=opfgl_defaults(),
+        check=check_opfgl,
     ),
 ):
     register_method(_spec)

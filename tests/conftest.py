@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from fgl_flower.config import load_app_defaults
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -26,3 +28,12 @@ def data_root() -> Path:
     if not (root / "Planetoid" / "Cora" / "raw").is_dir():
         pytest.skip(f"offline benchmark data not found at {root} (set FGL_TEST_DATA_ROOT)")
     return root
+
+
+@pytest.fixture
+def flat(tmp_path):
+    """App defaults (synthetic data), small and fast, writing into a tmp folder."""
+    cfg = load_app_defaults()
+    cfg.update({"out-dir": str(tmp_path / "run"), "num-rounds": 2, "num-clients": 3,
+                "progress": False, "data.synthetic.num-nodes": 300})
+    return cfg

@@ -108,10 +108,13 @@ class FGLStrategy(Strategy):
         The weight is the metric's own count (``eval-weight=split``: pooled over the
         clients' val/test examples) or the client's size (``client-size``: ``num-local``).
         """
-        per_client = list(client_metrics(replies).values())
+        return MetricRecord(self.aggregate_evaluate_values(list(client_metrics(replies).values())))
+
+    def aggregate_evaluate_values(self, per_client: list[dict[str, float]]) -> dict[str, float]:
+        """:meth:`aggregate_evaluate` on per-client metric dicts."""
         metrics = [m for m in EVAL_METRICS if all(m in c for c in per_client)]
         weights = EVAL_METRICS if self.cfg.eval_weight == "split" else dict.fromkeys(EVAL_METRICS, NUM_LOCAL)
-        return MetricRecord(summarize_clients(per_client, metrics, weights))
+        return summarize_clients(per_client, metrics, weights)
 
     def summary(self) -> None:
         c = self.cfg

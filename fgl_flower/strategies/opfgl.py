@@ -1,0 +1,169 @@
+r"""O-pFGL server: one upload, one download (spec §2.7-2.9, §3.2).
+
+1. ``query.stats`` to every client; each replies with class-wise sums (``cnt``,
+   ``present``, ``orig_cnt``, ``s1``, ``s2``).
+2. :func:`secure_sum` adds them element-wise -- the only operation on client data, so a
+   Secure Aggregation protocol can replace it -- and :func:`pooled_statistics` turns the
+   totals into global class means and stds (Eq. 9):
+
+   .. math::
+       \boldsymbol\mu^c=\frac{\sum_k \mathtt{s1}_k^c}{N^c},\qquad
+       (\boldsymbol\sigma^c)^2=\frac{\sum_k\mathtt{s2}_k^c-N^c(\boldsymbol\mu^c)^2}{N^c-m_c}
+
+3. The server condenses the pseudo-graph (:func:`~fgl_flower.models.opfgl.condense`) and
+   sends it with a ``train`` message; clients personalise and reply with metrics only.
+
+The round record lists bytes and messages of each phase; ``upload``/``download`` count the
+protocol payloads (statistics up, pseudo-graph down).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from logging import INFO
+
+import torch
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.serverapp import Grid
+from flwr.serverapp.strategy import Result
+from flwr.supercore import log
+from torch import Tensor
+
+from fgl_flower.clients.base import derive_seed
+from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS, OPFGLOptions
+from fgl_flower.models.opfgl import ClassStatistics, CondenseOptions, condense, synthetic_class_sizes
+from fgl_flower.protocol import CONFIG, SERVER_ROUND
+from fgl_flower.results import RunRecorder
+from fgl_flower.strategies.base import FGLStrategy, client_metrics
+from fgl_flower.strategies.grid import MeteredGrid
+
+
+def secure_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+    """Element-wise sum of the clients' statistics records (the SecAgg-compatible step)."""
+    if not records:
+        raise ValueError("secure_sum needs at least one record.")
+    return {k: torch.stack([r[k].double() for r in records]).sum(0) for k in STAT_KEYS}
+
+
+def pooled_statistics(total: Mapping[str, Tensor]) -> ClassStatistics:
+    """Global class statistics from summed uploads only (Eq. 9 with :math:`N^c - m_c`)."""
+    n, m = total["cnt"], total["present"]
+    has = n > 0
+    safe_n = torch.where(has, n, torch.ones_like(n))[:, None]
+    mean = torch.where(has[:, None], total["s1"] / safe_n, torch.zeros_like(total["s1"]))
+    denom = torch.where(has, n - m, torch.ones_like(n)).clamp(min=1)[:, None]
+    var = ((total["s2"] - n[:, None] * mean**2) / denom).clamp(min=0)
+    return ClassStatistics(n, total["orig_cnt"], mean, var.sqrt() * has[:, None], n / n.sum().clamp(min=1))
+
+
+class OPFGLStrategy(FGLStrategy):
+    """One-shot: statistics up, pseudo-graph down, personalised models evaluated locally."""
+
+    evaluates_in_train = True
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.opts = OPFGLOptions.from_config(cfg)
+        self.pseudo_graph = None
+
+    def condense_options(self) -> CondenseOptions:
+        o = self.opts
+        return CondenseOptions(
+            hops=o.hops, steps=o.condense_steps, lr_feat=o.lr_feat, lr_adj=o.lr_adj,
+            hidden=o.pge_hidden, threshold=o.edge_threshold, feat_alpha=o.feat_alpha,
+            smoothness_alpha=o.smoothness_alpha, paper=o.paper,
+        )
+
+    def num_features(self, dim: int) -> int:
+        """Raw feature width :math:`f` from the statistics width :math:`(h+1)f`."""
+        if dim % (self.opts.hops + 1):
+            raise ValueError(f"Statistics of width {dim} do not fit hops={self.opts.hops}.")
+        return dim // (self.opts.hops + 1)
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
+        """The personalised models' metrics, plus ``global_*``: Stage 1's :math:`M_G` alone
+        (the "global" ablation), aggregated with the same weights."""
+        replies = list(replies)
+        out = dict(super().aggregate_evaluate(server_round, replies))
+        per_client = [{k.removeprefix("global_"): v for k, v in m.items()
+                       if k.startswith(("global_", "num-"))} for m in client_metrics(replies).values()]
+        out |= {f"global_{k}": v for k, v in self.aggregate_evaluate_values(per_client).items()}
+        return MetricRecord(out)
+
+    def build_pseudo_graph(self, stats: ClassStatistics) -> ArrayRecord:
+        sizes = synthetic_class_sizes(stats, self.opts.nodes_per_class, self.opts.rate)
+        graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), self.condense_options(),
+                         derive_seed(self.cfg.seed, "condense"))
+        self.pseudo_graph = graph
+        log(INFO, "pseudo-graph: %d nodes %s, %d directed edges, loss %.4f -> %.4f",
+            graph.y.numel(), sizes, graph.edge_index.size(1), graph.losses[0], graph.losses[-1])
+        return ArrayRecord({"x": graph.x, "edge_index": graph.edge_index,
+                            "edge_weight": graph.edge_weight, "y": graph.y})
+
+    def start(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | None = None,
+        num_rounds: int | None = None,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+        recorder: RunRecorder | None = None,
+    ) -> Result:
+        metered = MeteredGrid(grid)
+        self.node_ids = metered.wait_for_nodes(self.cfg.num_clients)[: self.cfg.num_clients]
+        self.summary()
+        config = ConfigRecord({SERVER_ROUND: 1})
+        phases: dict[str, dict[str, float]] = {}
+
+        def exchange(name: str, messages: list[Message]) -> list[Message]:
+            t = time.perf_counter()
+            metered.reset()
+            replies = metered.send_and_receive(messages, timeout=timeout)
+            phases[name] = {"time_s": time.perf_counter() - t, "bytes_down": metered.bytes_down,
+                            "bytes_up": metered.bytes_up, "messages_down": metered.messages_down,
+                            "messages_up": metered.messages_up}
+            return replies
+
+        t0 = time.perf_counter()
+        replies = exchange("stats", self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.stats"))
+        hre = client_metrics(replies)
+        stats = pooled_statistics(secure_sum([r.content.array_records[STATS].to_torch_state_dict()
+                                              for r in replies]))
+        t = time.perf_counter()
+        graph = self.build_pseudo_graph(stats)
+        phases["condense"] = {"time_s": time.perf_counter() - t}
+        replies = exchange("personalize", self.broadcast(
+            RecordDict({PSEUDO_GRAPH: graph, CONFIG: config}), MessageType.TRAIN))
+        eval_metrics = self.aggregate_evaluate(1, replies)
+        added = sum(m["hre_added"] for m in hre.values())
+        record = {
+            "round": 1,
+            "time_s": time.perf_counter() - t0,
+            "bytes_up": phases["stats"]["bytes_up"] + phases["personalize"]["bytes_up"],
+            "bytes_down": phases["stats"]["bytes_down"] + phases["personalize"]["bytes_down"],
+            "messages_up": phases["stats"]["messages_up"] + phases["personalize"]["messages_up"],
+            "messages_down": phases["stats"]["messages_down"] + phases["personalize"]["messages_down"],
+            # the protocol's payloads: statistics up, pseudo-graph down (one each per client)
+            "upload": {"messages": phases["stats"]["messages_up"], "bytes": phases["stats"]["bytes_up"]},
+            "download": {"messages": phases["personalize"]["messages_down"],
+                         "bytes": phases["personalize"]["bytes_down"]},
+            "phases": phases,
+            "pseudo_graph": {"nodes": int(graph["y"].numpy().size),
+                             "edges": int(graph["edge_index"].numpy().shape[1]),
+                             "condense_loss_first": self.pseudo_graph.losses[0],
+                             "condense_loss_last": self.pseudo_graph.losses[-1]},
+            "hre": {"added": added,
+                    "precision": sum(m["hre_correct"] for m in hre.values()) / added if added else None},
+            "train": {},
+            "eval": dict(eval_metrics),
+            "clients": {str(k): v for k, v in client_metrics(replies).items()},
+        }
+        if recorder is not None:
+            recorder.record_round(record)
+        result = Result()
+        result.evaluate_metrics_clientapp[1] = eval_metrics
+        return result
+
