@@ -97,3 +97,11 @@ def test_fedavg_global_model_is_weighted_mean_of_uploads(flat):
     for key, value in agg.to_torch_state_dict().items():
         expect = sum(n * u[key].double() for n, u in zip(ns, ups)) / sum(ns)
         torch.testing.assert_close(value.double(), expect, rtol=1e-6, atol=1e-7)
+
+
+def test_fedavg_finetune_evaluates_personalized_copies(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 1, "dropout": 0.0})
+    plain = run_inprocess(flat)
+    tuned = run_inprocess(dict(flat, **{"fedavg.finetune-epochs": 20, "out-dir": str(tmp_path / "ft")}))
+    assert tuned["final"]["test_acc"] != plain["final"]["test_acc"]
+    assert tuned["bytes_up_total"] == plain["bytes_up_total"]  # same protocol, only evaluation differs

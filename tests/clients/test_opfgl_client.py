@@ -97,3 +97,23 @@ def test_macro_f1_over_all_classes_counts_absent_classes_as_zero():
     p = torch.tensor([0, 0, 1, 1])
     assert macro_f1(p, y, 4) == 1.0
     assert macro_f1(p, y, 4, all_classes=True) == 0.5
+
+
+def test_gamma_is_clipped_to_its_bounds(flat):
+    from flwr.app import RecordDict
+
+    from fgl_flower.clients.opfgl import OPFGLClient
+    from fgl_flower.clients.state import ClientState
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import load_client_data
+
+    flat.update({"method": "opfgl", "num-rounds": 1, "opfgl.beta": 5.0,
+                 "opfgl.gamma-min": 0.05, "opfgl.gamma-max": 0.2})
+    cfg = parse_run_config(flat)
+    client = OPFGLClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
+    gamma = client.gamma()
+    assert gamma.min() >= 0.05 and gamma.max() <= 0.2 and (gamma == 0.2).any()
+    flat["opfgl.variant"] = "paper"  # the paper's gamma is not clipped
+    cfg = parse_run_config(flat)
+    client = OPFGLClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
+    assert client.gamma().max() > 0.2

@@ -135,3 +135,9 @@ def test_client_size_weighting_uses_node_counts(opfgl_flat, tmp_path):
 def test_bad_options_fail_before_start(opfgl_flat, bad, msg):
     with pytest.raises(ConfigError, match=msg):
         parse_run_config(dict(opfgl_flat, **bad))
+
+
+def test_paper_variant_is_selectable_and_differs(opfgl_flat, tmp_path):
+    official = run_inprocess(opfgl_flat)
+    paper = run_inprocess(dict(opfgl_flat, **{"opfgl.variant": "paper", "out-dir": str(tmp_path / "p")}))
+    assert paper["final"]["test_acc"] != official["final"]["test_acc"]
