@@ -53,10 +53,14 @@ CORE_KEYS: dict[str, type] = {
     "eval-weight": str,
 }
 
-#: Values of ``select-by`` (``model-init``: see :data:`fgl_flower.models.INITS`).
-SELECT_BY = ("val_acc", "val_loss")
-#: Values of ``eval-weight``: how client metrics are averaged.
-EVAL_WEIGHTS = ("split", "client-size")
+#: Core keys with a fixed set of values: the values and what the key chooses
+#: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).
+CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
+    "split-mode": (("random", "stratified"), "per-client splits at random or per class"),
+    "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
+    "eval-weight": (("split", "client-size"), "pool each metric over the clients' val/test "
+                    "examples, or weight clients by their size"),
+}
 
 
 @dataclass(frozen=True)
@@ -251,18 +255,11 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         raise ConfigError(f"dropout must be in [0, 1) (got {core['dropout']}).")
     if float(core["weight-decay"]) < 0:
         raise ConfigError(f"weight-decay must be non-negative (got {core['weight-decay']}).")
-    if core["split-mode"] not in ("random", "stratified"):
-        raise ConfigError(f"split-mode={core['split-mode']!r}: use 'random' or 'stratified'.")
-    if core["select-by"] not in SELECT_BY:
-        raise ConfigError(
-            f"select-by={core['select-by']!r}: use one of {', '.join(SELECT_BY)} (the "
-            "validation metric that picks the reported round)."
-        )
-    if core["eval-weight"] not in EVAL_WEIGHTS:
-        raise ConfigError(
-            f"eval-weight={core['eval-weight']!r}: use 'split' (pool each metric over the "
-            "clients' val/test nodes) or 'client-size' (weight clients by their size)."
-        )
+    for key, (choices, meaning) in CHOICES.items():
+        if core[key] not in choices:
+            raise ConfigError(
+                f"{key}={core[key]!r}: use one of {', '.join(map(repr, choices))} ({meaning})."
+            )
     from fgl_flower.models import INITS  # local import: models import torch
 
     INITS.get(str(core["model-init"]))
