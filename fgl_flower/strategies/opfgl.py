@@ -32,7 +32,9 @@ from torch import Tensor
 
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS, OPFGLOptions
-from fgl_flower.models.opfgl import ClassStatistics, CondenseOptions, condense, synthetic_class_sizes
+from fgl_flower.models.opfgl import (
+    ClassStatistics, CondenseOptions, PseudoGraph, condense, synthetic_class_sizes,
+)
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
@@ -65,7 +67,6 @@ class OPFGLStrategy(FGLStrategy):
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.opts = OPFGLOptions.from_config(cfg)
-        self.pseudo_graph = None
 
     def condense_options(self) -> CondenseOptions:
         o = self.opts
@@ -91,15 +92,13 @@ class OPFGLStrategy(FGLStrategy):
         out |= {f"global_{k}": v for k, v in self.aggregate_evaluate_values(per_client).items()}
         return MetricRecord(out)
 
-    def build_pseudo_graph(self, stats: ClassStatistics) -> ArrayRecord:
+    def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:
         sizes = synthetic_class_sizes(stats, self.opts.nodes_per_class, self.opts.rate)
         graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), self.condense_options(),
                          derive_seed(self.cfg.seed, "condense"))
-        self.pseudo_graph = graph
         log(INFO, "pseudo-graph: %d nodes %s, %d directed edges, loss %.4f -> %.4f",
             graph.y.numel(), sizes, graph.edge_index.size(1), graph.losses[0], graph.losses[-1])
-        return ArrayRecord({"x": graph.x, "edge_index": graph.edge_index,
-                            "edge_weight": graph.edge_weight, "y": graph.y})
+        return graph
 
     def start(
         self,
@@ -135,26 +134,25 @@ class OPFGLStrategy(FGLStrategy):
         t = time.perf_counter()
         graph = self.build_pseudo_graph(stats)
         phases["condense"] = {"time_s": time.perf_counter() - t}
+        download = ArrayRecord({"x": graph.x, "edge_index": graph.edge_index,
+                                "edge_weight": graph.edge_weight, "y": graph.y})
         replies = exchange("personalize", self.broadcast(
-            RecordDict({PSEUDO_GRAPH: graph, CONFIG: config}), MessageType.TRAIN))
+            RecordDict({PSEUDO_GRAPH: download, CONFIG: config}), MessageType.TRAIN))
         eval_metrics = self.aggregate_evaluate(1, replies)
         added = sum(m["hre_added"] for m in hre.values())
+        traffic = ("bytes_up", "bytes_down", "messages_up", "messages_down")
         record = {
             "round": 1,
             "time_s": time.perf_counter() - t0,
-            "bytes_up": phases["stats"]["bytes_up"] + phases["personalize"]["bytes_up"],
-            "bytes_down": phases["stats"]["bytes_down"] + phases["personalize"]["bytes_down"],
-            "messages_up": phases["stats"]["messages_up"] + phases["personalize"]["messages_up"],
-            "messages_down": phases["stats"]["messages_down"] + phases["personalize"]["messages_down"],
+            **{k: sum(p.get(k, 0) for p in phases.values()) for k in traffic},
             # the protocol's payloads: statistics up, pseudo-graph down (one each per client)
             "upload": {"messages": phases["stats"]["messages_up"], "bytes": phases["stats"]["bytes_up"]},
             "download": {"messages": phases["personalize"]["messages_down"],
                          "bytes": phases["personalize"]["bytes_down"]},
             "phases": phases,
-            "pseudo_graph": {"nodes": int(graph["y"].numpy().size),
-                             "edges": int(graph["edge_index"].numpy().shape[1]),
-                             "condense_loss_first": self.pseudo_graph.losses[0],
-                             "condense_loss_last": self.pseudo_graph.losses[-1]},
+            "pseudo_graph": {"nodes": graph.y.numel(), "edges": graph.edge_index.size(1),
+                             "condense_loss_first": graph.losses[0],
+                             "condense_loss_last": graph.losses[-1]},
             "hre": {"added": added,
                     "precision": sum(m["hre_correct"] for m in hre.values()) / added if added else None},
             "train": {},
