@@ -73,6 +73,8 @@ COLUMNS: dict[str, Column] = {
     "val": Column("val acc (best-val)", _at("best_val", "val_acc")),
     "global-acc": Column("Stage-1 M_G test acc", _at("best_val", "global_test_acc")),
     "global-f1-all": Column("Stage-1 M_G macro-F1, all classes", _at("best_val", "global_test_f1_all")),
+    "acc-last5": Column("test acc, weighted (mean of last 5 rounds)", _at("last", "test_acc")),
+    "val-last5": Column("val acc, weighted (mean of last 5 rounds)", _at("last", "val_acc")),
     "worst": Column("worst client (best-val)", _at("best_val", "test_acc_worst")),
     "minority": Column("minority acc, pooled (best-val)", _at("best_val", "test_minority_acc")),
     "minority-final": Column("minority acc, pooled (final)", _at("final", "test_minority_acc")),

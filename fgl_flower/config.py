@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fgl_flower.errors import ConfigError
@@ -51,6 +51,8 @@ CORE_KEYS: dict[str, type] = {
     "progress": bool,
     "select-by": str,
     "eval-weight": str,
+    "optimizer": str,
+    "agg-weight": str,
 }
 
 #: Core keys with a fixed set of values: the values and what the key chooses
@@ -60,6 +62,9 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
     "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
     "eval-weight": (("split", "client-size"), "pool each metric over the clients' val/test "
                     "examples, or weight clients by their size"),
+    "optimizer": (("adam", "sgd"), "the local optimizer: Adam, or plain SGD without momentum"),
+    "agg-weight": (("train", "local"), "weight each upload in FedAvg-style averaging by the "
+                   "client's training examples or by all its local examples (nodes/graphs)"),
 }
 
 
@@ -97,6 +102,8 @@ class RunConfig:
     progress: bool
     select_by: str
     eval_weight: str = "split"
+    optimizer: str = "adam"
+    agg_weight: str = "train"
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -114,16 +121,15 @@ class RunConfig:
     def data_config(self):
         """The :class:`~fgl_flower.datasets.DataConfig` of this run.
 
-        Data options are namespaced in the flat config (``data.<partitioner>.<option>``,
-        ``data.synthetic.<option>``); only the namespaces this run uses are passed on, and
-        empty strings mean "not set".
+        Data options are namespaced in the flat config: ``data.<option>`` for any dataset
+        (e.g. ``data.undirected``), ``data.<partitioner>.<option>`` and
+        ``data.<dataset>.<option>`` (e.g. ``data.synthetic.num-nodes``); only the namespaces
+        this run uses are passed on, and empty strings mean "not set".
         """
         from fgl_flower.datasets import DataConfig
         from fgl_flower.registry import _norm
 
-        scopes = {_norm(self.partition)}
-        if _norm(self.dataset) == "synthetic":
-            scopes.add("synthetic")
+        scopes = {"", _norm(self.partition), _norm(self.dataset)}
         options = {}
         for key, value in self.data_options:
             scope, _, name = key.rpartition(".")
@@ -152,6 +158,20 @@ class RunConfig:
     def flat(self) -> dict[str, Scalar]:
         """The flat mapping this config was parsed from."""
         return dict(self.raw)
+
+
+class MethodOptions:
+    """Base of a method's frozen options dataclass: field ``foo_bar`` is the run-config
+    key ``<method>.foo-bar`` and its default is the registered default."""
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig):
+        return cls(**{f.name: cfg.option(f.name.replace("_", "-")) for f in fields(cls)})
+
+    @classmethod
+    def defaults(cls) -> dict[str, Scalar]:
+        """``<option>: default`` for the method registry."""
+        return {f.name.replace("_", "-"): f.default for f in fields(cls)}
 
 
 def parse_split(text: str) -> tuple[float, float, float]:
@@ -291,6 +311,8 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         progress=bool(core["progress"]),
         select_by=str(core["select-by"]),
         eval_weight=str(core["eval-weight"]),
+        optimizer=str(core["optimizer"]),
+        agg_weight=str(core["agg-weight"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

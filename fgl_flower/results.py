@@ -5,7 +5,8 @@ Everything lands in the run's output folder:
 * ``config.json`` -- the resolved run config;
 * ``rounds.jsonl`` -- one JSON line per finished round (appended and fsync'ed, so a
   crashed or stopped run keeps every round it finished);
-* ``summary.json`` -- final and best-validation round (written atomically);
+* ``summary.json`` -- final round, best-validation round and the mean of the last 5
+  rounds (written atomically);
 * ``curves.png`` -- accuracy and loss curves.
 """
 
@@ -26,6 +27,10 @@ from fgl_flower.config import RunConfig
 #: The default metric that selects the reported round (``select-by`` in the run config).
 SELECT_KEY = "val_acc"
 
+#: ``summary["last"]`` averages every evaluation metric over this many final rounds
+#: (S2FGL's protocol: the mean of the last 5 rounds).
+LAST_ROUNDS = 5
+
 
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
@@ -43,7 +48,8 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
-    """Final round and best round by ``eval[select_key]`` (earliest on ties).
+    """Final round, best round by ``eval[select_key]`` (earliest on ties) and the mean of
+    the last :data:`LAST_ROUNDS` evaluated rounds.
 
     The best round has the highest value, or the lowest for a loss (``*_loss``).
     """
@@ -56,10 +62,14 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
         key=lambda r: (sign * r["eval"].get(select_key, sign * float("-inf")), -r["round"]),
     )
     final = evaluated[-1]
+    tail = evaluated[-LAST_ROUNDS:]
+    common = set.intersection(*(set(r["eval"]) for r in tail))
+    last = {k: sum(float(r["eval"][k]) for r in tail) / len(tail) for k in sorted(common)}
     return {
         "rounds_completed": len(rounds),
         "final": {"round": final["round"], **final["eval"]},
         "best_val": {"round": best["round"], "selected_by": select_key, **best["eval"]},
+        "last": {"rounds": [r["round"] for r in tail], **last},
         "total_time_s": sum(r.get("time_s", 0.0) for r in rounds),
         "bytes_up_total": sum(r.get("bytes_up", 0) for r in rounds),
         "bytes_down_total": sum(r.get("bytes_down", 0) for r in rounds),

@@ -7,6 +7,7 @@ import pytest
 
 from fgl_flower.config import CORE_KEYS, load_app_defaults, read_toml
 from fgl_flower.datasets import DATASETS, PARTITIONERS
+from fgl_flower.datasets.catalog import NODE_OPTIONS
 from fgl_flower.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -45,7 +46,9 @@ def test_data_options_match_partitioners_and_synthetic():
         else:
             assert name not in data
     assert data["synthetic"] == _defaults(DATASETS.get("synthetic").options)
-    assert set(data) <= set(PARTITIONERS) | {"synthetic"}
+    # Options of every node dataset: "" (= as stored) unless set.
+    assert {k: v for k, v in data.items() if not isinstance(v, dict)} == dict.fromkeys(NODE_OPTIONS, "")
+    assert set(data) <= set(PARTITIONERS) | {"synthetic"} | set(NODE_OPTIONS)
 
 
 def test_defaults_parse():

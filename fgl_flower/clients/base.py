@@ -92,5 +92,5 @@ class LearnerClient(FGLClient):
         self.learner.save(self.state)
         arrays = ArrayRecord(self.learner.get_shared()) if upload else ArrayRecord()
         return RecordDict(
-            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.learner.num_train)}
+            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.learner.num_examples)}
         )

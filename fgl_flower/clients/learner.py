@@ -35,8 +35,16 @@ def make_adam(params, lr: float, weight_decay: float = 0.0) -> torch.optim.Adam:
     return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, fused=True)
 
 
+def make_optimizer(params, cfg: RunConfig) -> torch.optim.Optimizer:
+    """The run's local optimizer (``optimizer``: ``adam`` or plain ``sgd``) with ``lr`` and
+    ``weight-decay``."""
+    if cfg.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return make_adam(params, cfg.lr, cfg.weight_decay)
+
+
 class Learner(ABC):
-    """Model + Adam optimizer over one client's data.
+    """Model + optimizer (:func:`make_optimizer`) over one client's data.
 
     The model is built under ``torch.manual_seed(cfg.seed)``, so every client starts from
     the same weights for the same seed (the shared initial model of FL).
@@ -53,7 +61,7 @@ class Learner(ABC):
                 cfg.model, self.task, data.num_features, data.num_classes,
                 cfg.hidden, cfg.num_layers, cfg.dropout, cfg.model_init,
             )
-        self.optimizer = make_adam(self.model.parameters(), cfg.lr, cfg.weight_decay)
+        self.optimizer = make_optimizer(self.model.parameters(), cfg)
 
     # -- what is federated -----------------------------------------------------------------
     def shared_keys(self) -> list[str]:
@@ -91,6 +99,16 @@ class Learner(ABC):
     def num_train(self) -> int:
         """Number of training examples (nodes or graphs): the FedAvg weight."""
 
+    @property
+    @abstractmethod
+    def num_local(self) -> int:
+        """Number of all local examples (train, val and test)."""
+
+    @property
+    def num_examples(self) -> int:
+        """The client's weight in FedAvg-style averaging (``agg-weight``)."""
+        return self.num_local if self.cfg.agg_weight == "local" else self.num_train
+
     @abstractmethod
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
         """Train for ``epochs`` local epochs; returns ``train_loss`` and ``train_acc``."""
@@ -111,6 +129,10 @@ class NodeLearner(Learner):
     @property
     def num_train(self) -> int:
         return int(self.data.data.train_mask.sum())
+
+    @property
+    def num_local(self) -> int:
+        return int(self.data.data.num_nodes)
 
     def logits(self) -> Tensor:
         g = self.data.data
@@ -170,6 +192,10 @@ class GraphLearner(Learner):
         return len(self.data.train)
 
     @property
+    def num_local(self) -> int:
+        return sum(len(getattr(self.data, s)) for s in ("train", *SPLITS))
+
+    @property
     def cross_dataset(self) -> bool:
         return self.data.dataset.lower() != self.cfg.dataset.lower()
 
@@ -212,7 +238,7 @@ class GraphLearner(Learner):
             for k, v in classification_metrics(out, y, self.data.num_classes).items():
                 res[f"{split}_{k}"] = v
             res[f"num-{split}"] = float(len(graphs))
-        res[NUM_LOCAL] = float(sum(len(getattr(self.data, s)) for s in ("train", *SPLITS)))
+        res[NUM_LOCAL] = float(self.num_local)
         return res
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,7 +29,7 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.learner import make_adam, node_metrics
-from fgl_flower.config import RunConfig
+from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.models import build_model
 from fgl_flower.protocol import METRICS
@@ -42,7 +42,7 @@ VARIANTS = ("official", "paper")
 
 
 @dataclass(frozen=True)
-class OPFGLOptions:
+class OPFGLOptions(MethodOptions):
     """O-pFGL hyperparameters (defaults: the official code's, spec §4.2)."""
 
     variant: str = "official"
@@ -74,14 +74,6 @@ class OPFGLOptions:
     def paper(self) -> bool:
         return self.variant == "paper"
 
-    @classmethod
-    def from_config(cls, cfg: RunConfig) -> OPFGLOptions:
-        return cls(**{f.name: cfg.option(f.name.replace("_", "-")) for f in fields(cls)})
-
-
-def option_defaults() -> dict[str, int | float | str]:
-    """``opfgl.<option>`` defaults for the method registry."""
-    return {f.name.replace("_", "-"): f.default for f in fields(OPFGLOptions)}
 
 
 def check_config(cfg: RunConfig) -> None:

@@ -28,6 +28,7 @@ from torch_geometric.datasets import (
     WikipediaNetwork,
 )
 from torch_geometric.transforms import OneHotDegree
+from torch_geometric.utils import to_undirected
 
 from fgl_flower.datasets.features import SparseFeatures
 from fgl_flower.datasets.options import Option, Scalar, resolve_options
@@ -38,6 +39,12 @@ from fgl_flower.errors import DataUnavailableError
 from fgl_flower.registry import Registry
 
 Task = Literal["node", "graph"]
+
+#: Options of every PyG node dataset (``data.<dataset>.<option>`` in the run config).
+NODE_OPTIONS = {
+    "undirected": Option(bool, False, "add the reverse of every edge (e.g. for the directed "
+                         "WebKB graphs, S2FGL spec §9 item 15)"),
+}
 
 
 class DatasetEntry(Protocol):
@@ -78,6 +85,8 @@ class PyGEntry:
             return dataset
         data = dataset[0]
         data.num_classes = int(dataset.num_classes)
+        if options.get("undirected"):
+            data.edge_index = to_undirected(data.edge_index, num_nodes=data.num_nodes)
         return data
 
 
@@ -114,7 +123,8 @@ DATASET_GROUPS: Registry[DatasetGroup] = Registry("dataset group")
 def _pyg(key: str, task: Task, cls: type[Dataset], folder: str, raw: str, **kw: object) -> None:
     pre = kw.pop("pre_transform", None)
     source = PyGSource(cls, folder, raw, kwargs=kw, pre_transform=pre)  # type: ignore[arg-type]
-    DATASETS.register(key, PyGEntry(key, task, source))
+    options = dict(NODE_OPTIONS) if task == "node" else {}
+    DATASETS.register(key, PyGEntry(key, task, source, options))
 
 
 def _populate() -> None:
@@ -174,7 +184,8 @@ def load_dataset(
     Args:
         name: Catalog name (case-insensitive).
         root: Data root (see :func:`~fgl_flower.datasets.root.resolve_data_root`).
-        options: Dataset options (only ``synthetic`` has any); defaults fill the rest.
+        options: Dataset options (``synthetic``: its generator; node datasets:
+            ``undirected``); defaults fill the rest.
 
     Returns:
         Node tasks: one ``Data`` (``x`` dense or sparse COO, ``edge_index`` as stored by
