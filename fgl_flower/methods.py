@@ -17,9 +17,10 @@ from fgl_flower.clients.fedspray import FedSprayClient
 from fgl_flower.clients.fedspray import check_config as check_fedspray
 from fgl_flower.clients.fedprox import FedProxClient
 from fgl_flower.clients.local import LocalClient
-from fgl_flower.clients.opfgl import OPFGLClient
+from fgl_flower.clients.opfgl import OPFGLClient, OPFGLOptions
 from fgl_flower.clients.opfgl import check_config as check_opfgl
-from fgl_flower.clients.opfgl import option_defaults as opfgl_defaults
+from fgl_flower.clients.s2fgl import S2FGLClient, S2FGLOptions
+from fgl_flower.clients.s2fgl import check_config as check_s2fgl
 from fgl_flower.config import RunConfig
 from fgl_flower.registry import Registry
 from fgl_flower.strategies.base import FGLStrategy
@@ -28,6 +29,7 @@ from fgl_flower.strategies.fedspray import FedSprayStrategy
 from fgl_flower.strategies.fedprox import FedProxStrategy
 from fgl_flower.strategies.local import LocalStrategy
 from fgl_flower.strategies.opfgl import OPFGLStrategy
+from fgl_flower.strategies.s2fgl import S2FGLStrategy
 
 Scalar = int | float | bool | str
 
@@ -124,8 +126,19 @@ for _spec in (
         summary="One-shot: class statistics up, a condensed global pseudo-graph down, then "
         "local two-stage training with node-adaptive distillation.",
         reference="Yan et al., O-pFGL (one-shot personalized FGL)",
-        options=opfgl_defaults(),
+        options=OPFGLOptions.defaults(),
         check=check_opfgl,
+    ),
+    MethodSpec(
+        name="s2fgl",
+        strategy=S2FGLStrategy,
+        client=S2FGLClient,
+        tasks=("node",),
+        summary="FedAvg with a SALC-prototype knowledge repository (NLIR distillation) and "
+        "spectral alignment to the global model (FGMA).",
+        reference="Tan et al., ICML 2025",
+        options=S2FGLOptions.defaults(),
+        check=check_s2fgl,
     ),
 ):
     register_method(_spec)

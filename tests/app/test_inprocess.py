@@ -11,9 +11,13 @@ from fgl_flower.methods import METHODS
 from fgl_flower.server_app import run
 
 
+#: What a method needs besides the app defaults (its backbone).
+NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16}}
+
+
 @pytest.mark.parametrize("method", list(METHODS))
 def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
-    flat.update({"method": method, "num-rounds": 1})
+    flat.update({"method": method, "num-rounds": 1, **NEEDS.get(method, {})})
     summary = run_inprocess(flat)
     assert summary["rounds_completed"] == 1
     assert 0.0 <= summary["final"]["test_acc"] <= 1.0

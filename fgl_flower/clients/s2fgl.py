@@ -1,0 +1,165 @@
+r"""S2FGL client (Tan et al., "S2FGL: Spatial Spectral Federated Graph Learning", ICML 2025).
+
+Every round the client starts from the global model :math:`\theta` and runs ``local-epochs``
+full-batch steps of
+
+.. math::
+    \mathcal L = \mathcal L_{\text{CE}} + \lambda_1\,\mathcal L_{\text{FKD}}
+               + \lambda_2\,\mathcal L_{\text{FGMA}}
+
+(spec §3.4). The two auxiliary terms compare the local model with a frozen copy of the
+received global model on the client's own subgraph: FKD over cosine similarities to the
+server's knowledge repository (NLIR, spec §3.2), FGMA over the projections of the
+representations onto the low/high-frequency eigenvectors of a kNN feature graph (spec
+§3.3). Both start once the repository exists (round 2; ``start-round``); before that, and
+with :math:`\lambda_1 = \lambda_2 = 0`, a round is exactly a FedAvg round.
+
+The reply carries the model (``arrays``, weighted by ``num-examples``, i.e. the client's
+node count under ``agg-weight=local``) and the class prototypes of the SALC-selected
+training nodes with their counts (``s2fgl.prototypes``). Options are ``s2fgl.<name>``
+run-config keys (:class:`S2FGLOptions`).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from flwr.app import ArrayRecord, RecordDict
+from torch import Tensor
+
+from fgl_flower.clients.base import LearnerClient, derive_seed
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.models import MODELS
+from fgl_flower.models.s2fgl import (
+    EIG_MODES, class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc,
+    spectral_basis, top_training_nodes,
+)
+
+#: Record names of the S2FGL payloads (besides the model).
+PROTOTYPES = "s2fgl.prototypes"  # client -> server: "prototypes" [C, d], "counts" [C]
+REPOSITORY = "s2fgl.repository"  # server -> client: "anchors" [K*C, d]
+NODE_SETS = "s2fgl.node-sets"  # client state: SALC-selected node indices
+
+
+@dataclass(frozen=True)
+class S2FGLOptions(MethodOptions):
+    """S2FGL hyperparameters (defaults: the official code's, spec §5)."""
+
+    lambda1: float = 5.0  # NLIR (FKD) weight: the code's 100 * 0.05
+    lambda2: float = 1.0  # FGMA weight
+    start_round: int = 2  # first round with the auxiliary losses (needs the repository)
+    ppr_alpha: float = 0.85
+    proto_divisor: int = 3  # prototypes over the top floor(N/3) SALC nodes
+    fgma_divisor: int = 5  # FGMA over the top floor(N/5) SALC nodes
+    anchors: int = 4  # anchors per class in the repository
+    anchor_fraction: float = 0.7  # clients per anchor: floor(0.7 M)
+    temperature: float = 1.0
+    knn: int = 3  # neighbours (besides self) of the FGMA feature graph
+    eigvecs: int = 10  # low- and high-frequency eigenvectors each
+    eig_mode: str = "dense-sym"
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings S2FGL cannot run before anything starts."""
+    o = S2FGLOptions.from_config(cfg)
+    if not hasattr(MODELS.get(cfg.model).cls, "embed"):
+        raise ConfigError(
+            f"s2fgl needs a backbone with node representations and a linear classifier "
+            f"(embed() + classifier); model={cfg.model!r} has none. Use model='acmgcn' "
+            f"(the paper's ACM-GCN)."
+        )
+    if o.lambda1 < 0 or o.lambda2 < 0:
+        raise ConfigError("s2fgl.lambda1 and s2fgl.lambda2 must be non-negative.")
+    if o.start_round < 2:
+        raise ConfigError(f"s2fgl.start-round must be at least 2: the repository exists only "
+                          f"after round 1 (got {o.start_round}).")
+    for name in ("proto_divisor", "fgma_divisor", "anchors", "knn", "eigvecs"):
+        if getattr(o, name) < 1:
+            raise ConfigError(f"s2fgl.{name.replace('_', '-')} must be at least 1.")
+    if not 0 < o.anchor_fraction <= 1 or not 0 < o.ppr_alpha < 1 or o.temperature <= 0:
+        raise ConfigError("s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and "
+                          "temperature positive.")
+    if o.eig_mode not in EIG_MODES:
+        raise ConfigError(f"s2fgl.eig-mode={o.eig_mode!r}: use one of {', '.join(EIG_MODES)}.")
+
+
+class S2FGLClient(LearnerClient):
+    """FedAvg client with the NLIR and FGMA regularisers and prototype upload."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.opts = S2FGLOptions.from_config(self.cfg)
+
+    def selected_nodes(self) -> tuple[Tensor, Tensor]:
+        """SALC-ranked training nodes: ``(prototype nodes, FGMA nodes)`` (spec §3.1).
+
+        Static: computed in the first round (a dense ``N x N`` inverse) and kept in the
+        client's state.
+        """
+        saved = self.state.load_tensors(NODE_SETS)
+        if saved is None:
+            g = self.data.data
+            ppr = personalized_pagerank(g.edge_index, g.num_nodes, self.opts.ppr_alpha)
+            score = salc(ppr, g.train_mask, self.opts.ppr_alpha)
+            saved = {"proto": top_training_nodes(score, g.train_mask, self.opts.proto_divisor),
+                     "fgma": top_training_nodes(score, g.train_mask, self.opts.fgma_divisor)}
+            self.state.save_tensors(NODE_SETS, saved)
+        return saved["proto"], saved["fgma"]
+
+    def basis(self, z: Tensor, server_round: int, step: int) -> tuple[Tensor, Tensor]:
+        o = self.opts
+        return spectral_basis(z, o.knn, o.eigvecs, o.eig_mode,
+                              seed=derive_seed(self.cfg.seed, self.partition_id, server_round, step))
+
+    def train(self, content: RecordDict, server_round: int) -> RecordDict:
+        self.load_global(content)
+        self.seed_round(server_round)
+        o, g = self.opts, self.data.data
+        model = self.learner.model
+        proto_nodes, fgma_nodes = self.selected_nodes()
+        record = content.array_records.get(REPOSITORY)
+        active = record is not None and server_round >= o.start_round and (o.lambda1 > 0 or o.lambda2 > 0)
+        if active:
+            repository = record.to_torch_state_dict()["anchors"]
+            teacher = copy.deepcopy(model).eval()
+            with torch.no_grad():
+                h_global = teacher.embed(g.x, g.edge_index)
+            z_global = h_global[fgma_nodes]
+            basis_global = self.basis(z_global, server_round, -1)
+
+        model.train()
+        losses = {"train_loss": 0.0, "fkd_loss": 0.0, "fgma_loss": 0.0}  # of the last step
+        h_last = torch.empty(0)
+        for step in range(self.cfg.local_epochs):
+            self.learner.optimizer.zero_grad()
+            h = model.embed(g.x, g.edge_index)
+            ce = F.cross_entropy(model.classifier(h)[g.train_mask], g.y[g.train_mask])
+            loss = ce
+            losses["train_loss"] = ce.item()
+            if active:
+                if o.lambda1 > 0:
+                    fkd = fkd_loss(h, h_global, repository, o.temperature)
+                    loss = loss + o.lambda1 * fkd
+                    losses["fkd_loss"] = fkd.item()
+                if o.lambda2 > 0:
+                    z = h[fgma_nodes]
+                    fgma = fgma_loss(z, self.basis(z, server_round, step), z_global, basis_global)
+                    loss = loss + o.lambda2 * fgma
+                    losses["fgma_loss"] = fgma.item()
+            h_last = h.detach()
+            loss.backward()
+            self.learner.optimizer.step()
+
+        # Prototypes from the last step's (train-mode) representations, as the code does.
+        protos, counts = class_prototypes(h_last, g.y, proto_nodes, self.data.num_classes)
+        reply = self.training_reply(losses)
+        reply[PROTOTYPES] = ArrayRecord({"prototypes": protos, "counts": counts})
+        return reply
+
+    def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
+        self.load_global(content)
+        return self.evaluation_reply()
