@@ -168,11 +168,13 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     )
 
 
-def run_experiment(exp: Experiment, dry_run: bool = False) -> None:
-    """Run every missing (seed, row) with ``fgl run``; print one line per run."""
-    total = len(exp.rows) * len(exp.seeds)
+def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None) -> None:
+    """Run every missing (seed, row) with ``fgl run`` (only ``seeds`` if given); print one
+    line per run."""
+    seeds = exp.seeds if seeds is None else seeds
+    total = len(exp.rows) * len(seeds)
     done = 0
-    for seed in exp.seeds:  # seed-major: a partial benchmark has every row for early seeds
+    for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
         for row in exp.rows:
             done += 1
             out = exp.out / row.slug / f"seed{seed}"

@@ -199,9 +199,19 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from fgl_flower.bench import load_experiment, run_experiment, write_docs
 
     exps = [load_experiment(f) for f in args.files]  # all validated before any run
+    seeds = None
+    if args.seeds:
+        try:
+            seeds = [int(s) for s in args.seeds.split(",")]
+        except ValueError:
+            raise ConfigError(f"--seeds {args.seeds!r}: give seeds like 0,1") from None
+        for exp in exps:
+            if not set(seeds) <= set(exp.seeds):
+                raise ConfigError(f"--seeds {args.seeds}: {exp.title!r} runs seeds {exp.seeds}; "
+                                  "pick a subset (its table averages those).")
     for exp in exps:
         if not args.doc_only:
-            run_experiment(exp, dry_run=args.dry_run)
+            run_experiment(exp, dry_run=args.dry_run, seeds=seeds)
         if not args.dry_run:  # rewritten after each file, so finished tables appear early
             written = write_docs(exps)
     if not args.dry_run:
@@ -250,6 +260,8 @@ def parser() -> argparse.ArgumentParser:
                    "with the same `doc` are written as sections of one document")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument("--doc-only", action="store_true", help="only rewrite the table from finished runs")
+    p.add_argument("--seeds", help="run only these of the file's seeds, e.g. 1,2 (to split a "
+                   "benchmark over several processes)")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)

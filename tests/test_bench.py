@@ -15,6 +15,9 @@ def test_bench_table_from_summaries(tmp_path, capsys):
     run_experiment(exp, dry_run=True)
     printed = capsys.readouterr().out
     assert "--rounds 5" in printed and "--set lr=0.05" in printed and "--seed 1" in printed
+    run_experiment(exp, dry_run=True, seeds=[1])  # one of several bench processes
+    printed = capsys.readouterr().out
+    assert "--seed 1" in printed and "--seed 0" not in printed
     for seed, acc in ((0, 0.8), (1, 0.9)):
         out = exp.out / exp.rows[0].slug / f"seed{seed}"
         out.mkdir(parents=True)
@@ -58,3 +61,14 @@ def test_bench_rejects_unknown_columns(tmp_path):
     (tmp_path / "e.toml").write_text('columns = ["nope"]\n[[row]]\nmethod = "local"\n')
     with pytest.raises(ConfigError, match="unknown columns"):
         load_experiment(tmp_path / "e.toml", root=tmp_path)
+
+
+def test_last_rounds_summary_and_columns():
+    from fgl_flower.bench import COLUMNS
+    from fgl_flower.results import summarize_rounds
+
+    rounds = [{"round": r, "eval": {"val_acc": r / 10, "test_acc": r / 20}} for r in range(1, 8)]
+    summary = summarize_rounds(rounds)
+    assert summary["last"]["rounds"] == [3, 4, 5, 6, 7]
+    assert abs(summary["last"]["val_acc"] - 0.5) < 1e-12
+    assert abs(COLUMNS["acc-last5"].value(summary) - 0.25) < 1e-12
