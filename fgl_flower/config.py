@@ -173,6 +173,12 @@ class MethodOptions:
         """``<option>: default`` for the method registry."""
         return {f.name.replace("_", "-"): f.default for f in fields(cls)}
 
+    def require_at_least_one(self, method: str, *names: str) -> None:
+        """Raise :class:`ConfigError` naming the first option of ``names`` below 1."""
+        for name in names:
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{method}.{name.replace('_', '-')} must be at least 1.")
+
 
 def parse_split(text: str) -> tuple[float, float, float]:
     """Parse ``"0.6,0.2,0.2"`` (or ``/``-separated) into three ratios summing to 1."""

@@ -85,9 +85,7 @@ def check_config(cfg: RunConfig) -> None:
         )
     if o.variant not in VARIANTS:
         raise ConfigError(f"opfgl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
-    for name in ("hops", "nodes_per_class", "eval_every", "patience", "pge_hidden"):
-        if getattr(o, name) < 1:
-            raise ConfigError(f"opfgl.{name.replace('_', '-')} must be at least 1.")
+    o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")
     if o.rate < 0 or o.topk < 0 or o.condense_steps < 0 or o.max_steps < 0:
         raise ConfigError("opfgl.rate, topk, condense-steps and max-steps must be non-negative.")
     if not 0 <= o.lp_alpha <= 1:

@@ -22,7 +22,6 @@ run-config keys (:class:`S2FGLOptions`).
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass
 
 import torch
@@ -77,9 +76,7 @@ def check_config(cfg: RunConfig) -> None:
     if o.start_round < 2:
         raise ConfigError(f"s2fgl.start-round must be at least 2: the repository exists only "
                           f"after round 1 (got {o.start_round}).")
-    for name in ("proto_divisor", "fgma_divisor", "anchors", "knn", "eigvecs"):
-        if getattr(o, name) < 1:
-            raise ConfigError(f"s2fgl.{name.replace('_', '-')} must be at least 1.")
+    o.require_at_least_one("s2fgl", "proto_divisor", "fgma_divisor", "anchors", "knn", "eigvecs")
     if not 0 < o.anchor_fraction <= 1 or not 0 < o.ppr_alpha < 1 or o.temperature <= 0:
         raise ConfigError("s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and "
                           "temperature positive.")
@@ -125,9 +122,11 @@ class S2FGLClient(LearnerClient):
         active = record is not None and server_round >= o.start_round and (o.lambda1 > 0 or o.lambda2 > 0)
         if active:
             repository = record.to_torch_state_dict()["anchors"]
-            teacher = copy.deepcopy(model).eval()
+            # The frozen global model is only needed for these features: the model itself
+            # still holds the received weights, so no copy is made.
+            model.eval()
             with torch.no_grad():
-                h_global = teacher.embed(g.x, g.edge_index)
+                h_global = model.embed(g.x, g.edge_index)
             z_global = h_global[fgma_nodes]
             basis_global = self.basis(z_global, server_round, -1)
 
