@@ -168,14 +168,24 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     )
 
 
-def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None) -> None:
-    """Run every missing (seed, row) with ``fgl run`` (only ``seeds`` if given); print one
-    line per run."""
+def select_rows(exp: Experiment, patterns: list[str] | None) -> list[Row]:
+    """The rows whose run-folder name (:attr:`Row.slug`) contains one of ``patterns``
+    (all rows if ``patterns`` is None)."""
+    if patterns is None:
+        return list(exp.rows)
+    return [row for row in exp.rows if any(p in row.slug for p in patterns)]
+
+
+def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None,
+                   rows: list[str] | None = None) -> None:
+    """Run every missing (seed, row) with ``fgl run`` (only ``seeds`` and the rows matching
+    ``rows`` (see :func:`select_rows`) if given); print one line per run."""
     seeds = exp.seeds if seeds is None else seeds
-    total = len(exp.rows) * len(seeds)
+    selected = select_rows(exp, rows)
+    total = len(selected) * len(seeds)
     done = 0
     for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
-        for row in exp.rows:
+        for row in selected:
             done += 1
             out = exp.out / row.slug / f"seed{seed}"
             if (out / "summary.json").exists():

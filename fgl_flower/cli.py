@@ -196,7 +196,7 @@ def cmd_partition_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from fgl_flower.bench import load_experiment, run_experiment, write_docs
+    from fgl_flower.bench import load_experiment, run_experiment, select_rows, write_docs
 
     exps = [load_experiment(f) for f in args.files]  # all validated before any run
     seeds = None
@@ -209,9 +209,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if not set(seeds) <= set(exp.seeds):
                 raise ConfigError(f"--seeds {args.seeds}: {exp.title!r} runs seeds {exp.seeds}; "
                                   "pick a subset (its table averages those).")
+    rows = [r for r in args.rows.split(",") if r] if args.rows else None
+    if rows is not None and not any(select_rows(exp, rows) for exp in exps):
+        slugs = ", ".join(row.slug for exp in exps for row in exp.rows)
+        raise ConfigError(f"--rows {args.rows}: no row's run folder contains it. Run folders: {slugs}")
     for exp in exps:
         if not args.doc_only:
-            run_experiment(exp, dry_run=args.dry_run, seeds=seeds)
+            run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows)
         if not args.dry_run:  # rewritten after each file, so finished tables appear early
             written = write_docs(exps)
     if not args.dry_run:
@@ -262,6 +266,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--doc-only", action="store_true", help="only rewrite the table from finished runs")
     p.add_argument("--seeds", help="run only these of the file's seeds, e.g. 1,2 (to split a "
                    "benchmark over several processes)")
+    p.add_argument("--rows", help="run only rows whose run folder (dataset-partition-clients-"
+                   "method-model-overrides) contains one of these comma-separated strings, "
+                   "e.g. fedavg or lambda1")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)
