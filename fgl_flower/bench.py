@@ -33,6 +33,7 @@ run, with the exact command of each row.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import shlex
@@ -169,11 +170,11 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
 
 
 def select_rows(exp: Experiment, patterns: list[str] | None) -> list[Row]:
-    """The rows whose run-folder name (:attr:`Row.slug`) contains one of ``patterns``
-    (all rows if ``patterns`` is None)."""
+    """The rows whose run-folder name (:attr:`Row.slug`) matches one of the shell-style
+    ``patterns`` (e.g. ``*fedavg*``; all rows if ``patterns`` is None)."""
     if patterns is None:
         return list(exp.rows)
-    return [row for row in exp.rows if any(p in row.slug for p in patterns)]
+    return [row for row in exp.rows if any(fnmatch.fnmatchcase(row.slug, p) for p in patterns)]
 
 
 def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None,

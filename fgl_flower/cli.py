@@ -212,7 +212,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
     rows = [r for r in args.rows.split(",") if r] if args.rows else None
     if rows is not None and not any(select_rows(exp, rows) for exp in exps):
         slugs = ", ".join(row.slug for exp in exps for row in exp.rows)
-        raise ConfigError(f"--rows {args.rows}: no row's run folder contains it. Run folders: {slugs}")
+        raise ConfigError(f"--rows {args.rows}: no row's run folder matches it. Run folders: {slugs}")
     for exp in exps:
         if not args.doc_only:
             run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows)
@@ -267,8 +267,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", help="run only these of the file's seeds, e.g. 1,2 (to split a "
                    "benchmark over several processes)")
     p.add_argument("--rows", help="run only rows whose run folder (dataset-partition-clients-"
-                   "method-model-overrides) contains one of these comma-separated strings, "
-                   "e.g. fedavg or lambda1")
+                   "method-model-overrides) matches one of these comma-separated shell patterns, "
+                   "e.g. '*fedavg*' or 'Cora-*'")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)
