@@ -128,6 +128,8 @@ class Experiment:
     notes: str = ""
     columns: tuple[str, ...] = DEFAULT_COLUMNS
     doc_title: str = ""
+    source: Path | None = None  # the experiment file
+    order: int = 0  # position among the sections of a shared ``doc``
 
 
 def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
@@ -166,6 +168,8 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
         notes=spec.get("notes", ""),
         columns=columns,
         doc_title=spec.get("doc_title", ""),
+        source=path,
+        order=int(spec.get("order", 0)),
     )
 
 
@@ -270,17 +274,38 @@ def render(exp: Experiment, level: int = 1) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_docs(exps: list[Experiment]) -> list[Path]:
-    """Write each experiment's table to its ``doc``; experiments sharing a ``doc`` become
-    its sections, in the given order, under the first one's ``doc_title``."""
-    by_doc: dict[Path, list[Experiment]] = {}
+def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
+    """Every document written by ``exps`` with all of its sections: the given experiments
+    plus the other experiment files in their folders that name the same ``doc`` (so that
+    running one file of a shared document keeps the others' tables), ordered by their
+    ``order`` key, then file name."""
+    by_doc: dict[Path, dict[Path | None, Experiment]] = {}
     for exp in exps:
-        by_doc.setdefault(exp.doc, []).append(exp)
+        by_doc.setdefault(exp.doc, {})[exp.source] = exp
+    folders = {exp.source.parent for exp in exps if exp.source is not None}
+    for folder in sorted(folders):
+        for path in sorted(folder.glob("*.toml")):
+            if any(path in group for group in by_doc.values()):
+                continue
+            try:
+                other = load_experiment(path, exps[0].root)
+            except (ConfigError, OSError, ValueError):
+                continue  # not an experiment file
+            if other.doc in by_doc:
+                by_doc[other.doc][path] = other
+    key = lambda e: (e.order, e.source.name if e.source else "")  # noqa: E731
+    return {doc: sorted(group.values(), key=key) for doc, group in by_doc.items()}
+
+
+def write_docs(exps: list[Experiment]) -> list[Path]:
+    """Write each experiment's table to its ``doc``; experiments sharing a ``doc`` (see
+    :func:`doc_sections`) become its sections, under the first one's ``doc_title``."""
+    by_doc = doc_sections(exps)
     for doc, group in by_doc.items():
         if len(group) == 1 and not group[0].doc_title:
             text = render(group[0])
         else:
-            title = group[0].doc_title or group[0].title
+            title = next((e.doc_title for e in group if e.doc_title), group[0].title)
             text = "\n".join([f"# {title}\n\n{GENERATED}\n"] + [render(e, level=2) for e in group])
         atomic_write_text(doc, text)
     return list(by_doc)

@@ -55,6 +55,11 @@ def test_bench_columns_and_files_sharing_one_doc(tmp_path):
     assert text.startswith("# Repro") and "## Table a" in text and "## Table b" in text
     assert "minority acc, pooled (best-val)" in text and "selected by val_loss" in text
     assert "| 90.00 ± 0.00 | 70.00 ± 0.00 |" in text and "| 2.0 | 1/1 |" in text
+    # Writing from one file keeps its sibling's section; `order` places the sections.
+    (tmp_path / "a.toml").write_text("order = 2\n" + (tmp_path / "a.toml").read_text())
+    (doc,) = write_docs([load_experiment(tmp_path / "a.toml", root=tmp_path)])
+    text = doc.read_text()
+    assert 0 < text.index("## Table b") < text.index("## Table a")
 
 
 def test_bench_rejects_unknown_columns(tmp_path):
