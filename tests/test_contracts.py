@@ -70,3 +70,22 @@ def test_readme_partitioner_list_matches_registry():
     table = text.split("<!-- partitioners -->")[1].split("<!-- /partitioners -->")[0]
     names = set(re.findall(r"^\| `([\w-]+)` \|", table, flags=re.M))
     assert names == set(PARTITIONERS)
+
+
+EXPERIMENT_FILES = sorted((REPO / "experiments").glob("*/*.toml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENT_FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_experiment_rows_are_valid_run_configs(path):
+    """Every row of every experiment file parses into a run config its method accepts
+    (data availability is not checked: that is the run's own first step)."""
+    from fgl_flower.bench import load_experiment
+    from fgl_flower.cli import build_run_config, parser
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.server_app import check_method_task
+
+    exp = load_experiment(path, root=REPO)
+    for row in exp.rows:
+        args = parser().parse_args(row.command(0, str(REPO / "runs" / "contract"))[1:])
+        cfg = parse_run_config(build_run_config(args))
+        check_method_task(cfg)
