@@ -83,8 +83,8 @@ class LearnerClient(FGLClient):
             self.learner.set_shared(tensors)
         return tensors
 
-    def evaluation_reply(self) -> RecordDict:
-        res = self.learner.evaluate()
+    def evaluation_reply(self, train_mode: bool = False) -> RecordDict:
+        res = self.learner.evaluate(train_mode)
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})
 
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:

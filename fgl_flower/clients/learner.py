@@ -114,9 +114,10 @@ class Learner(ABC):
         """Train for ``epochs`` local epochs; returns ``train_loss`` and ``train_acc``."""
 
     @abstractmethod
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
         """Loss/acc/F1 on val and test, keys ``{split}_{metric}``, plus ``num-{split}`` and
-        ``num-local`` (all local examples: the client-size weight)."""
+        ``num-local`` (all local examples: the client-size weight). ``train_mode`` keeps
+        dropout active, as code that never calls ``eval()`` does."""
 
 
 @LEARNERS.register("node")
@@ -152,10 +153,10 @@ class NodeLearner(Learner):
         return {"train_loss": loss.item()}
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
+    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
         """Per split: loss/acc/F1 and the count; for test also the minority accuracy
         (nodes outside the client's training-majority class) and its count."""
-        self.model.eval()
+        self.model.train(train_mode)
         return node_metrics(self.logits(), self.data)
 
 
@@ -224,8 +225,8 @@ class GraphLearner(Learner):
         return {"train_loss": total_loss / max(count, 1)}
 
     @torch.no_grad()
-    def evaluate(self) -> dict[str, float]:
-        self.model.eval()
+    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
+        self.model.train(train_mode)
         res: dict[str, float] = {}
         for split in SPLITS:
             graphs = getattr(self.data, split)

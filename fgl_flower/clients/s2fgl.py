@@ -60,6 +60,8 @@ class S2FGLOptions(MethodOptions):
     knn: int = 3  # neighbours (besides self) of the FGMA feature graph
     eigvecs: int = 10  # low- and high-frequency eigenvectors each
     eig_mode: str = "dense-sym"
+    eval_dropout: bool = False  # the code's evaluation: dropout active (spec §9 item 14)
+    shuffle_weights: bool = False  # the code's FedAvg weights permuted against models (item 13)
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -161,4 +163,7 @@ class S2FGLClient(LearnerClient):
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
-        return self.evaluation_reply()
+        train_mode = S2FGLOptions.from_config(self.cfg).eval_dropout
+        if train_mode:
+            self.seed_round(server_round, "evaluate")  # reproducible dropout masks
+        return self.evaluation_reply(train_mode)

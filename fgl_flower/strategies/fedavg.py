@@ -26,5 +26,9 @@ class FedAvgStrategy(FGLStrategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         records = [r.content.array_records[ARRAYS] for r in replies]
-        weights = [float(r.content.metric_records[METRICS][NUM_EXAMPLES]) for r in replies]
+        weights = self.aggregation_weights(server_round, replies)
         return weighted_mean_arrays(records, weights), self.aggregate_train_metrics(replies)
+
+    def aggregation_weights(self, server_round: int, replies: list[Message]) -> list[float]:
+        """The weight of each reply's arrays: its ``num-examples``."""
+        return [float(r.content.metric_records[METRICS][NUM_EXAMPLES]) for r in replies]

@@ -11,8 +11,9 @@ Each round the server
 3. sends the repository with the next round's model (record ``s2fgl.repository``).
 
 The anchor subsets are drawn from a generator seeded by (run seed, round), so a run is
-reproducible. The FedAvg weights are those of the clients' own models; the official
-code's permutation of weights against models (spec §3.6) is not reproduced.
+reproducible. The FedAvg weights are those of the clients' own models; with
+``shuffle-weights=true`` they are randomly permuted against the models every round, as the
+official code does by an indexing bug (spec §3.6).
 """
 
 from __future__ import annotations
@@ -54,6 +55,13 @@ class S2FGLStrategy(FedAvgStrategy):
         arrays, metrics = super().aggregate_train(server_round, replies)
         self.repository = self.repository_from(server_round, [r.content for r in replies])
         return arrays, metrics
+
+    def aggregation_weights(self, server_round: int, replies: list[Message]) -> list[float]:
+        weights = super().aggregation_weights(server_round, replies)
+        if not self.opts.shuffle_weights:
+            return weights
+        rng = np.random.default_rng(derive_seed(self.cfg.seed, server_round, "shuffle-weights"))
+        return [weights[i] for i in rng.permutation(len(weights))]
 
     def repository_from(self, server_round: int, contents: list[RecordDict]) -> torch.Tensor:
         """The repository :math:`\\mathcal H` ``[anchors * C, d]`` from the replies' prototypes."""

@@ -83,3 +83,19 @@ def test_bad_options_stop_before_the_run(flat, override, message):
     flat.update({"method": "s2fgl", **override})
     with pytest.raises(ConfigError, match=message):
         parse_run_config(flat)
+
+
+def test_eval_dropout_evaluates_in_train_mode_reproducibly(flat):
+    flat.update(ACM)
+    flat.update({"method": "s2fgl", "dropout": 0.5})
+    content = RecordDict({ARRAYS: ArrayRecord(), CONFIG: ConfigRecord({SERVER_ROUND: 1})})
+
+    def evaluate(eval_dropout, server_round=1):
+        cfg = parse_run_config({**flat, "s2fgl.eval-dropout": eval_dropout})
+        client = S2FGLClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
+        return dict(client.evaluate(content, server_round).metric_records[METRICS])
+
+    clean = evaluate(False)
+    assert clean == evaluate(False, 2)  # eval mode: no randomness
+    noisy = evaluate(True)
+    assert noisy != clean and noisy == evaluate(True) and noisy != evaluate(True, 2)

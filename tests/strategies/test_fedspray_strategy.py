@@ -6,7 +6,6 @@ from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, Re
 
 from fgl_flower.config import load_app_defaults, parse_run_config
 from fgl_flower.errors import ConfigError, FGLError
-from fgl_flower.inprocess import InProcessGrid
 from fgl_flower.strategies.fedspray import FedSprayStrategy, align_proxies
 
 
@@ -30,12 +29,6 @@ def test_align_proxies_is_class_ratio_weighted_mean_by_hand():
 def test_align_proxies_rejects_mismatched_shapes():
     with pytest.raises(FGLError, match="shapes"):
         align_proxies(np.zeros((2, 3, 4)), np.zeros((2, 2)), np.zeros((3, 4), np.float32))
-
-
-@pytest.fixture
-def messages():
-    """Messages need a task identity, which a SuperLink (or the in-process grid) sets."""
-    InProcessGrid(load_app_defaults(), 1)
 
 
 def _reply(pid, n, encoder, S, ratio):

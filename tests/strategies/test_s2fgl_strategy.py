@@ -38,3 +38,22 @@ def test_anchor_draws_depend_on_seed_and_round_only():
     assert torch.equal(a, b)
     assert not torch.equal(a, strategy().repository_from(3, contents))
     assert not torch.equal(a, strategy(seed=1).repository_from(2, contents))
+
+
+def weight_replies(sizes):
+    from flwr.app import Message, MetricRecord
+
+    from fgl_flower.protocol import METRICS, NUM_EXAMPLES
+    return [Message(RecordDict({METRICS: MetricRecord({NUM_EXAMPLES: n})}), dst_node_id=1,
+                    message_type="train") for n in sizes]
+
+
+def test_weights_are_the_clients_own_unless_the_code_bug_is_asked_for(messages):
+    sizes = [float(n) for n in range(10, 20)]
+    assert strategy().aggregation_weights(3, weight_replies(sizes)) == sizes
+    flat = load_app_defaults()
+    flat.update({"method": "s2fgl", "model": "acmgcn", "num-clients": 10, "s2fgl.shuffle-weights": True})
+    shuffled = S2FGLStrategy(parse_run_config(flat))
+    a, b = (shuffled.aggregation_weights(r, weight_replies(sizes)) for r in (3, 4))
+    assert sorted(a) == sizes and a != sizes and a != b
+    assert a == shuffled.aggregation_weights(3, weight_replies(sizes))  # seeded by round
