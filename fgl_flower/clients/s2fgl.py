@@ -163,7 +163,6 @@ class S2FGLClient(LearnerClient):
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
-        train_mode = S2FGLOptions.from_config(self.cfg).eval_dropout
-        if train_mode:
+        if self.opts.eval_dropout:
             self.seed_round(server_round, "evaluate")  # reproducible dropout masks
-        return self.evaluation_reply(train_mode)
+        return self.evaluation_reply(self.opts.eval_dropout)
