@@ -32,6 +32,7 @@ from fgl_flower.clients.learner import make_adam, node_metrics
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.models import build_model
+from fgl_flower.models.opfgl import CondenseOptions
 from fgl_flower.protocol import METRICS
 
 #: Record names of the two O-pFGL payloads.
@@ -46,16 +47,17 @@ class OPFGLOptions(MethodOptions):
     """O-pFGL hyperparameters (defaults: the official code's, spec §4.2)."""
 
     variant: str = "official"
-    hops: int = 1
+    hops: int = CondenseOptions.hops
     nodes_per_class: int = 1
     rate: float = 0.0
-    condense_steps: int = 3000
-    lr_feat: float = 5e-3
-    lr_adj: float = 1e-3
-    pge_hidden: int = 128
-    edge_threshold: float = 0.01
-    feat_alpha: float = 10.0
-    smoothness_alpha: float = 0.1
+    # The pseudo-graph optimisation's defaults live in CondenseOptions (models layer).
+    condense_steps: int = CondenseOptions.steps
+    lr_feat: float = CondenseOptions.lr_feat
+    lr_adj: float = CondenseOptions.lr_adj
+    pge_hidden: int = CondenseOptions.hidden
+    edge_threshold: float = CondenseOptions.threshold
+    feat_alpha: float = CondenseOptions.feat_alpha
+    smoothness_alpha: float = CondenseOptions.smoothness_alpha
     lr_global: float = 1e-4
     lr_ft: float = 1e-4
     max_steps: int = 3000
