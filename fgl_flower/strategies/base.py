@@ -127,6 +127,14 @@ class FGLStrategy(Strategy):
         seed, identically on every client, so nothing needs to be sent."""
         return ArrayRecord()
 
+    def connect(self, grid: Grid) -> MeteredGrid:
+        """Wrap ``grid`` to meter traffic, wait for the run's clients (``self.node_ids``)
+        and log the run summary: the start of every protocol."""
+        metered = MeteredGrid(grid)
+        self.node_ids = metered.wait_for_nodes(self.cfg.num_clients)[: self.cfg.num_clients]
+        self.summary()
+        return metered
+
     # -- the round loop --------------------------------------------------------------------
     def start(
         self,
@@ -144,9 +152,7 @@ class FGLStrategy(Strategy):
         Each finished round goes to ``recorder`` (if given) before the next one starts.
         """
         num_rounds = self.cfg.num_rounds if num_rounds is None else num_rounds
-        metered = MeteredGrid(grid)
-        self.node_ids = metered.wait_for_nodes(self.cfg.num_clients)[: self.cfg.num_clients]
-        self.summary()
+        metered = self.connect(grid)
         arrays = self.initial_arrays() if initial_arrays is None else initial_arrays
         train_config = train_config or ConfigRecord()
         evaluate_config = evaluate_config or ConfigRecord()

@@ -38,7 +38,6 @@ from fgl_flower.models.opfgl import (
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
-from fgl_flower.strategies.grid import MeteredGrid
 
 
 def secure_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
@@ -111,9 +110,7 @@ class OPFGLStrategy(FGLStrategy):
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
         recorder: RunRecorder | None = None,
     ) -> Result:
-        metered = MeteredGrid(grid)
-        self.node_ids = metered.wait_for_nodes(self.cfg.num_clients)[: self.cfg.num_clients]
-        self.summary()
+        metered = self.connect(grid)
         config = ConfigRecord({SERVER_ROUND: 1})
         phases: dict[str, dict[str, float]] = {}
 
