@@ -293,8 +293,8 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
                 continue  # not an experiment file
             if other.doc in by_doc:
                 by_doc[other.doc][path] = other
-    key = lambda e: (e.order, e.source.name if e.source else "")  # noqa: E731
-    return {doc: sorted(group.values(), key=key) for doc, group in by_doc.items()}
+    return {doc: sorted(group.values(), key=lambda e: (e.order, e.source.name if e.source else ""))
+            for doc, group in by_doc.items()}
 
 
 def write_docs(exps: list[Experiment]) -> list[Path]:
