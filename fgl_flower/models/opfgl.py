@@ -10,7 +10,7 @@ condensation as in SimGC).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -173,7 +173,8 @@ class PseudoGraph:
 
 def condense(
     stats: ClassStatistics, sizes: Sequence[int], num_features: int, opts: CondenseOptions,
-    generator_seed: int,
+    generator_seed: int, progress: Callable[[int, float], None] | None = None,
+    progress_every: int = 250,
 ) -> PseudoGraph:
     r"""Optimise :math:`X'` and :math:`g_\theta` for ``opts.steps + 1`` iterations.
 
@@ -181,6 +182,7 @@ def condense(
     the first 10 update :math:`\theta` and the other 40 update :math:`X'` (two Adams). The
     final graph keeps the entries of :math:`W` (from the last :math:`X'`, BatchNorm in
     training mode as in the code) that are nonzero, in both directions.
+    ``progress(step, loss)``, if given, is called every ``progress_every`` steps.
     """
     y = torch.cat([torch.full((n,), c, dtype=torch.long) for c, n in enumerate(sizes)])
     n = y.numel()
@@ -205,6 +207,8 @@ def condense(
         loss.backward()
         (opt_pge if t % 50 < 10 else opt_x).step()
         losses.append(loss.item())
+        if progress is not None and t % progress_every == 0:
+            progress(t, losses[-1])
     with torch.no_grad():
         w = pge.adjacency(x, opts.threshold, binary=opts.paper)
     edge_index = w.nonzero().t().contiguous()

@@ -93,8 +93,12 @@ class OPFGLStrategy(FGLStrategy):
 
     def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:
         sizes = synthetic_class_sizes(stats, self.opts.nodes_per_class, self.opts.rate)
-        graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), self.condense_options(),
-                         derive_seed(self.cfg.seed, "condense"))
+        opts = self.condense_options()
+        log(INFO, "pseudo-graph: optimising %d nodes for %d steps", sum(sizes), opts.steps)
+        graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), opts,
+                         derive_seed(self.cfg.seed, "condense"),
+                         progress=lambda t, loss: log(INFO, "pseudo-graph: step %d/%d loss %.4f",
+                                                      t, opts.steps, loss))
         log(INFO, "pseudo-graph: %d nodes %s, %d directed edges, loss %.4f -> %.4f",
             graph.y.numel(), sizes, graph.edge_index.size(1), graph.losses[0], graph.losses[-1])
         return graph

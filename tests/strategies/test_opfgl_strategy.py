@@ -84,9 +84,12 @@ def test_pseudo_graph_matches_aggregated_class_statistics():
     stats = pooled_statistics(secure_sum([_client_sums(x, y, 2) for x, y in clients]))
     sizes = synthetic_class_sizes(stats, per_class=1, rate=0.1)  # ceil(0.1 * ~40) nodes
     assert sizes == [int(np.ceil(0.1 * float(o))) for o in stats.orig_count]
+    seen: list[tuple[int, float]] = []
     graph = condense(stats, sizes, num_features=3, opts=CondenseOptions(steps=1500, lr_feat=0.05,
-                     smoothness_alpha=0.0), generator_seed=0)
+                     smoothness_alpha=0.0), generator_seed=0,
+                     progress=lambda t, loss: seen.append((t, loss)), progress_every=500)
     assert graph.losses[-1] < 0.05 * graph.losses[0]
+    assert seen == [(t, graph.losses[t]) for t in (0, 500, 1000, 1500)]
     w = torch.zeros(graph.y.numel(), graph.y.numel())
     w[graph.edge_index[0], graph.edge_index[1]] = graph.edge_weight
     x_prop = propagate_dense(graph.x, w, hops=1).double()
