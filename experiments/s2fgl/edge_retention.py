@@ -22,6 +22,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from fgl_flower.datasets import DataConfig, load_client_data, load_dataset
+from fgl_flower.datasets.federated import undirected_edges
 from fgl_flower.datasets.partition.files import partition_files
 
 
@@ -61,10 +62,8 @@ def main() -> None:
     a = p.parse_args()
 
     data = load_dataset(a.dataset)
-    ei = data.edge_index.numpy()
-    u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
-    edges = np.unique(np.stack([u[u != v], v[u != v]]), axis=1)
     n = data.num_nodes
+    edges = undirected_edges(data.edge_index, n)
 
     cfg = DataConfig(a.dataset, a.partition, a.clients, a.partition_seed)
     ours = [load_client_data(cfg, k).data.global_id.numpy() for k in range(a.clients)]

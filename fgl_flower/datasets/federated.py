@@ -148,7 +148,7 @@ def validate_data_config(cfg: DataConfig) -> None:
 
 
 # --- building partitions ----------------------------------------------------------------
-def _undirected_edges(edge_index: torch.Tensor, num_nodes: int) -> np.ndarray:
+def undirected_edges(edge_index: torch.Tensor, num_nodes: int) -> np.ndarray:
     """``[2, E']`` unique undirected edges ``u < v`` (self-loops removed)."""
     ei = edge_index.numpy()
     u, v = np.minimum(ei[0], ei[1]), np.maximum(ei[0], ei[1])
@@ -168,7 +168,7 @@ def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
     n = data.num_nodes
     if cfg.num_clients > n:
         raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {n} nodes of {r.dataset!r}.")
-    inp = PartitionInput(r.dataset, data.y.numpy(), _undirected_edges(data.edge_index, n))
+    inp = PartitionInput(r.dataset, data.y.numpy(), undirected_edges(data.edge_index, n))
     parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, dict(r.part_opts))
     _check_parts(r, parts, cfg.num_clients)
     for ids in parts:
@@ -261,7 +261,7 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
 # --- statistics -------------------------------------------------------------------------
 def _node_stats(c: NodeClientData) -> dict[str, Any]:
     d = c.data
-    edges = _undirected_edges(d.edge_index, d.num_nodes)
+    edges = undirected_edges(d.edge_index, d.num_nodes)
     y = d.y.numpy()
     same = y[edges[0]] == y[edges[1]]
     return {"client": c.partition_id, "nodes": int(d.num_nodes), "edges": int(edges.shape[1]),
