@@ -18,7 +18,8 @@ import torch
 
 from fgl_flower.datasets.root import cache_dir, file_lock
 
-#: Bump when the stored format or any partitioner's output changes.
+#: Bump when the stored format changes (part of every cache tag; a partitioner whose
+#: output changes bumps its own ``Partitioner.version`` instead).
 FORMAT_VERSION = 1
 
 

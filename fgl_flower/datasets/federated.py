@@ -23,7 +23,7 @@ import torch
 from torch_geometric.data import Data
 from torch_geometric.utils import subgraph
 
-from fgl_flower.datasets.cache import ensure_partition, load_part
+from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part
 from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, load_dataset
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
@@ -193,7 +193,8 @@ def _graph_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
 
 def _tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
     meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": cfg.num_clients,
-            "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts)}
+            "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts),
+            "format": FORMAT_VERSION, "partitioner_version": r.partitioner.version}
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
     return f"{r.dataset}-{r.partition}-{cfg.num_clients}-{digest}", meta
 

@@ -183,3 +183,17 @@ def test_physics_fedspray_files(data_root):
     assert c.data.x.is_sparse and c.num_features == 8415
     n = c.data.num_nodes
     assert int(c.data.train_mask.sum()) == int(0.4 * n)
+
+
+def test_partitioner_version_invalidates_cache(monkeypatch):
+    cfg = DataConfig("synthetic", "metis", 2, options=(("data-seed", 7),))
+    load_client_data(cfg, 0)
+    from fgl_flower.datasets.federated import _client_part
+    from fgl_flower.datasets.partition.community import Metis
+
+    before = {p.name for p in partition_dir("").iterdir()}
+    monkeypatch.setattr(Metis, "version", Metis.version + 1)
+    _client_part.cache_clear()
+    load_client_data(cfg, 0)
+    added = {p.name for p in partition_dir("").iterdir()} - before
+    assert any(name.startswith("synthetic-metis-2-") for name in added)

@@ -94,3 +94,20 @@ def test_files_partitioner(tmp_path):
 def test_partition_input_graph_is_undirected_simple():
     inp = PartitionInput("x", np.zeros(3, int), np.array([[0, 1], [1, 2]]))
     assert inp.graph.number_of_edges() == 2 and inp.num_classes == 1
+
+
+def test_louvain_plus_owners_take_chunks_breadth_first():
+    # Two disjoint 20-cliques are two Louvain communities; chunk = 40 // 2 - 15 = 5. The
+    # reference queues each community's remainder at the end of the group list, so the
+    # chunks come A1 B1 A2 B2 ... and every owner gets half of each clique.
+    from itertools import combinations
+
+    from fgl_flower.datasets.partition.community import louvain_owners
+
+    edges = [(a + off, b + off) for off in (0, 20) for a, b in combinations(range(20), 2)]
+    inp = PartitionInput("cliques", np.zeros(40, dtype=np.int64), np.array(edges).T)
+    owners = louvain_owners(inp, num_owners=2, delta=15, seed=0)
+    assert [o.tolist() for o in owners] == [
+        list(range(0, 10)) + list(range(20, 30)),
+        list(range(10, 20)) + list(range(30, 40)),
+    ]

@@ -62,6 +62,9 @@ class Partitioner(abc.ABC):
     tasks: ClassVar[frozenset[PartitionTask]]
     #: Accepted options (names in ``kebab-case``).
     options: ClassVar[Mapping[str, Option]] = {}
+    #: Bump when ``split`` returns different clients for the same input, so that
+    #: partitions cached by an older version are not reused.
+    version: ClassVar[int] = 1
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
         """Cheap validation before any data is loaded; raise ``ConfigError``."""

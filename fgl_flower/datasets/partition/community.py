@@ -112,8 +112,8 @@ def louvain_owners(
 ) -> list[np.ndarray]:
     """O-pFGL/OpenFGL Louvain+ steps 1-3: Louvain, chunk, then greedy fill of ``num_owners``.
 
-    Communities longer than ``N // M - delta`` are cut into chunks of that length; chunks
-    are taken largest first and appended to the current owner, skipping (cyclically)
+    Communities longer than ``N // M - delta`` are cut into chunks of that length
+    (breadth-first over communities, as the reference does); chunks are taken largest first and appended to the current owner, skipping (cyclically)
     owners that would reach ``N // M + delta``; full owners (``>= N // M``) are retired
     while at least 2 remain. After 1000 skips the chunk goes to the smallest owner
     (the reference code's intent; its fallback is buggy).
@@ -125,8 +125,17 @@ def louvain_owners(
             f"louvain-plus: num_nodes // num-communities - part-delta = {chunk} < 1 for "
             f"{inp.dataset!r} ({n} nodes); lower num-communities or part-delta."
         )
-    comms = sorted(louvain(inp, resolution, seed), key=lambda c: c[0])  # python-louvain id order
-    groups = [c[i:i + chunk] for c in comms for i in range(0, c.size, chunk)]
+    groups = sorted(louvain(inp, resolution, seed), key=lambda c: c[0])  # python-louvain id order
+    # The reference cuts one chunk off a community and queues the rest at the end of the
+    # group list, so chunks are created breadth-first: every community's first chunk, then
+    # every second chunk, ... The stable sort below keeps that order among equal sizes, so
+    # an owner is filled with chunks of *different* communities.
+    i = 0
+    while i < len(groups):
+        if groups[i].size > chunk:
+            groups.append(groups[i][chunk:])
+            groups[i] = groups[i][:chunk]
+        i += 1
     groups.sort(key=lambda g: -g.size)  # stable: ties keep creation order
     owners: list[list[np.ndarray]] = [[] for _ in range(num_owners)]
     sizes = np.zeros(num_owners, dtype=np.int64)
@@ -157,6 +166,7 @@ class LouvainPlus(Partitioner):
     """O-pFGL "Louvain+": ``num-communities`` size-capped Louvain groups, K-Means on label mixes."""
 
     tasks = frozenset({"node"})
+    version = 2  # 2: chunks queued breadth-first, as the reference code does
     options = {
         **_PLUS_OPTIONS,
         "part-delta": Option(int, 20, "size slack delta_p of the community grouping"),
