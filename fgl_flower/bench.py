@@ -288,11 +288,15 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
             if any(path in group for group in by_doc.values()):
                 continue
             try:
-                other = load_experiment(path, exps[0].root)
-            except (ConfigError, OSError, ValueError):
-                continue  # not an experiment file
-            if other.doc in by_doc:
-                by_doc[other.doc][path] = other
+                spec = read_toml(path)
+            except ValueError as e:  # tomllib.TOMLDecodeError
+                raise ConfigError(f"{path}: not valid TOML ({e}); it sits beside an experiment "
+                                  "file, so it may hold a section of the same document.") from e
+            root = exps[0].root
+            doc = root / spec.get("doc", f"docs/results/{path.stem}.md")  # as load_experiment
+            if doc not in by_doc:
+                continue  # another document's experiment, or not an experiment file
+            by_doc[doc][path] = load_experiment(path, root)  # a broken section is an error
     return {doc: sorted(group.values(), key=lambda e: (e.order, e.source.name if e.source else ""))
             for doc, group in by_doc.items()}
 

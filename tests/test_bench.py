@@ -1,6 +1,9 @@
 import json
 
+import pytest
+
 from fgl_flower.bench import load_experiment, render, run_experiment
+from fgl_flower.errors import ConfigError
 
 
 def test_bench_table_from_summaries(tmp_path, capsys):
@@ -81,3 +84,26 @@ def test_last_rounds_summary_and_columns():
     assert summary["last"]["rounds"] == [3, 4, 5, 6, 7]
     assert abs(summary["last"]["val_acc"] - 0.5) < 1e-12
     assert abs(COLUMNS["acc-last5"].value(summary) - 0.25) < 1e-12
+
+
+def test_broken_sibling_section_is_an_error_not_a_lost_section(tmp_path):
+    from fgl_flower.bench import write_docs
+
+    def exp(name: str, extra: str = "") -> None:
+        (tmp_path / f"{name}.toml").write_text(
+            f'title = "{name}"\ndoc = "docs/r.md"\nseeds = [0]\n{extra}'
+            '[[row]]\nmethod = "local"\ndataset = "Cora"\npartition = "louvain"\n'
+        )
+
+    exp("a")
+    exp("b")
+    (tmp_path / "other.toml").write_text('doc = "docs/other.md"\ntitle = 3\n')  # not ours
+    (tmp_path / "notes.toml").write_text("[tool]\nx = 1\n")  # not an experiment at all
+    a = load_experiment(tmp_path / "a.toml", root=tmp_path)
+    assert "## b" in write_docs([a])[0].read_text()
+    exp("b", 'columns = ["no-such-column"]\n')
+    with pytest.raises(ConfigError, match="no-such-column"):
+        write_docs([a])
+    (tmp_path / "b.toml").write_text("title = \n")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        write_docs([a])
