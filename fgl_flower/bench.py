@@ -132,6 +132,11 @@ class Experiment:
     order: int = 0  # position among the sections of a shared ``doc``
 
 
+def _doc_path(spec: Mapping[str, Any], path: Path, root: Path) -> Path:
+    """The results document of experiment file ``path`` (``doc``, or one named after it)."""
+    return root / spec.get("doc", f"docs/results/{path.stem}.md")
+
+
 def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     """Parse an experiment file; relative paths are resolved against ``root`` (cwd)."""
     path = Path(path)
@@ -160,7 +165,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
         raise ConfigError(f"{path}: unknown columns {unknown}; known: {', '.join(COLUMNS)}.")
     return Experiment(
         title=spec.get("title", path.stem),
-        doc=root / spec.get("doc", f"docs/results/{path.stem}.md"),
+        doc=_doc_path(spec, path, root),
         out=root / spec.get("out", f"runs/{path.stem}"),
         seeds=list(spec.get("seeds", [0, 1, 2])),
         rows=rows,
@@ -282,6 +287,7 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
     by_doc: dict[Path, dict[Path | None, Experiment]] = {}
     for exp in exps:
         by_doc.setdefault(exp.doc, {})[exp.source] = exp
+    root = exps[0].root
     folders = {exp.source.parent for exp in exps if exp.source is not None}
     for folder in sorted(folders):
         for path in sorted(folder.glob("*.toml")):
@@ -292,8 +298,7 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
             except ValueError as e:  # tomllib.TOMLDecodeError
                 raise ConfigError(f"{path}: not valid TOML ({e}); it sits beside an experiment "
                                   "file, so it may hold a section of the same document.") from e
-            root = exps[0].root
-            doc = root / spec.get("doc", f"docs/results/{path.stem}.md")  # as load_experiment
+            doc = _doc_path(spec, path, root)
             if doc not in by_doc:
                 continue  # another document's experiment, or not an experiment file
             by_doc[doc][path] = load_experiment(path, root)  # a broken section is an error

@@ -113,8 +113,9 @@ def louvain_owners(
     """O-pFGL/OpenFGL Louvain+ steps 1-3: Louvain, chunk, then greedy fill of ``num_owners``.
 
     Communities longer than ``N // M - delta`` are cut into chunks of that length
-    (breadth-first over communities, as the reference does); chunks are taken largest first and appended to the current owner, skipping (cyclically)
-    owners that would reach ``N // M + delta``; full owners (``>= N // M``) are retired
+    (breadth-first over communities, as the reference does); chunks are taken largest
+    first and appended to the current owner, skipping (cyclically) owners that would
+    reach ``N // M + delta``; full owners (``>= N // M``) are retired
     while at least 2 remain. After 1000 skips the chunk goes to the smallest owner
     (the reference code's intent; its fallback is buggy).
     """
