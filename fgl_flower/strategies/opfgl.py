@@ -30,6 +30,7 @@ from flwr.serverapp.strategy import Result
 from flwr.supercore import log
 from torch import Tensor
 
+from fgl_flower.allocator import retain_freed_memory
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS, OPFGLOptions
 from fgl_flower.models.opfgl import (
@@ -95,6 +96,7 @@ class OPFGLStrategy(FGLStrategy):
         sizes = synthetic_class_sizes(stats, self.opts.nodes_per_class, self.opts.rate)
         opts = self.condense_options()
         log(INFO, "pseudo-graph: optimising %d nodes for %d steps", sum(sizes), opts.steps)
+        retain_freed_memory()  # the step's [n', n', f] temporaries: reuse, don't re-map them
         graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), opts,
                          derive_seed(self.cfg.seed, "condense"),
                          progress=lambda t, loss: log(INFO, "pseudo-graph: step %d/%d loss %.4f",
