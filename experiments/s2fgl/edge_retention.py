@@ -8,8 +8,10 @@ partition made here and for node-list files (e.g. the official S2FGL task conver
     python experiments/s2fgl/edge_retention.py CiteSeer --clients 10 --files runs/s2fgl-partition
 
 prints one line per partition: undirected edges inside clients (all, inside the largest
-connected component, outside it) and the share of 2- and 3-node components kept whole. With
-``m`` equal-sized clients, random assignment keeps about ``1/m`` of the edges.
+connected component, outside it), the share of 2- and 3-node components kept whole, and, over
+the nodes of degree >= 3, the shares that keep none and at least 90 % of their edges inside
+their client. With ``m`` equal-sized clients, random assignment keeps about ``1/m`` of the
+edges (and a degree-3 node keeps none of its edges with probability ``(1 - 1/m)^3``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,12 @@ def retention(owner: np.ndarray, edges: np.ndarray) -> dict[str, float]:
         comps = np.flatnonzero(sizes == s)
         whole = [np.unique(owner[comp == c]).size == 1 for c in comps]
         out[f"whole_{s}"] = float(np.mean(whole)) if whole else float("nan")
+    ends = np.concatenate([edges[0], edges[1]])
+    deg = np.bincount(ends, minlength=n)
+    share = np.bincount(ends, weights=np.concatenate([kept, kept]), minlength=n) / np.maximum(deg, 1)
+    hub = deg >= 3
+    out["none_deg3"] = float((share[hub] == 0).mean())
+    out["most_deg3"] = float((share[hub] >= 0.9).mean())
     return out
 
 
@@ -74,11 +82,12 @@ def main() -> None:
 
     print(f"{a.dataset}: {n} nodes, {edges.shape[1]} undirected edges, {a.clients} clients "
           f"(random assignment keeps ~{1 / a.clients:.0%})")
-    print(f"{'partition':32} {'kept':>6} {'in LCC':>7} {'outside':>8} {'2-comp whole':>13} {'3-comp whole':>13}")
+    print(f"{'partition':32} {'kept':>6} {'in LCC':>7} {'outside':>8} {'2-comp whole':>13} "
+          f"{'3-comp whole':>13} {'deg>=3 keep none':>17} {'keep >=90%':>11}")
     for name, owner in rows:
         r = retention(owner, edges)
         print(f"{name:32} {r['kept']:6.1%} {r['kept_lcc']:7.1%} {r['kept_rest']:8.1%} "
-              f"{r['whole_2']:13.1%} {r['whole_3']:13.1%}")
+              f"{r['whole_2']:13.1%} {r['whole_3']:13.1%} {r['none_deg3']:17.1%} {r['most_deg3']:11.1%}")
 
 
 if __name__ == "__main__":

@@ -33,3 +33,12 @@ def test_whole_components_kept(retention):
     edges = np.array([[0, 1, 3], [1, 2, 4]])
     r = retention(np.array([0, 0, 0, 1, 1]), edges)
     assert r["kept"] == 1.0 and r["whole_2"] == 1.0 and r["whole_3"] == 1.0
+
+
+def test_per_node_shares_of_degree_3_nodes(retention):
+    # Star 0-{1,2,3} and star 4-{5,6,7}: node 0 keeps all of its edges, node 4 none.
+    edges = np.array([[0, 0, 0, 4, 4, 4], [1, 2, 3, 5, 6, 7]])
+    owner = np.array([0, 0, 0, 0, 1, 2, 2, 2])
+    r = retention(owner, edges)
+    assert r["none_deg3"] == pytest.approx(1 / 2)
+    assert r["most_deg3"] == pytest.approx(1 / 2)
