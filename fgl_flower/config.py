@@ -58,7 +58,8 @@ CORE_KEYS: dict[str, type] = {
 #: Core keys with a fixed set of values: the values and what the key chooses
 #: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
-    "split-mode": (("random", "stratified"), "per-client splits at random or per class"),
+    "split-mode": (("random", "stratified", "stratified-sequential"),
+                   "per-client splits at random, per class, or per class from one stream over the clients"),
     "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
     "eval-weight": (("split", "client-size"), "pool each metric over the clients' val/test "
                     "examples, or weight clients by their size"),

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import random
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, 
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
 from fgl_flower.datasets.partition import PARTITIONERS, Partitioner, PartitionInput
-from fgl_flower.datasets.splits import NODE_SPLITS, check_ratios, graph_split
+from fgl_flower.datasets.splits import NODE_SPLITS, SEQUENTIAL_SPLITS, check_ratios, graph_split
 from fgl_flower.errors import ConfigError
 
 
@@ -221,8 +222,14 @@ def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     return part
 
 
-def _rng(cfg: DataConfig, partition_id: int) -> np.random.Generator:
-    return np.random.default_rng([cfg.split_seed, partition_id])
+def _rng(cfg: DataConfig, partition_id: int) -> np.random.Generator | random.Random:
+    if NODE_SPLITS.canonical(cfg.split_mode) not in SEQUENTIAL_SPLITS:
+        return np.random.default_rng([cfg.split_seed, partition_id])
+    rng = random.Random(cfg.split_seed)
+    split, ratios = NODE_SPLITS.get(cfg.split_mode), check_ratios(cfg.split)
+    for k in range(partition_id):  # replay the earlier clients' draws
+        split(_client_part(_part_config(cfg), k)["y"].numpy(), ratios, rng)
+    return rng
 
 
 def _mask(n: int, idx: np.ndarray) -> torch.Tensor:

@@ -5,6 +5,9 @@ Node splits (:data:`NODE_SPLITS`) return three disjoint index arrays covering al
 * ``random``: shuffle, then ``[:int(r_tr n)]``, ``[int(r_tr n):int((r_tr+r_va) n)]``, rest.
 * ``stratified``: per class ``c`` (O-pFGL §1.2): ``int(n_c r_tr)`` train,
   ``int(n_c r_va)`` val, the rest test.
+* ``stratified-sequential``: the same cut, drawn as the O-pFGL reference code draws it: one
+  Python ``random.Random(split_seed)`` runs over clients ``0..m-1`` in order (so client
+  ``k``'s split depends on the earlier clients, see :data:`SEQUENTIAL_SPLITS`).
 
 Graph splits (:func:`graph_split`) follow FedDense §2.4: sklearn ``train_test_split``
 of train vs. the rest, then of the rest into val/test.
@@ -13,6 +16,7 @@ of train vs. the rest, then of the rest into val/test.
 from __future__ import annotations
 
 import math
+import random
 import warnings
 from collections.abc import Callable, Sequence
 
@@ -24,9 +28,13 @@ from fgl_flower.registry import Registry
 
 Ratios = tuple[float, float, float]
 Split = tuple[np.ndarray, np.ndarray, np.ndarray]
-NodeSplitFn = Callable[[np.ndarray, Ratios, np.random.Generator], Split]
+NodeSplitFn = Callable[[np.ndarray, Ratios, "np.random.Generator | random.Random"], Split]
 
 NODE_SPLITS: Registry[NodeSplitFn] = Registry("split mode")
+
+#: Split modes drawing from one ``random.Random(split_seed)`` shared by the clients in
+#: order; the loader replays clients ``0..k-1`` to split client ``k``.
+SEQUENTIAL_SPLITS = frozenset({"stratified-sequential"})
 
 
 def check_ratios(ratios: Sequence[float]) -> Ratios:
@@ -64,6 +72,20 @@ def stratified_split(y: np.ndarray, ratios: Ratios, rng: np.random.Generator) ->
         for part, chunk in zip(out, (idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:])):
             part.append(chunk)
     return tuple(np.sort(np.concatenate(p)) if p else np.empty(0, np.int64) for p in out)  # type: ignore[return-value]
+
+
+@NODE_SPLITS.register("stratified-sequential")
+def stratified_sequential(y: np.ndarray, ratios: Ratios, rng: random.Random) -> Split:
+    """Per class ``c = 0, 1, ...`` present: ``rng.shuffle`` the class's indices (ascending),
+    then ``int(n_c r_tr)`` train, ``int(n_c r_va)`` val, the rest test (O-pFGL reference)."""
+    out: list[list[int]] = [[], [], []]
+    for c in np.unique(y):
+        idx = np.flatnonzero(y == c).tolist()
+        rng.shuffle(idx)
+        n_tr, n_va = int(len(idx) * ratios[0]), int(len(idx) * ratios[1])
+        for part, chunk in zip(out, (idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:])):
+            part.extend(chunk)
+    return tuple(np.sort(np.asarray(p, dtype=np.int64)) for p in out)  # type: ignore[return-value]
 
 
 def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> tuple[np.ndarray, np.ndarray]:

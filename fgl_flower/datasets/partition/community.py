@@ -5,20 +5,23 @@ All run on the undirected simple graph of :class:`PartitionInput` (self-loops re
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 
 import numpy as np
 import pymetis
 import scipy.sparse as sp
+from community import community_louvain
 from networkx.algorithms.community import louvain_communities
-from sklearn.cluster import KMeans
 
 from fgl_flower.datasets.options import Option, Scalar
 from fgl_flower.datasets.partition.base import PARTITIONERS, Partitioner, PartitionInput
+from fgl_flower.datasets.partition.kmeans import kmeans_labels, legacy_kmeans_labels
 from fgl_flower.errors import ConfigError
 
 _RESOLUTION = Option(float, 1.0, "Louvain resolution (higher = more, smaller communities)")
+_RNG = Option(str, "numpy", "'numpy' (networkx Louvain, seeded K-Means) or 'reference' "
+              "(the O-pFGL code's python-louvain + scikit-learn<1.3 draws from one RandomState)")
+_RNG_MODES = ("numpy", "reference")
 
 
 def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarray]:
@@ -27,15 +30,26 @@ def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarra
     return sorted(comms, key=lambda c: (-c.size, c[0]))
 
 
-def metis(inp: PartitionInput, num_parts: int, seed: int) -> list[np.ndarray]:
-    """``num_parts`` balanced METIS parts (pymetis), possibly empty for tiny graphs."""
+def python_louvain(inp: PartitionInput, rng: np.random.RandomState) -> list[np.ndarray]:
+    """python-louvain's ``best_partition`` drawing from ``rng``; communities ordered by their
+    smallest node id (first appearance when walking the nodes), members ascending."""
+    membership = community_louvain.best_partition(inp.graph, random_state=rng)
+    labels = np.fromiter((membership[i] for i in range(inp.num_items)), np.int64, inp.num_items)
+    comms = [np.flatnonzero(labels == c) for c in np.unique(labels)]
+    return sorted(comms, key=lambda c: c[0])
+
+
+def metis(inp: PartitionInput, num_parts: int, seed: int | None) -> list[np.ndarray]:
+    """``num_parts`` balanced METIS parts (pymetis), possibly empty for tiny graphs.
+    ``seed=None`` keeps METIS's default seed (as the O-pFGL reference code does)."""
     n = inp.num_items
     if num_parts == 1:
         return [np.arange(n)]
     u, v = inp.edges if inp.edges is not None else (np.empty(0, int), np.empty(0, int))
     adj = sp.coo_matrix((np.ones(2 * u.size), (np.r_[u, v], np.r_[v, u])), shape=(n, n)).tocsr()
+    options = pymetis.Options(seed=seed) if seed is not None else None
     _, membership = pymetis.part_graph(
-        num_parts, pymetis.CSRAdjacency(adj.indptr, adj.indices), options=pymetis.Options(seed=seed)
+        num_parts, pymetis.CSRAdjacency(adj.indptr, adj.indices), options=options
     )
     membership = np.asarray(membership)
     return [np.flatnonzero(membership == k) for k in range(num_parts)]
@@ -87,28 +101,35 @@ class LouvainGreedy(Partitioner):
 
 
 def _kmeans_clients(
-    name: str, inp: PartitionInput, comms: list[np.ndarray], num_clients: int, seed: int
+    name: str, inp: PartitionInput, comms: list[np.ndarray], num_clients: int,
+    seed: int | np.random.RandomState,
 ) -> list[np.ndarray]:
-    """O-pFGL step 4-5: K-Means (``n_init=10``) on the communities' normalised label histograms."""
+    """O-pFGL step 4-5: K-Means (``n_init=10``) on the communities' normalised label histograms.
+
+    An ``int`` seed sorts each client's nodes; a ``RandomState`` (``rng = "reference"``) draws
+    the reference's K-Means from it and keeps its node order (communities in order, each
+    community's nodes in order), which :func:`~fgl_flower.datasets.splits.stratified_sequential`
+    depends on.
+    """
     comms = [c for c in comms if c.size]
     _need_communities(name, len(comms), num_clients,
                       "use fewer clients or raise num-communities.")
     hist = np.stack([np.bincount(inp.y[c], minlength=inp.num_classes) for c in comms]).astype(float)
     hist /= hist.sum(axis=1, keepdims=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # duplicate points: checked below
-        labels = KMeans(n_clusters=num_clients, n_init=10, random_state=seed).fit_predict(hist)
+    legacy = isinstance(seed, np.random.RandomState)
+    labels = legacy_kmeans_labels(hist, num_clients, seed) if legacy else kmeans_labels(hist, num_clients, seed)
     parts = [[c for c, lab in zip(comms, labels) if lab == k] for k in range(num_clients)]
     if any(not p for p in parts):
         raise ConfigError(
             f"{name}: K-Means found fewer than {num_clients} distinct label mixes among "
             f"{len(comms)} communities; use fewer clients or raise num-communities."
         )
-    return [np.sort(np.concatenate(p)) for p in parts]
+    return [np.concatenate(p) if legacy else np.sort(np.concatenate(p)) for p in parts]
 
 
 def louvain_owners(
-    inp: PartitionInput, num_owners: int, delta: int, seed: int, resolution: float = 1.0
+    inp: PartitionInput, num_owners: int, delta: int, seed: int, resolution: float = 1.0,
+    rng: np.random.RandomState | None = None,
 ) -> list[np.ndarray]:
     """O-pFGL/OpenFGL Louvain+ steps 1-3: Louvain, chunk, then greedy fill of ``num_owners``.
 
@@ -118,6 +139,9 @@ def louvain_owners(
     reach ``N // M + delta``; full owners (``>= N // M``) are retired
     while at least 2 remain. After 1000 skips the chunk goes to the smallest owner
     (the reference code's intent; its fallback is buggy).
+
+    With ``rng`` the communities come from python-louvain drawing from it (resolution 1, as
+    the reference), and each owner keeps its nodes in the order they were added.
     """
     n = inp.num_items
     target, chunk = n // num_owners, n // num_owners - delta
@@ -126,7 +150,10 @@ def louvain_owners(
             f"louvain-plus: num_nodes // num-communities - part-delta = {chunk} < 1 for "
             f"{inp.dataset!r} ({n} nodes); lower num-communities or part-delta."
         )
-    groups = sorted(louvain(inp, resolution, seed), key=lambda c: c[0])  # python-louvain id order
+    if rng is not None:
+        groups = python_louvain(inp, rng)
+    else:
+        groups = sorted(louvain(inp, resolution, seed), key=lambda c: c[0])  # python-louvain id order
     # The reference cuts one chunk off a community and queues the rest at the end of the
     # group list, so chunks are created breadth-first: every community's first chunk, then
     # every second chunk, ... The stable sort below keeps that order among equal sizes, so
@@ -154,12 +181,19 @@ def louvain_owners(
             ind = int(np.argmin(sizes[active]))
         owners[active[ind]].append(g)
         sizes[active[ind]] += g.size
-    return [np.sort(np.concatenate(o)) if o else np.empty(0, np.int64) for o in owners]
+    order = (lambda a: a) if rng is not None else np.sort
+    return [order(np.concatenate(o)) if o else np.empty(0, np.int64) for o in owners]
 
 
 _PLUS_OPTIONS = {
     "num-communities": Option(int, 100, "number of small communities grouped by K-Means"),
+    "rng": _RNG,
 }
+
+
+def _check_rng(name: str, opts: Mapping[str, Scalar | None]) -> None:
+    if opts["rng"] not in _RNG_MODES:
+        raise ConfigError(f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}.")
 
 
 @PARTITIONERS.register("louvain-plus")
@@ -174,12 +208,18 @@ class LouvainPlus(Partitioner):
         "resolution": _RESOLUTION,
     }
 
+    def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
+        _check_rng("louvain-plus", opts)
+        if opts["rng"] == "reference" and float(opts["resolution"]) != 1.0:  # type: ignore[arg-type]
+            raise ConfigError("louvain-plus: rng = 'reference' uses resolution 1 (as the reference code).")
+
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
+        rng = np.random.RandomState(seed) if opts["rng"] == "reference" else None
         owners = louvain_owners(inp, int(opts["num-communities"]), int(opts["part-delta"]),  # type: ignore[arg-type]
-                                seed, float(opts["resolution"]))  # type: ignore[arg-type]
-        return _kmeans_clients("louvain-plus", inp, owners, num_clients, seed)
+                                seed, float(opts["resolution"]), rng)  # type: ignore[arg-type]
+        return _kmeans_clients("louvain-plus", inp, owners, num_clients, seed if rng is None else rng)
 
 
 @PARTITIONERS.register("metis-plus")
@@ -189,11 +229,16 @@ class MetisPlus(Partitioner):
     tasks = frozenset({"node"})
     options = dict(_PLUS_OPTIONS)
 
+    def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
+        _check_rng("metis-plus", opts)
+
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
-        parts = metis(inp, int(opts["num-communities"]), seed)  # type: ignore[arg-type]
-        return _kmeans_clients("metis-plus", inp, parts, num_clients, seed)
+        reference = opts["rng"] == "reference"
+        parts = metis(inp, int(opts["num-communities"]), None if reference else seed)  # type: ignore[arg-type]
+        return _kmeans_clients("metis-plus", inp, parts, num_clients,
+                               np.random.RandomState(seed) if reference else seed)
 
 
 @PARTITIONERS.register("metis")
