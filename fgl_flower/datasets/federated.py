@@ -29,7 +29,7 @@ from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, 
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
 from fgl_flower.datasets.partition import PARTITIONERS, Partitioner, PartitionInput
-from fgl_flower.datasets.splits import NODE_SPLITS, SEQUENTIAL_SPLITS, check_ratios, graph_split
+from fgl_flower.datasets.splits import NODE_SPLITS, SEQUENTIAL_SPLITS, NodeSplitFn, Ratios, check_ratios, graph_split
 from fgl_flower.errors import ConfigError
 
 
@@ -222,11 +222,14 @@ def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     return part
 
 
-def _rng(cfg: DataConfig, partition_id: int) -> np.random.Generator | random.Random:
+def _rng(
+    cfg: DataConfig, partition_id: int, split: NodeSplitFn, ratios: Ratios
+) -> np.random.Generator | random.Random:
+    """The split's random source; for :data:`SEQUENTIAL_SPLITS` the shared stream after
+    ``split`` has drawn clients ``0..partition_id-1``."""
     if NODE_SPLITS.canonical(cfg.split_mode) not in SEQUENTIAL_SPLITS:
         return np.random.default_rng([cfg.split_seed, partition_id])
     rng = random.Random(cfg.split_seed)
-    split, ratios = NODE_SPLITS.get(cfg.split_mode), check_ratios(cfg.split)
     for k in range(partition_id):  # replay the earlier clients' draws
         split(_client_part(_part_config(cfg), k)["y"].numpy(), ratios, rng)
     return rng
@@ -260,7 +263,8 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
                                partition_id, cfg.num_clients)
     y = part["y"]
     n = y.numel()
-    tr, va, te = NODE_SPLITS.get(cfg.split_mode)(y.numpy(), ratios, _rng(cfg, partition_id))
+    split = NODE_SPLITS.get(cfg.split_mode)
+    tr, va, te = split(y.numpy(), ratios, _rng(cfg, partition_id, split, ratios))
     data = Data(x=part["x"], edge_index=part["edge_index"], y=y, global_id=part["global_id"],
                 train_mask=_mask(n, tr), val_mask=_mask(n, va), test_mask=_mask(n, te))
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)

@@ -62,30 +62,35 @@ def random_split(y: np.ndarray, ratios: Ratios, rng: np.random.Generator) -> Spl
     return _cut(rng.permutation(y.shape[0]), ratios)
 
 
-@NODE_SPLITS.register("stratified")
-def stratified_split(y: np.ndarray, ratios: Ratios, rng: np.random.Generator) -> Split:
-    """Per-class split: ``int(n_c r_tr)`` train, ``int(n_c r_va)`` val, the rest test."""
+def _per_class(y: np.ndarray, ratios: Ratios, permute: Callable[[np.ndarray], np.ndarray]) -> Split:
+    """Per class ``c`` present (ascending): ``permute`` its indices, then ``int(n_c r_tr)``
+    train, ``int(n_c r_va)`` val, the rest test."""
     out: list[list[np.ndarray]] = [[], [], []]
     for c in np.unique(y):
-        idx = rng.permutation(np.flatnonzero(y == c))
+        idx = permute(np.flatnonzero(y == c))
         n_tr, n_va = int(idx.size * ratios[0]), int(idx.size * ratios[1])
         for part, chunk in zip(out, (idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:])):
             part.append(chunk)
     return tuple(np.sort(np.concatenate(p)) if p else np.empty(0, np.int64) for p in out)  # type: ignore[return-value]
 
 
+@NODE_SPLITS.register("stratified")
+def stratified_split(y: np.ndarray, ratios: Ratios, rng: np.random.Generator) -> Split:
+    """Per-class split: ``int(n_c r_tr)`` train, ``int(n_c r_va)`` val, the rest test."""
+    return _per_class(y, ratios, rng.permutation)
+
+
 @NODE_SPLITS.register("stratified-sequential")
 def stratified_sequential(y: np.ndarray, ratios: Ratios, rng: random.Random) -> Split:
-    """Per class ``c = 0, 1, ...`` present: ``rng.shuffle`` the class's indices (ascending),
-    then ``int(n_c r_tr)`` train, ``int(n_c r_va)`` val, the rest test (O-pFGL reference)."""
-    out: list[list[int]] = [[], [], []]
-    for c in np.unique(y):
-        idx = np.flatnonzero(y == c).tolist()
-        rng.shuffle(idx)
-        n_tr, n_va = int(len(idx) * ratios[0]), int(len(idx) * ratios[1])
-        for part, chunk in zip(out, (idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:])):
-            part.extend(chunk)
-    return tuple(np.sort(np.asarray(p, dtype=np.int64)) for p in out)  # type: ignore[return-value]
+    """The per-class split with each class's indices (ascending) ``rng.shuffle``-d as a
+    Python list, as the O-pFGL reference code does."""
+
+    def shuffled(idx: np.ndarray) -> np.ndarray:
+        items = idx.tolist()
+        rng.shuffle(items)
+        return np.asarray(items, dtype=np.int64)
+
+    return _per_class(y, ratios, shuffled)
 
 
 def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> tuple[np.ndarray, np.ndarray]:

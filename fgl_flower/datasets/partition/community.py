@@ -196,6 +196,11 @@ def _check_rng(name: str, opts: Mapping[str, Scalar | None]) -> None:
         raise ConfigError(f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}.")
 
 
+def _reference_rng(opts: Mapping[str, Scalar | None], seed: int) -> np.random.RandomState | None:
+    """The one ``RandomState`` of ``rng = "reference"``; ``None`` for our own draws."""
+    return np.random.RandomState(seed) if opts["rng"] == "reference" else None
+
+
 @PARTITIONERS.register("louvain-plus")
 class LouvainPlus(Partitioner):
     """O-pFGL "Louvain+": ``num-communities`` size-capped Louvain groups, K-Means on label mixes."""
@@ -216,7 +221,7 @@ class LouvainPlus(Partitioner):
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
-        rng = np.random.RandomState(seed) if opts["rng"] == "reference" else None
+        rng = _reference_rng(opts, seed)
         owners = louvain_owners(inp, int(opts["num-communities"]), int(opts["part-delta"]),  # type: ignore[arg-type]
                                 seed, float(opts["resolution"]), rng)  # type: ignore[arg-type]
         return _kmeans_clients("louvain-plus", inp, owners, num_clients, seed if rng is None else rng)
@@ -235,10 +240,9 @@ class MetisPlus(Partitioner):
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
-        reference = opts["rng"] == "reference"
-        parts = metis(inp, int(opts["num-communities"]), None if reference else seed)  # type: ignore[arg-type]
-        return _kmeans_clients("metis-plus", inp, parts, num_clients,
-                               np.random.RandomState(seed) if reference else seed)
+        rng = _reference_rng(opts, seed)  # the reference keeps METIS's default seed
+        parts = metis(inp, int(opts["num-communities"]), seed if rng is None else None)  # type: ignore[arg-type]
+        return _kmeans_clients("metis-plus", inp, parts, num_clients, seed if rng is None else rng)
 
 
 @PARTITIONERS.register("metis")
