@@ -306,6 +306,25 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
             for doc, group in by_doc.items()}
 
 
+def check_run_folders(exps: list[Experiment]) -> None:
+    """Raise if two rows of one document (``exps`` and their sibling sections) would share a
+    run folder with different commands: a row's folder name holds only its *own* overrides,
+    so files whose ``[defaults]`` differ must tell their rows apart in the rows' ``set``."""
+    seen: dict[Path, tuple[list[str], Path | None]] = {}
+    for group in doc_sections(exps).values():
+        for exp in group:
+            for row in exp.rows:
+                folder = exp.out / row.slug
+                cmd = row.command("SEED", "OUT")
+                other = seen.setdefault(folder, (cmd, exp.source))
+                if other[0] != cmd:
+                    raise ConfigError(
+                        f"{exp.source} and {other[1]}: two different runs would share the run "
+                        f"folder {folder} ({shlex.join(cmd)} vs {shlex.join(other[0])}); put the "
+                        "setting that tells them apart in the rows' own `set`."
+                    )
+
+
 def write_docs(exps: list[Experiment]) -> list[Path]:
     """Write each experiment's table to its ``doc``; experiments sharing a ``doc`` (see
     :func:`doc_sections`) become its sections, under the first one's ``doc_title``."""

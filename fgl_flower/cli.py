@@ -196,9 +196,16 @@ def cmd_partition_stats(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
-    from fgl_flower.bench import load_experiment, run_experiment, select_rows, write_docs
+    from fgl_flower.bench import (
+        check_run_folders,
+        load_experiment,
+        run_experiment,
+        select_rows,
+        write_docs,
+    )
 
     exps = [load_experiment(f) for f in args.files]  # all validated before any run
+    check_run_folders(exps)
     seeds = None
     if args.seeds:
         try:

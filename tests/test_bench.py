@@ -107,3 +107,24 @@ def test_broken_sibling_section_is_an_error_not_a_lost_section(tmp_path):
     (tmp_path / "b.toml").write_text("title = \n")
     with pytest.raises(ConfigError, match="not valid TOML"):
         write_docs([a])
+
+
+def test_rows_of_one_doc_may_not_share_a_run_folder_with_different_commands(tmp_path):
+    from fgl_flower.bench import check_run_folders
+
+    def exp(name: str, defaults: str, own: str = "") -> None:
+        (tmp_path / f"{name}.toml").write_text(
+            f'title = "{name}"\ndoc = "docs/r.md"\nout = "runs/r"\nseeds = [0]\n'
+            f'[defaults]\nset = {{ {defaults} }}\n'
+            f'[[row]]\nmethod = "local"\ndataset = "Cora"\npartition = "louvain"\n{own}'
+        )
+
+    exp("a", "lr = 0.1")
+    exp("b", "lr = 0.1")  # the same run: sharing its folder is fine
+    a = load_experiment(tmp_path / "a.toml", root=tmp_path)
+    check_run_folders([a])
+    exp("b", "lr = 0.2")  # same folder name (defaults are not in it), another run
+    with pytest.raises(ConfigError, match="share the run folder"):
+        check_run_folders([a])
+    exp("b", "lr = 0.2", 'set = { "partition-seed" = 1 }\n')  # told apart by the row's own set
+    check_run_folders([a])

@@ -1,4 +1,5 @@
-"""The O-pFGL reference draws: legacy K-Means seeding, sequential splits, Louvain+ on Cora.
+"""The reference codes' draws: O-pFGL's legacy K-Means seeding, sequential splits and Louvain+
+on Cora; S2FGL's (FLGo's) python-louvain partition on Cora and CiteSeer.
 
 The pinned values were produced by an independent script running the reference pipeline
 with the reference's library versions (networkx 3.1, numpy 1.26.2, scikit-learn 1.2.2,
@@ -46,13 +47,14 @@ def test_stratified_sequential_cuts_per_class_and_continues_the_stream():
     assert not all(np.array_equal(a, b) for a, b in zip(first, second))
 
 
+@pytest.mark.parametrize("partition", ["louvain-plus", "louvain"])
 @pytest.mark.parametrize("opts, match", [
     ((("rng", "sklearn"),), "rng must be one of numpy, reference"),
     ((("resolution", 2.0), ("rng", "reference")), "resolution 1"),
 ])
-def test_bad_reference_options(opts, match):
+def test_bad_reference_options(partition, opts, match):
     with pytest.raises(ConfigError, match=match):
-        validate_data_config(DataConfig("Cora", "louvain-plus", 10, options=opts))
+        validate_data_config(DataConfig("Cora", partition, 10, options=opts))
 
 
 def _clients(data_root, dataset: str) -> list[tuple[list[int], list[int], list[int]]]:
@@ -83,3 +85,23 @@ def test_citeseer_louvain_plus_reference_partition(data_root):
     clients = _clients(data_root, "CiteSeer")
     assert [len(c[0]) for c in clients] == [545, 339, 655, 204, 455, 297, 181, 269, 304, 78]
     assert _digest(clients) == "6d810b391ab171e6"
+
+
+# FLGo's NodeLouvainPartitioner as the S2FGL code runs it: np.random.seed(97) (gen_task, seed 0),
+# python-louvain best_partition on the global state, communities by ascending size (ties kept in
+# community-id order), each to the smallest client. Sizes and sha256[:16] of the sorted lists.
+FLGO_LOUVAIN = {
+    "Cora": ([318, 329, 417, 429, 150, 164, 182, 198, 237, 284], "63e3074e2d071292"),
+    "CiteSeer": ([302, 318, 328, 340, 358, 372, 499, 251, 262, 297], "a329d2eb50c79be7"),
+}
+
+
+@pytest.mark.parametrize("dataset", [
+    "Cora", pytest.param("CiteSeer", marks=pytest.mark.slow)])
+def test_s2fgl_code_louvain_partition(data_root, dataset):
+    cfg = DataConfig(dataset, "louvain", 10, 97, data_root=str(data_root),
+                     options=(("rng", "reference"),))
+    clients = [load_client_data(cfg, k).data.global_id.tolist() for k in range(10)]
+    sizes, digest = FLGO_LOUVAIN[dataset]
+    assert [len(c) for c in clients] == sizes
+    assert _digest(clients) == digest

@@ -24,17 +24,33 @@ _RNG = Option(str, "numpy", "'numpy' (networkx Louvain, seeded K-Means) or 'refe
 _RNG_MODES = ("numpy", "reference")
 
 
+def _check_rng(name: str, opts: Mapping[str, Scalar | None]) -> None:
+    if opts["rng"] not in _RNG_MODES:
+        raise ConfigError(f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}.")
+
+
+def _reference_rng(opts: Mapping[str, Scalar | None], seed: int) -> np.random.RandomState | None:
+    """The one ``RandomState`` of ``rng = "reference"``; ``None`` for our own draws."""
+    return np.random.RandomState(seed) if opts["rng"] == "reference" else None
+
+
 def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarray]:
     """Louvain communities (networkx), largest first (ties: smallest node id first)."""
     comms = [np.array(sorted(c)) for c in louvain_communities(inp.graph, resolution=resolution, seed=seed)]
     return sorted(comms, key=lambda c: (-c.size, c[0]))
 
 
-def python_louvain(inp: PartitionInput, rng: np.random.RandomState) -> list[np.ndarray]:
-    """python-louvain's ``best_partition`` drawing from ``rng``; communities ordered by their
-    smallest node id (first appearance when walking the nodes), members ascending."""
+def python_louvain_labels(inp: PartitionInput, rng: np.random.RandomState) -> np.ndarray:
+    """``[N]`` community ids (``0..K-1``, python-louvain's numbering) of ``best_partition``
+    (resolution 1) drawing from ``rng``."""
     membership = community_louvain.best_partition(inp.graph, random_state=rng)
-    labels = np.fromiter((membership[i] for i in range(inp.num_items)), np.int64, inp.num_items)
+    return np.fromiter((membership[i] for i in range(inp.num_items)), np.int64, inp.num_items)
+
+
+def python_louvain(inp: PartitionInput, rng: np.random.RandomState) -> list[np.ndarray]:
+    """python-louvain's communities ordered by their smallest node id (first appearance when
+    walking the nodes), members ascending."""
+    labels = python_louvain_labels(inp, rng)
     comms = [np.flatnonzero(labels == c) for c in np.unique(labels)]
     return sorted(comms, key=lambda c: c[0])
 
@@ -80,15 +96,38 @@ class LouvainTopK(Partitioner):
 
 @PARTITIONERS.register("louvain")
 class LouvainGreedy(Partitioner):
-    """S2FGL/FLGo: communities by ascending size, each to the currently smallest client."""
+    """S2FGL/FLGo: communities by ascending size, each to the currently smallest client.
+
+    ``rng = "reference"`` takes the communities from python-louvain drawing from
+    ``RandomState(partition-seed)``, as FLGo's ``NodeLouvainPartitioner`` does from NumPy's
+    global state (which ``flgo.gen_task(seed=s)`` seeds with ``97 + s``), and orders equal-sized
+    communities by python-louvain's community id. The default draws networkx's Louvain.
+    """
 
     tasks = frozenset({"node"})
-    options = {"resolution": _RESOLUTION}
+    options = {
+        "resolution": _RESOLUTION,
+        "rng": Option(str, "numpy", "'numpy' (networkx Louvain) or 'reference' (the S2FGL/FLGo "
+                      "code's python-louvain, seeded by partition-seed)"),
+    }
+
+    def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
+        _check_rng("louvain", opts)
+        if opts["rng"] == "reference" and float(opts["resolution"]) != 1.0:  # type: ignore[arg-type]
+            raise ConfigError("louvain: rng = 'reference' uses resolution 1 (as the S2FGL code).")
 
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
-        comms = louvain(inp, float(opts["resolution"]), seed)[::-1]  # ascending size  # type: ignore[arg-type]
+        rng = _reference_rng(opts, seed)
+        if rng is None:
+            comms = louvain(inp, float(opts["resolution"]), seed)[::-1]  # ascending size  # type: ignore[arg-type]
+        else:
+            labels = python_louvain_labels(inp, rng)
+            # FLGo sorts with np.argsort's default (unstable) kind, whose tie order depends on
+            # the NumPy build and CPU; a stable sort keeps ties in community-id order.
+            order = np.argsort(np.bincount(labels), kind="stable")
+            comms = [np.flatnonzero(labels == c) for c in order]
         _need_communities("louvain", len(comms), num_clients,
                           "use fewer clients or a higher resolution.")
         parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
@@ -189,16 +228,6 @@ _PLUS_OPTIONS = {
     "num-communities": Option(int, 100, "number of small communities grouped by K-Means"),
     "rng": _RNG,
 }
-
-
-def _check_rng(name: str, opts: Mapping[str, Scalar | None]) -> None:
-    if opts["rng"] not in _RNG_MODES:
-        raise ConfigError(f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}.")
-
-
-def _reference_rng(opts: Mapping[str, Scalar | None], seed: int) -> np.random.RandomState | None:
-    """The one ``RandomState`` of ``rng = "reference"``; ``None`` for our own draws."""
-    return np.random.RandomState(seed) if opts["rng"] == "reference" else None
 
 
 @PARTITIONERS.register("louvain-plus")
