@@ -29,6 +29,13 @@ def _check_rng(name: str, opts: Mapping[str, Scalar | None]) -> None:
         raise ConfigError(f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}.")
 
 
+def _check_reference_louvain(name: str, opts: Mapping[str, Scalar | None]) -> None:
+    """``rng`` is known, and ``rng = "reference"`` runs python-louvain at resolution 1."""
+    _check_rng(name, opts)
+    if opts["rng"] == "reference" and float(opts["resolution"]) != 1.0:  # type: ignore[arg-type]
+        raise ConfigError(f"{name}: rng = 'reference' uses resolution 1 (as the reference code).")
+
+
 def _reference_rng(opts: Mapping[str, Scalar | None], seed: int) -> np.random.RandomState | None:
     """The one ``RandomState`` of ``rng = "reference"``; ``None`` for our own draws."""
     return np.random.RandomState(seed) if opts["rng"] == "reference" else None
@@ -40,19 +47,12 @@ def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarra
     return sorted(comms, key=lambda c: (-c.size, c[0]))
 
 
-def python_louvain_labels(inp: PartitionInput, rng: np.random.RandomState) -> np.ndarray:
-    """``[N]`` community ids (``0..K-1``, python-louvain's numbering) of ``best_partition``
-    (resolution 1) drawing from ``rng``."""
-    membership = community_louvain.best_partition(inp.graph, random_state=rng)
-    return np.fromiter((membership[i] for i in range(inp.num_items)), np.int64, inp.num_items)
-
-
 def python_louvain(inp: PartitionInput, rng: np.random.RandomState) -> list[np.ndarray]:
-    """python-louvain's communities ordered by their smallest node id (first appearance when
-    walking the nodes), members ascending."""
-    labels = python_louvain_labels(inp, rng)
-    comms = [np.flatnonzero(labels == c) for c in np.unique(labels)]
-    return sorted(comms, key=lambda c: c[0])
+    """python-louvain's ``best_partition`` (resolution 1) drawing from ``rng``: its
+    communities in its own id order (``0..K-1``), members ascending."""
+    membership = community_louvain.best_partition(inp.graph, random_state=rng)
+    labels = np.fromiter((membership[i] for i in range(inp.num_items)), np.int64, inp.num_items)
+    return [np.flatnonzero(labels == c) for c in np.unique(labels)]
 
 
 def metis(inp: PartitionInput, num_parts: int, seed: int | None) -> list[np.ndarray]:
@@ -112,9 +112,7 @@ class LouvainGreedy(Partitioner):
     }
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
-        _check_rng("louvain", opts)
-        if opts["rng"] == "reference" and float(opts["resolution"]) != 1.0:  # type: ignore[arg-type]
-            raise ConfigError("louvain: rng = 'reference' uses resolution 1 (as the S2FGL code).")
+        _check_reference_louvain("louvain", opts)
 
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
@@ -123,11 +121,9 @@ class LouvainGreedy(Partitioner):
         if rng is None:
             comms = louvain(inp, float(opts["resolution"]), seed)[::-1]  # ascending size  # type: ignore[arg-type]
         else:
-            labels = python_louvain_labels(inp, rng)
             # FLGo sorts with np.argsort's default (unstable) kind, whose tie order depends on
             # the NumPy build and CPU; a stable sort keeps ties in community-id order.
-            order = np.argsort(np.bincount(labels), kind="stable")
-            comms = [np.flatnonzero(labels == c) for c in order]
+            comms = sorted(python_louvain(inp, rng), key=len)
         _need_communities("louvain", len(comms), num_clients,
                           "use fewer clients or a higher resolution.")
         parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
@@ -189,8 +185,8 @@ def louvain_owners(
             f"louvain-plus: num_nodes // num-communities - part-delta = {chunk} < 1 for "
             f"{inp.dataset!r} ({n} nodes); lower num-communities or part-delta."
         )
-    if rng is not None:
-        groups = python_louvain(inp, rng)
+    if rng is not None:  # the reference orders them by smallest node id
+        groups = sorted(python_louvain(inp, rng), key=lambda c: c[0])
     else:
         groups = sorted(louvain(inp, resolution, seed), key=lambda c: c[0])  # python-louvain id order
     # The reference cuts one chunk off a community and queues the rest at the end of the
@@ -243,9 +239,7 @@ class LouvainPlus(Partitioner):
     }
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
-        _check_rng("louvain-plus", opts)
-        if opts["rng"] == "reference" and float(opts["resolution"]) != 1.0:  # type: ignore[arg-type]
-            raise ConfigError("louvain-plus: rng = 'reference' uses resolution 1 (as the reference code).")
+        _check_reference_louvain("louvain-plus", opts)
 
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
