@@ -1,23 +1,28 @@
 """The ClientApp: routes each message to the run's method client for this partition.
 
 Handlers: ``train``, ``evaluate``, ``query`` (default action) and ``query.<action>`` for
-every action a registered client declares. Each message builds a fresh client from the
+every action a registered method declares. Each message builds a fresh client from the
 run config, this node's partition data and its persistent ``context.state``.
+
+Loading this module imports Flower and the (torch-free) method registry only: in a
+deployment every message runs in a fresh process, so torch, the method's code and its
+data are imported by the handler that needs them.
 """
 
 from __future__ import annotations
 
-import torch
+from typing import TYPE_CHECKING
+
 from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
-from fgl_flower.clients.base import FGLClient
-from fgl_flower.clients.state import ClientState
 from fgl_flower.config import parse_run_config
-from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
+
+if TYPE_CHECKING:
+    from fgl_flower.clients.base import FGLClient
 
 app = ClientApp()
 
@@ -35,9 +40,14 @@ def build_client(context: Context) -> FGLClient:
         ) from e
     if num != cfg.num_clients:
         raise ConfigError(f"num-partitions={num} on this node but num-clients={cfg.num_clients}.")
+    import torch
+
+    from fgl_flower.clients.state import ClientState
+    from fgl_flower.datasets import load_client_data
+
     torch.set_num_threads(1)  # one CPU per simulated client; also makes runs reproducible
     data = load_client_data(cfg.data_config(), pid)
-    return METHODS.get(cfg.method).client(cfg, data, ClientState(context.state), pid)
+    return METHODS.get(cfg.method).client_class()(cfg, data, ClientState(context.state), pid)
 
 
 def _round(msg: Message) -> int:
@@ -64,5 +74,5 @@ def _query_handler(action: str):
 
 
 app.query()(_query_handler("default"))
-for _action in sorted({a for _, spec in METHODS.items() for a in spec.client.query_actions}):
+for _action in sorted({a for _, spec in METHODS.items() for a in spec.query_actions}):
     app.query(_action)(_query_handler(_action))

@@ -7,12 +7,32 @@ so adding one means registering it; nothing in the core dispatches on names.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable, Iterator
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from fgl_flower.errors import UnknownNameError
 
 T = TypeVar("T")
+
+
+def import_object(ref: Any) -> Any:
+    """The object named by ``ref = "package.module:attribute"``, imported on first use.
+
+    Registries name their heavy entries this way (a method's strategy and client, a
+    model class), so that looking a name up, validating a config or loading the
+    ClientApp imports nothing that the message at hand does not need. Any other value
+    (e.g. a class registered at run time) is returned unchanged.
+    """
+    if not isinstance(ref, str):
+        return ref
+    module, sep, attr = ref.partition(":")
+    if not sep:
+        raise ValueError(f"{ref!r} is not a 'package.module:attribute' reference")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def _norm(name: str) -> str:

@@ -55,7 +55,7 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
     out_dir = resolve_out_dir(cfg)
     recorder = RunRecorder(out_dir, cfg)
     log(INFO, "Writing results to %s", out_dir)
-    METHODS.get(cfg.method).strategy(cfg).start(grid, recorder=recorder)
+    METHODS.get(cfg.method).strategy_class()(cfg).start(grid, recorder=recorder)
     summary = recorder.finish()
     best = summary.get("best_val", {})
     log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; summary %s",

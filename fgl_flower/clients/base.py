@@ -30,10 +30,9 @@ class FGLClient:
     """Base of all clients: one instance per message, state in :class:`ClientState`.
 
     Subclasses implement :meth:`train` and :meth:`evaluate`, and :meth:`query` for the
-    actions listed in :attr:`query_actions` (routed as ``query.<action>`` messages).
+    actions their :class:`~fgl_flower.methods.MethodSpec` lists in ``query_actions``
+    (routed as ``query.<action>`` messages).
     """
-
-    query_actions: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -39,8 +39,6 @@ fixed zero vector, so the teacher is :math:`g_p(\mathbf e_i)`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from flwr.app import ArrayRecord, RecordDict
@@ -48,59 +46,16 @@ from torch import Tensor, nn
 
 from fgl_flower.clients.base import FGLClient, derive_seed
 from fgl_flower.clients.learner import NodeLearner, make_adam
-from fgl_flower.config import RunConfig
 from fgl_flower.datasets import NodeClientData
 from fgl_flower.errors import ConfigError
+from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.protocol import ARRAYS, METRICS
 
 #: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
 #: (``[C]``, :math:`\mathbf a^{(k)}`) up.
 PROXIES = "proxies"
-VARIANTS = {"official": 1.0, "paper": 5.0}  # variant -> its lambda1
 INITIAL_NODE_PROXY = 0.1  # the official code's initial per-node proxy value
-
-
-@dataclass(frozen=True)
-class FedSprayOptions:
-    """The ``fedspray.*`` run-config options, validated and resolved."""
-
-    variant: str
-    lambda1: float
-    lambda2: float
-    proxy_dim: int
-    proxy_lr: float
-    confidence: float
-    zero_proxies: bool
-
-    @classmethod
-    def from_config(cls, cfg: RunConfig) -> FedSprayOptions:
-        variant = str(cfg.option("variant")).lower()
-        if variant not in VARIANTS:
-            raise ConfigError(
-                f"fedspray.variant={variant!r}: use 'official' (the released code) or 'paper' "
-                "(Algorithm 1 as printed)."
-            )
-        lambda1 = float(cfg.option("lambda1"))
-        opts = cls(
-            variant=variant,
-            lambda1=VARIANTS[variant] if lambda1 < 0 else lambda1,
-            lambda2=float(cfg.option("lambda2")),
-            proxy_dim=int(cfg.option("proxy-dim")),
-            proxy_lr=float(cfg.option("proxy-lr")),
-            confidence=float(cfg.option("confidence")),
-            zero_proxies=bool(cfg.option("zero-proxies")),
-        )
-        if opts.proxy_dim < 1 or opts.proxy_lr <= 0 or opts.lambda2 < 0:
-            raise ConfigError("fedspray: proxy-dim must be >= 1, proxy-lr > 0 and lambda2 >= 0.")
-        if not 0.0 <= opts.confidence <= 1.0:
-            raise ConfigError(f"fedspray.confidence={opts.confidence} must be in [0, 1].")
-        return opts
-
-
-def check_config(cfg: RunConfig) -> None:
-    """Fail before training on bad ``fedspray.*`` options."""
-    FedSprayOptions.from_config(cfg)
 
 
 def kl_to_teacher(student_logits: Tensor, teacher_logp: Tensor) -> Tensor:

@@ -13,7 +13,6 @@ from collections.abc import Callable, Iterator
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.loader import DataLoader
 
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
@@ -207,7 +206,9 @@ class GraphLearner(Learner):
             keys = [k for k in keys if k.startswith(tuple(prefixes))]
         return keys
 
-    def _loader(self, graphs, shuffle: bool) -> DataLoader:
+    def _loader(self, graphs, shuffle: bool):
+        from torch_geometric.loader import DataLoader
+
         return DataLoader(graphs, batch_size=self.cfg.batch_size, shuffle=shuffle)
 
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:

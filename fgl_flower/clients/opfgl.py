@@ -10,14 +10,13 @@ Two messages per client, one upload and one download:
    it on the local graph with node-adaptive distillation from the frozen :math:`M_G`
    (§2.10-2.11). The reply carries only metrics (measurement, not protocol).
 
-Options are ``opfgl.<name>`` run-config keys (:class:`OPFGLOptions`).
+Options are ``opfgl.<name>`` run-config keys (:class:`~fgl_flower.methods.opfgl.OPFGLOptions`).
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -29,69 +28,14 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.learner import make_adam, node_metrics
-from fgl_flower.config import MethodOptions, RunConfig
-from fgl_flower.errors import ConfigError
+from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models import build_model
-from fgl_flower.models.opfgl import CondenseOptions
 from fgl_flower.protocol import METRICS
 
 #: Record names of the two O-pFGL payloads.
 STATS = "class-stats"
 PSEUDO_GRAPH = "pseudo-graph"
 STAT_KEYS = ("cnt", "present", "orig_cnt", "s1", "s2")
-VARIANTS = ("official", "paper")
-
-
-@dataclass(frozen=True)
-class OPFGLOptions(MethodOptions):
-    """O-pFGL hyperparameters (defaults: the official code's, spec §4.2)."""
-
-    variant: str = "official"
-    hops: int = CondenseOptions.hops
-    nodes_per_class: int = 1
-    rate: float = 0.0
-    # The pseudo-graph optimisation's defaults live in CondenseOptions (models layer).
-    condense_steps: int = CondenseOptions.steps
-    lr_feat: float = CondenseOptions.lr_feat
-    lr_adj: float = CondenseOptions.lr_adj
-    pge_hidden: int = CondenseOptions.hidden
-    edge_threshold: float = CondenseOptions.threshold
-    feat_alpha: float = CondenseOptions.feat_alpha
-    smoothness_alpha: float = CondenseOptions.smoothness_alpha
-    lr_global: float = 1e-4
-    lr_ft: float = 1e-4
-    max_steps: int = 3000
-    eval_every: int = 100
-    patience: int = 5
-    beta: float = 0.2
-    gamma_min: float = -1.0
-    gamma_max: float = -1.0
-    lp_iters: int = 2
-    lp_alpha: float = 0.9
-    topk: int = 0
-    conf_threshold: float = 0.95
-    degree_threshold: int = 0
-
-    @property
-    def paper(self) -> bool:
-        return self.variant == "paper"
-
-
-
-def check_config(cfg: RunConfig) -> None:
-    """Reject settings O-pFGL cannot run before anything starts."""
-    o = OPFGLOptions.from_config(cfg)
-    if cfg.num_rounds != 1:
-        raise ConfigError(
-            f"opfgl is one-shot (one upload, one download): set num-rounds=1 (got {cfg.num_rounds})."
-        )
-    if o.variant not in VARIANTS:
-        raise ConfigError(f"opfgl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
-    o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")
-    if o.rate < 0 or o.topk < 0 or o.condense_steps < 0 or o.max_steps < 0:
-        raise ConfigError("opfgl.rate, topk, condense-steps and max-steps must be non-negative.")
-    if not 0 <= o.lp_alpha <= 1:
-        raise ConfigError(f"opfgl.lp-alpha must be in [0, 1] (got {o.lp_alpha}).")
 
 
 # --- graph helpers -----------------------------------------------------------------------
@@ -240,8 +184,6 @@ def train_with_selection(
 
 class OPFGLClient(FGLClient):
     """Answers ``query.stats`` (upload) and ``train`` with the pseudo-graph (download)."""
-
-    query_actions = ("stats",)
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)

@@ -12,23 +12,7 @@ import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, Protocol
-
-from torch_geometric.data import Data, Dataset
-from torch_geometric.datasets import (
-    Actor,
-    Amazon,
-    Coauthor,
-    Flickr,
-    HeterophilousGraphDataset,
-    Planetoid,
-    TUDataset,
-    WebKB,
-    WikiCS,
-    WikipediaNetwork,
-)
-from torch_geometric.transforms import OneHotDegree
-from torch_geometric.utils import to_undirected
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from fgl_flower.datasets.features import SparseFeatures
 from fgl_flower.datasets.options import Option, Scalar, resolve_options
@@ -37,6 +21,9 @@ from fgl_flower.datasets.root import resolve_data_root
 from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS, contextual_sbm
 from fgl_flower.errors import DataUnavailableError
 from fgl_flower.registry import Registry
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data, Dataset
 
 Task = Literal["node", "graph"]
 
@@ -86,6 +73,8 @@ class PyGEntry:
         data = dataset[0]
         data.num_classes = int(dataset.num_classes)
         if options.get("undirected"):
+            from torch_geometric.utils import to_undirected
+
             data.edge_index = to_undirected(data.edge_index, num_nodes=data.num_nodes)
         return data
 
@@ -120,7 +109,14 @@ DATASETS: Registry[DatasetEntry] = Registry("dataset")
 DATASET_GROUPS: Registry[DatasetGroup] = Registry("dataset group")
 
 
-def _pyg(key: str, task: Task, cls: type[Dataset], folder: str, raw: str, **kw: object) -> None:
+def _one_hot_degree(max_degree: int):
+    """PyG's ``OneHotDegree(max_degree, cat=False)`` pre-transform (imported when used)."""
+    from torch_geometric.transforms import OneHotDegree
+
+    return OneHotDegree(max_degree, cat=False)
+
+
+def _pyg(key: str, task: Task, cls: str, folder: str, raw: str, **kw: object) -> None:
     pre = kw.pop("pre_transform", None)
     source = PyGSource(cls, folder, raw, kwargs=kw, pre_transform=pre)  # type: ignore[arg-type]
     options = dict(NODE_OPTIONS) if task == "node" else {}
@@ -131,33 +127,33 @@ def _populate() -> None:
     """Fill :data:`DATASETS` and :data:`DATASET_GROUPS` (called once, below)."""
     # --- node classification ------------------------------------------------------------
     for n in ("Cora", "CiteSeer", "PubMed"):
-        _pyg(n, "node", Planetoid, "Planetoid", f"{n}/raw", name=n)
+        _pyg(n, "node", "Planetoid", "Planetoid", f"{n}/raw", name=n)
     for n in ("Computers", "Photo"):
-        _pyg(n, "node", Amazon, "Amazon", f"{n}/raw", name=n)
+        _pyg(n, "node", "Amazon", "Amazon", f"{n}/raw", name=n)
     for n in ("CS", "Physics"):  # dense x would be 0.5 / 1.2 GB
-        _pyg(n, "node", Coauthor, "Coauthor", f"{n}/raw", name=n, pre_transform=SparseFeatures)
+        _pyg(n, "node", "Coauthor", "Coauthor", f"{n}/raw", name=n, pre_transform=SparseFeatures)
     for n in ("chameleon", "squirrel"):
-        _pyg(n, "node", WikipediaNetwork, "WikipediaNetwork", f"{n}/geom_gcn/raw",
+        _pyg(n, "node", "WikipediaNetwork", "WikipediaNetwork", f"{n}/geom_gcn/raw",
              name=n, geom_gcn_preprocess=True)
-    _pyg("Actor", "node", Actor, "Actor", "raw")
+    _pyg("Actor", "node", "Actor", "Actor", "raw")
     for n in ("Cornell", "Texas", "Wisconsin"):
-        _pyg(n, "node", WebKB, "WebKB", f"{n.lower()}/raw", name=n)
+        _pyg(n, "node", "WebKB", "WebKB", f"{n.lower()}/raw", name=n)
     for n in ("minesweeper", "tolokers", "roman-empire", "amazon-ratings", "questions"):
-        _pyg(n, "node", HeterophilousGraphDataset, "HeterophilousGraphDataset",
+        _pyg(n, "node", "HeterophilousGraphDataset", "HeterophilousGraphDataset",
              f"{n.replace('-', '_')}/raw", name=n)
-    _pyg("WikiCS", "node", WikiCS, "WikiCS", "raw", is_undirected=True)
-    _pyg("Flickr", "node", Flickr, "Flickr", "raw")
+    _pyg("WikiCS", "node", "WikiCS", "WikiCS", "raw", is_undirected=True)
+    _pyg("Flickr", "node", "Flickr", "Flickr", "raw")
     DATASETS.register("synthetic", SyntheticEntry())
 
     # --- graph classification (features as FedDense §2.2) --------------------------------
     tu_plain = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1", "PROTEINS", "DD", "ENZYMES")
     for n in tu_plain:
-        _pyg(n, "graph", TUDataset, "TUDataset", f"{n}/raw", name=n)
+        _pyg(n, "graph", "TUDataset", "TUDataset", f"{n}/raw", name=n)
     for n, dmax in (("IMDB-BINARY", 135), ("IMDB-MULTI", 88), ("COLLAB", 491)):
-        _pyg(n, "graph", TUDataset, "TUDataset", f"{n}/raw", name=n,
-             pre_transform=functools.partial(OneHotDegree, dmax, cat=False))
+        _pyg(n, "graph", "TUDataset", "TUDataset", f"{n}/raw", name=n,
+             pre_transform=functools.partial(_one_hot_degree, dmax))
     for n in ("Letter-low", "Letter-med", "Letter-high"):
-        _pyg(n, "graph", TUDataset, "TUDataset", f"{n}/raw", name=n, use_node_attr=True)
+        _pyg(n, "graph", "TUDataset", "TUDataset", f"{n}/raw", name=n, use_node_attr=True)
 
     # --- FedDense cross-dataset settings (spec §1 table; order matters) -------------------
     molecules = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1")

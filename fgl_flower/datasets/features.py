@@ -7,10 +7,13 @@ non-zero, 1.16 GB dense). Client parts therefore store ``x`` as a coalesced
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import Tensor
-from torch_geometric.data import Data
-from torch_geometric.transforms import BaseTransform
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
 #: Feature matrices with a smaller fraction of non-zeros are stored sparse.
 SPARSE_MAX_DENSITY = 0.1
@@ -38,10 +41,17 @@ def select_rows(x: Tensor, index: Tensor) -> Tensor:
     return x.index_select(0, index).coalesce() if x.is_sparse else x[index]
 
 
-class SparseFeatures(BaseTransform):
-    """Pre-transform storing ``data.x`` as sparse COO, so processed files stay small."""
+class SparseFeatures:
+    """Pre-transform storing ``data.x`` as sparse COO, so processed files stay small.
 
-    def forward(self, data: Data) -> Data:
+    A plain callable (PyG accepts any): defining it imports no PyG. Its ``repr`` is the
+    one PyG records beside processed files to detect a changed pre-transform.
+    """
+
+    def __call__(self, data: Data) -> Data:
         if data.x is not None and not data.x.is_sparse:
             data.x = data.x.float().to_sparse().coalesce()
         return data
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

@@ -6,7 +6,8 @@ clients, partition seed). It is computed once, cached on disk with one file per 
 from ``(split, split_mode, split_seed)`` on every load (they are cheap).
 
 Client ``x`` is stored sparse (COO, coalesced) where its density is below 10 %, see
-:mod:`fgl_flower.datasets.features`.
+:mod:`fgl_flower.datasets.features`. Loading a node client's cached part imports no PyG
+(its graph is a :class:`NodeGraph`); building a partition does.
 """
 
 from __future__ import annotations
@@ -16,13 +17,12 @@ import hashlib
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields, replace
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import subgraph
+from torch import Tensor
 
 from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part
 from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, load_dataset
@@ -31,6 +31,9 @@ from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unkno
 from fgl_flower.datasets.partition import PARTITIONERS, Partitioner, PartitionInput
 from fgl_flower.datasets.splits import NODE_SPLITS, SEQUENTIAL_SPLITS, NodeSplitFn, Ratios, check_ratios, graph_split
 from fgl_flower.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
 
 @dataclass(frozen=True)
@@ -48,17 +51,41 @@ class DataConfig:
     options: tuple[tuple[str, Scalar], ...] = ()  # partitioner/dataset options, sorted
 
 
-@dataclass
-class NodeClientData:
-    """One client's subgraph.
+@dataclass(frozen=True)
+class NodeGraph:
+    """One client's subgraph, as tensors on one device.
 
-    ``data`` holds ``x`` [n, F] (dense float32 or sparse COO), ``edge_index`` [2, E]
-    (local ids, induced from PyG's stored edges, so both directions for undirected
-    datasets), ``y`` [n] long, ``train_mask``/``val_mask``/``test_mask`` [n] bool and
-    ``global_id`` [n] long (node ids in the full graph).
+    ``x`` [n, F] (dense float32 or sparse COO), ``edge_index`` [2, E] (local ids, induced
+    from PyG's stored edges, so both directions for undirected datasets), ``y`` [n] long,
+    ``train_mask``/``val_mask``/``test_mask`` [n] bool and ``global_id`` [n] long (node
+    ids in the full graph).
     """
 
-    data: Data
+    x: Tensor
+    edge_index: Tensor
+    y: Tensor
+    train_mask: Tensor
+    val_mask: Tensor
+    test_mask: Tensor
+    global_id: Tensor
+
+    @property
+    def num_nodes(self) -> int:
+        return int(self.y.size(0))
+
+    def to(self, device: torch.device | str) -> NodeGraph:
+        """A copy with every tensor on ``device`` (``self`` if they already are)."""
+        device = torch.device(device)
+        if all(getattr(self, f.name).device == device for f in fields(self)):
+            return self
+        return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)})
+
+
+@dataclass
+class NodeClientData:
+    """One client's subgraph (:class:`NodeGraph`) and the dataset's dimensions."""
+
+    data: NodeGraph
     num_features: int
     num_classes: int  # of the whole dataset
     partition_id: int
@@ -165,6 +192,8 @@ def _check_parts(r: _Resolved, parts: list[np.ndarray], num_clients: int) -> Non
 
 
 def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
+    from torch_geometric.utils import subgraph
+
     data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
     n = data.num_nodes
     if cfg.num_clients > n:
@@ -218,6 +247,8 @@ def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     folder = ensure_partition(tag, meta, lambda: build(r, cfg))
     part = load_part(folder, partition_id)
     if r.task == "graph":
+        from torch_geometric.data import Data
+
         part["graphs"] = [Data.from_dict(g) for g in part["graphs"]]
     return part
 
@@ -265,8 +296,8 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     n = y.numel()
     split = NODE_SPLITS.get(cfg.split_mode)
     tr, va, te = split(y.numpy(), ratios, _rng(cfg, partition_id, split, ratios))
-    data = Data(x=part["x"], edge_index=part["edge_index"], y=y, global_id=part["global_id"],
-                train_mask=_mask(n, tr), val_mask=_mask(n, va), test_mask=_mask(n, te))
+    data = NodeGraph(x=part["x"], edge_index=part["edge_index"], y=y, global_id=part["global_id"],
+                     train_mask=_mask(n, tr), val_mask=_mask(n, va), test_mask=_mask(n, te))
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
 
 

@@ -13,12 +13,12 @@ import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-from torch_geometric.data import Dataset
-from torch_geometric.transforms import BaseTransform
+from typing import TYPE_CHECKING, Any
 
 from fgl_flower.datasets.root import file_lock, is_offline, mirror_path, shadow_dir
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Dataset
 
 
 class _Unavailable(Exception):
@@ -51,18 +51,19 @@ class PyGSource:
     """How to build one PyG dataset below a data root.
 
     Args:
-        cls: The PyG dataset class.
+        cls: Name of the PyG dataset class in ``torch_geometric.datasets`` (imported
+            when the dataset is loaded, so the catalog itself imports no PyG).
         folder: Sub-folder of the data root passed to ``cls`` as ``root``.
         raw_subdir: Folder of the raw files, relative to ``folder`` (for status checks).
         kwargs: Extra constructor arguments (e.g. ``name``).
         pre_transform: Factory of the ``pre_transform`` (kept lazy and picklable).
     """
 
-    cls: type[Dataset]
+    cls: str
     folder: str
     raw_subdir: str
     kwargs: Mapping[str, Any] = field(default_factory=dict)
-    pre_transform: Callable[[], BaseTransform] | None = None
+    pre_transform: Callable[[], Callable[[Any], Any]] | None = None
 
     def raw_folder(self, root: Path) -> Path:
         return root / self.folder / self.raw_subdir
@@ -76,9 +77,12 @@ class PyGSource:
         """Instantiate the dataset from a cache mirror of ``root/folder`` (may raise ``_Unavailable``)."""
         top = Path(self.raw_subdir).parts[0]
         mirror = shadow_dir(root, self.folder, "" if top == "raw" else top)
+        import torch_geometric.datasets
+
         pre = self.pre_transform() if self.pre_transform is not None else None
+        cls = getattr(torch_geometric.datasets, self.cls)
         with file_lock(mirror / ".lock"):  # one process runs PyG's processing at a time
-            return _guarded(self.cls)(str(mirror), pre_transform=pre, **self.kwargs)
+            return _guarded(cls)(str(mirror), pre_transform=pre, **self.kwargs)
 
 
 def _has_files(folder: Path) -> bool:

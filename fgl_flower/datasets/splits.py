@@ -21,7 +21,6 @@ import warnings
 from collections.abc import Callable, Sequence
 
 import numpy as np
-from sklearn.model_selection import train_test_split
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.registry import Registry
@@ -98,6 +97,8 @@ def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> 
         return idx, idx[:0]
     if test_size >= 1:
         return idx[:0], idx
+    from sklearn.model_selection import train_test_split  # graph tasks only
+
     try:
         a, b = train_test_split(idx, test_size=test_size, stratify=y, shuffle=True, random_state=seed)
     except ValueError:  # too few items of a class to stratify

@@ -17,13 +17,16 @@ but easy for a GCN, which averages the noise out over same-class neighbours.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import torch
-from torch_geometric.data import Data
-from torch_geometric.utils import to_undirected
 
 from fgl_flower.datasets.options import Option
 from fgl_flower.errors import ConfigError
+
+if TYPE_CHECKING:
+    from torch_geometric.data import Data
 
 #: Options accepted by the ``synthetic`` dataset (all reach the run config's options).
 SYNTHETIC_OPTIONS: dict[str, Option] = {
@@ -62,6 +65,9 @@ def contextual_sbm(
         ``Data`` with ``x`` [n, F] float32, undirected ``edge_index`` [2, E] (both
         directions), ``y`` [n] long and ``num_classes``. Nodes are ordered by class.
     """
+    from torch_geometric.data import Data
+    from torch_geometric.utils import to_undirected
+
     if num_classes < 2 or num_nodes < 2 * num_classes:
         raise ConfigError("synthetic: need num-classes >= 2 and num-nodes >= 2 * num-classes.")
     if not 0.0 <= homophily <= 1.0 or not 0.0 <= imbalance < 1.0:

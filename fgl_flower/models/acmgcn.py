@@ -14,7 +14,6 @@ from torch import Tensor, nn
 from torch_geometric.index import index2ptr
 from torch_geometric.utils import scatter, to_torch_csr_tensor
 
-from fgl_flower.models.registry import MODELS, ModelSpec
 from fgl_flower.models.sparse import GraphCache, _CSRMatmul
 
 
@@ -215,6 +214,3 @@ class ACMGCN(nn.Module):
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         return self.classifier(self.embed(x, edge_index, edge_weight))
 
-
-MODELS.register("acmgcn", ModelSpec(ACMGCN, "node"))
-MODELS.register("acm-gcn", ModelSpec(ACMGCN, "node"))

@@ -6,7 +6,6 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GINConv, global_add_pool
 
-from fgl_flower.models.registry import MODELS, ModelSpec
 
 
 class GIN(nn.Module):
@@ -48,5 +47,3 @@ class GIN(nn.Module):
         x = F.dropout(F.relu(self.post(x)), self.dropout, self.training)
         return self.readout(x)
 
-
-MODELS.register("gin", ModelSpec(GIN, "graph"))

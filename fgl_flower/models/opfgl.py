@@ -17,6 +17,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fgl_flower.methods.opfgl import CondenseOptions
+
 
 class LinkPredictor(nn.Module):
     r"""PGE: edge logits :math:`E_{ij} = g_\theta(\mathbf x'_i \,\|\, \mathbf x'_j)` for all
@@ -142,21 +144,6 @@ def smoothness_loss(x: Tensor, w: Tensor, per_dimension: bool = True) -> Tensor:
     kernel = torch.exp(-0.5 * diff2).mean(-1) if per_dimension else torch.exp(-0.5 * diff2.sum(-1))
     total = w.sum()
     return (w * kernel).sum() / total if total > 0 else total
-
-
-@dataclass(frozen=True)
-class CondenseOptions:
-    """Hyperparameters of the pseudo-graph optimisation (spec §4.2)."""
-
-    hops: int = 1
-    steps: int = 3000
-    lr_feat: float = 5e-3
-    lr_adj: float = 1e-3
-    hidden: int = 128
-    threshold: float = 0.01
-    feat_alpha: float = 10.0
-    smoothness_alpha: float = 0.1
-    paper: bool = False  # binary adjacency, variance matching, L2 smoothness kernel
 
 
 @dataclass

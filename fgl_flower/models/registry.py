@@ -1,15 +1,21 @@
-"""Model registry: name -> builder, with the task each model serves."""
+"""Model registry: name -> builder, with the task each model serves.
+
+Torch-free to import: entries name their class as ``"module:Class"`` and the class is
+imported when a model is built, so validating a config or choosing a model imports
+nothing heavy (a GCN run never imports PyG's layers).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING, Any
 
 from fgl_flower.errors import ConfigError
-from fgl_flower.registry import Registry
+from fgl_flower.registry import Registry, import_object
+
+if TYPE_CHECKING:
+    from torch import nn
 
 
 @dataclass(frozen=True)
@@ -18,15 +24,34 @@ class ModelSpec:
 
     Attributes:
         cls: Module class taking ``(in_channels, hidden_channels, out_channels,
-            num_layers, dropout)``.
+            num_layers, dropout)``, or its ``"module:Class"`` path.
         task: ``"node"`` or ``"graph"``.
+        embeds: The model has ``embed(x, edge_index) -> [N, d]`` node representations and
+            a linear ``classifier`` (what S2FGL needs).
     """
 
-    cls: Callable[..., nn.Module]
+    cls: Callable[..., Any] | str
     task: str
+    embeds: bool = False
+
+    def model_class(self) -> Callable[..., nn.Module]:
+        """The class (imported now if registered by path)."""
+        return import_object(self.cls)
 
 
 MODELS: Registry[ModelSpec] = Registry("model")
+
+for _names, _cls, _task, _embeds in (
+    (("gcn",), "fgl_flower.models.node:GCN", "node", False),
+    (("mlp",), "fgl_flower.models.node:MLP", "node", False),
+    (("sgc",), "fgl_flower.models.pyg:SGC", "node", False),
+    (("graphsage", "sage"), "fgl_flower.models.pyg:GraphSAGE", "node", False),
+    (("gat",), "fgl_flower.models.pyg:GAT", "node", False),
+    (("acmgcn", "acm-gcn"), "fgl_flower.models.acmgcn:ACMGCN", "node", True),
+    (("gin",), "fgl_flower.models.graph:GIN", "graph", False),
+):
+    for _name in _names:
+        MODELS.register(_name, ModelSpec(_cls, _task, _embeds))
 
 #: Parameter initialisations, selected by the ``model-init`` run-config key.
 INITS: Registry[Callable[[nn.Module], None]] = Registry("model-init")
@@ -38,15 +63,17 @@ def _default_init(model: nn.Module) -> None:
 
 
 @INITS.register("uniform01")
-@torch.no_grad()
 def uniform01_init(model: nn.Module) -> None:
     """Every parameter, weights and biases, drawn from :math:`U[0, 1)`.
 
     This is what FedSpray's official code does to all its GNN backbones (spec §2.2); it is
     offered to reproduce that paper's baselines under the same initialisation.
     """
-    for p in model.parameters():
-        p.uniform_()
+    import torch
+
+    with torch.no_grad():
+        for p in model.parameters():
+            p.uniform_()
 
 
 def build_model(
@@ -70,6 +97,7 @@ def build_model(
             f"Model {name!r} is for {spec.task}-level tasks, but this dataset is {task}-level. "
             f"Use one of: {', '.join(others)}."
         )
-    model = spec.cls(in_channels, hidden, out_channels, num_layers, dropout)
-    INITS.get(init)(model)
+    initialise = INITS.get(init)
+    model = spec.model_class()(in_channels, hidden, out_channels, num_layers, dropout)
+    initialise(model)
     return model

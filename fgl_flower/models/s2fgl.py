@@ -16,9 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-#: Eigensolvers of FGMA: exact dense ``eigh`` of the symmetrised Laplacian (spec §9
-#: item 10, default) or ARPACK on the code's non-symmetric Laplacian (code-faithful).
-EIG_MODES = ("dense-sym", "eigsh-asym")
+from fgl_flower.methods.s2fgl import EIG_MODES
+
 
 
 # --- SALC (spec §3.1) ---------------------------------------------------------------------

@@ -19,8 +19,6 @@ from collections.abc import Callable
 
 import torch
 from torch import Tensor
-from torch_geometric.nn.conv.gcn_conv import gcn_norm
-from torch_geometric.utils import to_torch_csr_tensor
 
 
 def _key(t: Tensor | None) -> tuple:
@@ -51,9 +49,35 @@ class GraphCache:
 def gcn_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None,
                   add_self_loops: bool = True, dtype: torch.dtype = torch.float32) -> Tensor:
     r"""The transposed normalized adjacency :math:`\hat{\mathbf A}^\top` as CSR ``[N, N]``,
-    so that ``adj_t @ h`` aggregates messages from sources into targets as GCNConv does."""
-    ei, ew = gcn_norm(edge_index, edge_weight, num_nodes, False, add_self_loops, dtype=dtype)
-    return to_torch_csr_tensor(ei.flip(0), ew, size=(num_nodes, num_nodes))
+    so that ``adj_t @ h`` aggregates messages from sources into targets as GCNConv does.
+
+    .. math::
+        \hat{\mathbf A} = \hat{\mathbf D}^{-1/2}(\mathbf A + \mathbf I)\hat{\mathbf D}^{-1/2},
+        \qquad \hat D_{ii} = \textstyle\sum_j (\mathbf A + \mathbf I)_{ji}
+
+    Bit for bit what PyG's ``gcn_norm`` (remaining self-loops of weight 1, in-degree
+    normalisation) followed by ``to_torch_csr_tensor`` builds, without importing PyG.
+    ``edge_index [2, E]`` (source, target), ``edge_weight [E]`` (default 1).
+    """
+    device = edge_index.device
+    if add_self_loops:
+        keep = edge_index[0] != edge_index[1]
+        loop = torch.arange(num_nodes, device=device)
+        if edge_weight is not None:  # an existing self-loop keeps its weight
+            loop_weight = edge_weight.new_ones(num_nodes)
+            loop_weight[edge_index[0][~keep]] = edge_weight[~keep]
+            edge_weight = torch.cat([edge_weight[keep], loop_weight])
+        edge_index = torch.cat([edge_index[:, keep], torch.stack([loop, loop])], dim=1)
+    if edge_weight is None:
+        edge_weight = torch.ones(edge_index.size(1), dtype=dtype, device=device)
+    row, col = edge_index
+    deg = edge_weight.new_zeros(num_nodes).scatter_add_(0, col, edge_weight)
+    deg_inv_sqrt = deg.pow_(-0.5)
+    deg_inv_sqrt.masked_fill_(deg_inv_sqrt == float("inf"), 0)
+    value = deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
+    adj_t = torch.sparse_coo_tensor(torch.stack([col, row]), value, (num_nodes, num_nodes),
+                                    check_invariants=False)
+    return adj_t.coalesce().to_sparse_csr()
 
 
 class _CSRMatmul(torch.autograd.Function):

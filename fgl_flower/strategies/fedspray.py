@@ -23,7 +23,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
-from fgl_flower.clients.fedspray import PROXIES, FedSprayOptions
+from fgl_flower.clients.fedspray import PROXIES
+from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies
 from fgl_flower.strategies.fedavg import FedAvgStrategy

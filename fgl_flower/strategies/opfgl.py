@@ -32,10 +32,9 @@ from torch import Tensor
 
 from fgl_flower.allocator import retain_freed_memory
 from fgl_flower.clients.base import derive_seed
-from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS, OPFGLOptions
-from fgl_flower.models.opfgl import (
-    ClassStatistics, CondenseOptions, PseudoGraph, condense, synthetic_class_sizes,
-)
+from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS
+from fgl_flower.methods.opfgl import OPFGLOptions
+from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synthetic_class_sizes
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
@@ -68,14 +67,6 @@ class OPFGLStrategy(FGLStrategy):
         super().__init__(cfg)
         self.opts = OPFGLOptions.from_config(cfg)
 
-    def condense_options(self) -> CondenseOptions:
-        o = self.opts
-        return CondenseOptions(
-            hops=o.hops, steps=o.condense_steps, lr_feat=o.lr_feat, lr_adj=o.lr_adj,
-            hidden=o.pge_hidden, threshold=o.edge_threshold, feat_alpha=o.feat_alpha,
-            smoothness_alpha=o.smoothness_alpha, paper=o.paper,
-        )
-
     def num_features(self, dim: int) -> int:
         """Raw feature width :math:`f` from the statistics width :math:`(h+1)f`."""
         if dim % (self.opts.hops + 1):
@@ -94,7 +85,7 @@ class OPFGLStrategy(FGLStrategy):
 
     def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:
         sizes = synthetic_class_sizes(stats, self.opts.nodes_per_class, self.opts.rate)
-        opts = self.condense_options()
+        opts = self.opts.condense_options()
         log(INFO, "pseudo-graph: optimising %d nodes for %d steps", sum(sizes), opts.steps)
         retain_freed_memory()  # the step's [n', n', f] temporaries: reuse, don't re-map them
         graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), opts,

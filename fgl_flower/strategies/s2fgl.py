@@ -26,7 +26,8 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 
 from fgl_flower.clients.base import derive_seed
-from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY, S2FGLOptions
+from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY
+from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.config import RunConfig
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository
 from fgl_flower.strategies.fedavg import FedAvgStrategy

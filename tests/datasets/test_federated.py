@@ -65,7 +65,7 @@ def test_cache_hit_identical_and_on_disk():
     _client_part.cache_clear()  # force a read from disk
     b = load_client_data(cfg, 2)
     for key in ("x", "edge_index", "y", "global_id", "train_mask", "val_mask", "test_mask"):
-        assert torch.equal(a.data[key], b.data[key])
+        assert torch.equal(getattr(a.data, key), getattr(b.data, key))
 
 
 def test_split_seed_changes_masks_not_partition():

@@ -86,7 +86,7 @@ def test_bad_options_fail_when_parsing_the_config(key, value, match):
 
 
 def test_lambda1_default_depends_on_variant():
-    from fgl_flower.clients.fedspray import FedSprayOptions
+    from fgl_flower.methods.fedspray import FedSprayOptions
 
     flat = load_app_defaults()
     flat["method"] = "fedspray"

@@ -12,13 +12,15 @@ import abc
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
-import networkx as nx
 import numpy as np
 
 from fgl_flower.datasets.options import Option, Scalar
 from fgl_flower.registry import Registry
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 PartitionTask = Literal["node", "graph", "group"]
 
@@ -48,6 +50,8 @@ class PartitionInput:
     @cached_property
     def graph(self) -> nx.Graph:
         """The undirected simple graph as networkx (built on first use)."""
+        import networkx as nx
+
         g = nx.Graph()
         g.add_nodes_from(range(self.num_items))
         if self.edges is not None:

@@ -1,6 +1,8 @@
 """Structure-based node partitioners (Louvain and METIS families).
 
 All run on the undirected simple graph of :class:`PartitionInput` (self-loops removed).
+Their libraries (networkx, python-louvain, pymetis, scikit-learn) are imported when a
+partition is built, not when the registry is loaded.
 """
 
 from __future__ import annotations
@@ -8,14 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 import numpy as np
-import pymetis
-import scipy.sparse as sp
-from community import community_louvain
-from networkx.algorithms.community import louvain_communities
 
 from fgl_flower.datasets.options import Option, Scalar
 from fgl_flower.datasets.partition.base import PARTITIONERS, Partitioner, PartitionInput
-from fgl_flower.datasets.partition.kmeans import kmeans_labels, legacy_kmeans_labels
 from fgl_flower.errors import ConfigError
 
 _RESOLUTION = Option(float, 1.0, "Louvain resolution (higher = more, smaller communities)")
@@ -43,6 +40,8 @@ def _reference_rng(opts: Mapping[str, Scalar | None], seed: int) -> np.random.Ra
 
 def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarray]:
     """Louvain communities (networkx), largest first (ties: smallest node id first)."""
+    from networkx.algorithms.community import louvain_communities
+
     comms = [np.array(sorted(c)) for c in louvain_communities(inp.graph, resolution=resolution, seed=seed)]
     return sorted(comms, key=lambda c: (-c.size, c[0]))
 
@@ -50,6 +49,8 @@ def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarra
 def python_louvain(inp: PartitionInput, rng: np.random.RandomState) -> list[np.ndarray]:
     """python-louvain's ``best_partition`` (resolution 1) drawing from ``rng``: its
     communities in its own id order (``0..K-1``), members ascending."""
+    from community import community_louvain
+
     membership = community_louvain.best_partition(inp.graph, random_state=rng)
     labels = np.fromiter((membership[i] for i in range(inp.num_items)), np.int64, inp.num_items)
     return [np.flatnonzero(labels == c) for c in np.unique(labels)]
@@ -58,6 +59,9 @@ def python_louvain(inp: PartitionInput, rng: np.random.RandomState) -> list[np.n
 def metis(inp: PartitionInput, num_parts: int, seed: int | None) -> list[np.ndarray]:
     """``num_parts`` balanced METIS parts (pymetis), possibly empty for tiny graphs.
     ``seed=None`` keeps METIS's default seed (as the O-pFGL reference code does)."""
+    import pymetis
+    import scipy.sparse as sp
+
     n = inp.num_items
     if num_parts == 1:
         return [np.arange(n)]
@@ -151,6 +155,8 @@ def _kmeans_clients(
                       "use fewer clients or raise num-communities.")
     hist = np.stack([np.bincount(inp.y[c], minlength=inp.num_classes) for c in comms]).astype(float)
     hist /= hist.sum(axis=1, keepdims=True)
+    from fgl_flower.datasets.partition.kmeans import kmeans_labels, legacy_kmeans_labels
+
     legacy = isinstance(seed, np.random.RandomState)
     labels = legacy_kmeans_labels(hist, num_clients, seed) if legacy else kmeans_labels(hist, num_clients, seed)
     parts = [[c for c, lab in zip(comms, labels) if lab == k] for k in range(num_clients)]

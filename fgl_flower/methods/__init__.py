@@ -2,7 +2,13 @@
 
 Adding a method = ``strategies/<m>.py`` + ``clients/<m>.py`` + one :class:`MethodSpec`
 entry here (and its option defaults under ``[tool.flwr.app.config.<m>]`` in
-``pyproject.toml``, which a contract test keeps in sync with ``options`` below).
+``pyproject.toml``, which a contract test keeps in sync with ``options`` below). Options
+that need more than a dict (types, validation) get a torch-free module
+``methods/<m>.py``.
+
+The table names strategies and clients as ``"module:Class"`` strings, imported on first
+use: looking a method up, validating a config or loading the ClientApp imports no
+method's code (nor torch), and a message imports only its own method.
 """
 
 from __future__ import annotations
@@ -10,26 +16,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
+from typing import TYPE_CHECKING
 
-from fgl_flower.clients.base import FGLClient
-from fgl_flower.clients.fedavg import FedAvgClient
-from fgl_flower.clients.fedspray import FedSprayClient
-from fgl_flower.clients.fedspray import check_config as check_fedspray
-from fgl_flower.clients.fedprox import FedProxClient
-from fgl_flower.clients.local import LocalClient
-from fgl_flower.clients.opfgl import OPFGLClient, OPFGLOptions
-from fgl_flower.clients.opfgl import check_config as check_opfgl
-from fgl_flower.clients.s2fgl import S2FGLClient, S2FGLOptions
-from fgl_flower.clients.s2fgl import check_config as check_s2fgl
 from fgl_flower.config import RunConfig
-from fgl_flower.registry import Registry
-from fgl_flower.strategies.base import FGLStrategy
-from fgl_flower.strategies.fedavg import FedAvgStrategy
-from fgl_flower.strategies.fedspray import FedSprayStrategy
-from fgl_flower.strategies.fedprox import FedProxStrategy
-from fgl_flower.strategies.local import LocalStrategy
-from fgl_flower.strategies.opfgl import OPFGLStrategy
-from fgl_flower.strategies.s2fgl import S2FGLStrategy
+from fgl_flower.methods import fedspray, opfgl, s2fgl
+from fgl_flower.registry import Registry, import_object
+
+if TYPE_CHECKING:
+    from fgl_flower.clients.base import FGLClient
+    from fgl_flower.strategies.base import FGLStrategy
 
 Scalar = int | float | bool | str
 
@@ -40,27 +35,40 @@ class MethodSpec:
 
     Attributes:
         name: Config/CLI name (``method=<name>``).
-        strategy: Server half, a :class:`FGLStrategy` subclass.
-        client: Client half, a :class:`FGLClient` subclass.
+        strategy: Server half, a :class:`~fgl_flower.strategies.base.FGLStrategy`
+            subclass or its ``"module:Class"`` path.
+        client: Client half, a :class:`~fgl_flower.clients.base.FGLClient` subclass or
+            its ``"module:Class"`` path.
         tasks: Tasks it supports (``"node"``, ``"graph"``).
         options: Method hyperparameters and their defaults (``<name>.<option>`` keys).
         summary: One line for docs and ``fgl methods``.
         reference: Paper it implements.
         check: Validates the method's options of a parsed config (raises
             :class:`~fgl_flower.errors.ConfigError`); run before anything starts.
+        query_actions: The ``query.<action>`` messages its client answers (the ClientApp
+            registers a handler for each).
     """
 
     name: str
-    strategy: type[FGLStrategy]
-    client: type[FGLClient]
+    strategy: type[FGLStrategy] | str
+    client: type[FGLClient] | str
     tasks: tuple[str, ...]
     summary: str
     reference: str = ""
     options: Mapping[str, Scalar] = field(default_factory=dict)
     check: Callable[[RunConfig], None] | None = None
+    query_actions: tuple[str, ...] = ()
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
+
+    def strategy_class(self) -> type[FGLStrategy]:
+        """The strategy class (imported now if registered by path)."""
+        return import_object(self.strategy)
+
+    def client_class(self) -> type[FGLClient]:
+        """The client class (imported now if registered by path)."""
+        return import_object(self.client)
 
 
 METHODS: Registry[MethodSpec] = Registry("method")
@@ -76,15 +84,15 @@ def register_method(spec: MethodSpec) -> MethodSpec:
 for _spec in (
     MethodSpec(
         name="local",
-        strategy=LocalStrategy,
-        client=LocalClient,
+        strategy="fgl_flower.strategies.local:LocalStrategy",
+        client="fgl_flower.clients.local:LocalClient",
         tasks=("node", "graph"),
         summary="Each client trains alone; nothing is averaged.",
     ),
     MethodSpec(
         name="fedavg",
-        strategy=FedAvgStrategy,
-        client=FedAvgClient,
+        strategy="fgl_flower.strategies.fedavg:FedAvgStrategy",
+        client="fgl_flower.clients.fedavg:FedAvgClient",
         tasks=("node", "graph"),
         summary="Average of the shared parameters weighted by training examples.",
         reference="McMahan et al., AISTATS 2017",
@@ -92,8 +100,8 @@ for _spec in (
     ),
     MethodSpec(
         name="fedprox",
-        strategy=FedProxStrategy,
-        client=FedProxClient,
+        strategy="fgl_flower.strategies.fedprox:FedProxStrategy",
+        client="fgl_flower.clients.fedprox:FedProxClient",
         tasks=("node", "graph"),
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
@@ -101,8 +109,8 @@ for _spec in (
     ),
     MethodSpec(
         name="fedspray",
-        strategy=FedSprayStrategy,
-        client=FedSprayClient,
+        strategy="fgl_flower.strategies.fedspray:FedSprayStrategy",
+        client="fgl_flower.clients.fedspray:FedSprayClient",
         tasks=("node",),
         summary="Personalized GNNs distilled from a global feature-structure encoder with "
         "class-wise structure proxies.",
@@ -116,29 +124,30 @@ for _spec in (
             "confidence": 0.7,
             "zero-proxies": False,
         },
-        check=check_fedspray,
+        check=fedspray.check_config,
     ),
     MethodSpec(
         name="opfgl",
-        strategy=OPFGLStrategy,
-        client=OPFGLClient,
+        strategy="fgl_flower.strategies.opfgl:OPFGLStrategy",
+        client="fgl_flower.clients.opfgl:OPFGLClient",
         tasks=("node",),
         summary="One-shot: class statistics up, a condensed global pseudo-graph down, then "
         "local two-stage training with node-adaptive distillation.",
         reference="Yan et al., O-pFGL (one-shot personalized FGL)",
-        options=OPFGLOptions.defaults(),
-        check=check_opfgl,
+        options=opfgl.OPFGLOptions.defaults(),
+        check=opfgl.check_config,
+        query_actions=("stats",),
     ),
     MethodSpec(
         name="s2fgl",
-        strategy=S2FGLStrategy,
-        client=S2FGLClient,
+        strategy="fgl_flower.strategies.s2fgl:S2FGLStrategy",
+        client="fgl_flower.clients.s2fgl:S2FGLClient",
         tasks=("node",),
         summary="FedAvg with a SALC-prototype knowledge repository (NLIR distillation) and "
         "spectral alignment to the global model (FGMA).",
         reference="Tan et al., ICML 2025",
-        options=S2FGLOptions.defaults(),
-        check=check_s2fgl,
+        options=s2fgl.S2FGLOptions.defaults(),
+        check=s2fgl.check_config,
     ),
 ):
     register_method(_spec)

@@ -1,0 +1,56 @@
+"""FedSpray's run options (``fedspray.*``) and their validation.
+
+Torch-free, like every module of :mod:`fgl_flower.methods`: a bad option is reported
+before anything heavy is imported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import RunConfig
+from fgl_flower.errors import ConfigError
+
+VARIANTS = {"official": 1.0, "paper": 5.0}  # variant -> its lambda1
+
+
+@dataclass(frozen=True)
+class FedSprayOptions:
+    """The ``fedspray.*`` run-config options, validated and resolved."""
+
+    variant: str
+    lambda1: float
+    lambda2: float
+    proxy_dim: int
+    proxy_lr: float
+    confidence: float
+    zero_proxies: bool
+
+    @classmethod
+    def from_config(cls, cfg: RunConfig) -> FedSprayOptions:
+        variant = str(cfg.option("variant")).lower()
+        if variant not in VARIANTS:
+            raise ConfigError(
+                f"fedspray.variant={variant!r}: use 'official' (the released code) or 'paper' "
+                "(Algorithm 1 as printed)."
+            )
+        lambda1 = float(cfg.option("lambda1"))
+        opts = cls(
+            variant=variant,
+            lambda1=VARIANTS[variant] if lambda1 < 0 else lambda1,
+            lambda2=float(cfg.option("lambda2")),
+            proxy_dim=int(cfg.option("proxy-dim")),
+            proxy_lr=float(cfg.option("proxy-lr")),
+            confidence=float(cfg.option("confidence")),
+            zero_proxies=bool(cfg.option("zero-proxies")),
+        )
+        if opts.proxy_dim < 1 or opts.proxy_lr <= 0 or opts.lambda2 < 0:
+            raise ConfigError("fedspray: proxy-dim must be >= 1, proxy-lr > 0 and lambda2 >= 0.")
+        if not 0.0 <= opts.confidence <= 1.0:
+            raise ConfigError(f"fedspray.confidence={opts.confidence} must be in [0, 1].")
+        return opts
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Fail before training on bad ``fedspray.*`` options."""
+    FedSprayOptions.from_config(cfg)

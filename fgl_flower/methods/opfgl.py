@@ -1,0 +1,85 @@
+"""O-pFGL's run options (``opfgl.*``), the pseudo-graph optimisation's hyperparameters and
+their validation (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+
+VARIANTS = ("official", "paper")
+
+
+@dataclass(frozen=True)
+class CondenseOptions:
+    """Hyperparameters of the pseudo-graph optimisation (spec §4.2)."""
+
+    hops: int = 1
+    steps: int = 3000
+    lr_feat: float = 5e-3
+    lr_adj: float = 1e-3
+    hidden: int = 128
+    threshold: float = 0.01
+    feat_alpha: float = 10.0
+    smoothness_alpha: float = 0.1
+    paper: bool = False  # binary adjacency, variance matching, L2 smoothness kernel
+
+
+@dataclass(frozen=True)
+class OPFGLOptions(MethodOptions):
+    """O-pFGL hyperparameters (defaults: the official code's, spec §4.2)."""
+
+    variant: str = "official"
+    hops: int = CondenseOptions.hops
+    nodes_per_class: int = 1
+    rate: float = 0.0
+    # The pseudo-graph optimisation's defaults are CondenseOptions'.
+    condense_steps: int = CondenseOptions.steps
+    lr_feat: float = CondenseOptions.lr_feat
+    lr_adj: float = CondenseOptions.lr_adj
+    pge_hidden: int = CondenseOptions.hidden
+    edge_threshold: float = CondenseOptions.threshold
+    feat_alpha: float = CondenseOptions.feat_alpha
+    smoothness_alpha: float = CondenseOptions.smoothness_alpha
+    lr_global: float = 1e-4
+    lr_ft: float = 1e-4
+    max_steps: int = 3000
+    eval_every: int = 100
+    patience: int = 5
+    beta: float = 0.2
+    gamma_min: float = -1.0
+    gamma_max: float = -1.0
+    lp_iters: int = 2
+    lp_alpha: float = 0.9
+    topk: int = 0
+    conf_threshold: float = 0.95
+    degree_threshold: int = 0
+
+    @property
+    def paper(self) -> bool:
+        return self.variant == "paper"
+
+    def condense_options(self) -> CondenseOptions:
+        """The server's pseudo-graph optimisation settings."""
+        return CondenseOptions(
+            hops=self.hops, steps=self.condense_steps, lr_feat=self.lr_feat, lr_adj=self.lr_adj,
+            hidden=self.pge_hidden, threshold=self.edge_threshold, feat_alpha=self.feat_alpha,
+            smoothness_alpha=self.smoothness_alpha, paper=self.paper,
+        )
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings O-pFGL cannot run before anything starts."""
+    o = OPFGLOptions.from_config(cfg)
+    if cfg.num_rounds != 1:
+        raise ConfigError(
+            f"opfgl is one-shot (one upload, one download): set num-rounds=1 (got {cfg.num_rounds})."
+        )
+    if o.variant not in VARIANTS:
+        raise ConfigError(f"opfgl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
+    o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")
+    if o.rate < 0 or o.topk < 0 or o.condense_steps < 0 or o.max_steps < 0:
+        raise ConfigError("opfgl.rate, topk, condense-steps and max-steps must be non-negative.")
+    if not 0 <= o.lp_alpha <= 1:
+        raise ConfigError(f"opfgl.lp-alpha must be in [0, 1] (got {o.lp_alpha}).")

@@ -1,0 +1,56 @@
+"""S2FGL's run options (``s2fgl.*``) and their validation (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+
+#: Eigensolvers of FGMA: exact dense ``eigh`` of the symmetrised Laplacian (spec §9
+#: item 10, default) or ARPACK on the code's non-symmetric Laplacian (code-faithful).
+EIG_MODES = ("dense-sym", "eigsh-asym")
+
+
+@dataclass(frozen=True)
+class S2FGLOptions(MethodOptions):
+    """S2FGL hyperparameters (defaults: the official code's, spec §5)."""
+
+    lambda1: float = 5.0  # NLIR (FKD) weight: the code's 100 * 0.05
+    lambda2: float = 1.0  # FGMA weight
+    start_round: int = 2  # first round with the auxiliary losses (needs the repository)
+    ppr_alpha: float = 0.85
+    proto_divisor: int = 3  # prototypes over the top floor(N/3) SALC nodes
+    fgma_divisor: int = 5  # FGMA over the top floor(N/5) SALC nodes
+    anchors: int = 4  # anchors per class in the repository
+    anchor_fraction: float = 0.7  # clients per anchor: floor(0.7 M)
+    temperature: float = 1.0
+    knn: int = 3  # neighbours (besides self) of the FGMA feature graph
+    eigvecs: int = 10  # low- and high-frequency eigenvectors each
+    eig_mode: str = "dense-sym"
+    eval_dropout: bool = False  # the code's evaluation: dropout active (spec §9 item 14)
+    shuffle_weights: bool = False  # the code's FedAvg weights permuted against models (item 13)
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings S2FGL cannot run before anything starts."""
+    from fgl_flower.models.registry import MODELS
+
+    o = S2FGLOptions.from_config(cfg)
+    if not MODELS.get(cfg.model).embeds:
+        raise ConfigError(
+            f"s2fgl needs a backbone with node representations and a linear classifier "
+            f"(embed() + classifier); model={cfg.model!r} has none. Use model='acmgcn' "
+            f"(the paper's ACM-GCN)."
+        )
+    if o.lambda1 < 0 or o.lambda2 < 0:
+        raise ConfigError("s2fgl.lambda1 and s2fgl.lambda2 must be non-negative.")
+    if o.start_round < 2:
+        raise ConfigError(f"s2fgl.start-round must be at least 2: the repository exists only "
+                          f"after round 1 (got {o.start_round}).")
+    o.require_at_least_one("s2fgl", "proto_divisor", "fgma_divisor", "anchors", "knn", "eigvecs")
+    if not 0 < o.anchor_fraction <= 1 or not 0 < o.ppr_alpha < 1 or o.temperature <= 0:
+        raise ConfigError("s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and "
+                          "temperature positive.")
+    if o.eig_mode not in EIG_MODES:
+        raise ConfigError(f"s2fgl.eig-mode={o.eig_mode!r}: use one of {', '.join(EIG_MODES)}.")
