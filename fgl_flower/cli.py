@@ -34,6 +34,10 @@ FLAG_KEYS = {
     "seed": "seed",
     "model": "model",
     "data_root": "data-root",
+    "device": "device",
+    "cpus_per_client": "cpus-per-client",
+    "gpus_per_client": "gpus-per-client",
+    "fraction_train": "fraction-train",
 }
 
 
@@ -79,7 +83,7 @@ def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
     return (Path.cwd() / "runs" / name).resolve()
 
 
-def prepare(flat: Mapping[str, Scalar]):
+def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequence[str] = ()):
     """Validate everything that can fail before training, and build the partition cache."""
     from fgl_flower.config import parse_run_config
     from fgl_flower.datasets import load_client_data, validate_data_config
@@ -88,8 +92,47 @@ def prepare(flat: Mapping[str, Scalar]):
     cfg = parse_run_config(flat)
     check_method_task(cfg)
     validate_data_config(cfg.data_config())
+    check_resources(cfg, engine, gpus)
     load_client_data(cfg.data_config(), 0)  # builds and caches the whole partition
     return cfg
+
+
+def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
+    """The run's devices and resources exist on this machine (``engine``: ``simulation``,
+    ``inprocess`` or ``deployment``); one :class:`ConfigError` saying what to change."""
+    import os
+
+    import torch
+
+    from fgl_flower.device import resolve_device
+
+    visible = torch.cuda.device_count()
+    if engine != "simulation":
+        if gpus:
+            bad = [g for g in gpus if not g.isdigit() or int(g) >= visible]
+            if bad:
+                raise ConfigError(f"--gpus {','.join(gpus)}: this machine has {visible} GPU(s) "
+                                  f"(ids 0..{visible - 1}); no GPU {', '.join(bad)}.")
+            return
+        resolve_device(cfg.device)  # the clients run on this machine, in this environment
+        return
+    cores = os.cpu_count() or 1
+    if cfg.cpus_per_client > cores:
+        raise ConfigError(f"--cpus-per-client {cfg.cpus_per_client}: this machine has {cores} CPUs, "
+                          "and Ray would never start a client that needs more.")
+    if cfg.gpus_per_client > 0 and visible == 0:
+        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
+                          "to torch; leave it at 0 (CPU clients).")
+    if cfg.gpus_per_client > 1 and not float(cfg.gpus_per_client).is_integer():
+        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: use a fraction below 1 (GPU "
+                          "sharing) or a whole number.")
+    if cfg.device.startswith("cuda") and cfg.gpus_per_client == 0:
+        raise ConfigError(f"device={cfg.device!r} in simulation needs a GPU share per client: Ray "
+                          "hides the GPUs from clients that reserve none. Add e.g. "
+                          "--gpus-per-client 0.25 (four clients per GPU), or use device='auto'.")
+    if cfg.device == "cpu" and cfg.gpus_per_client > 0:
+        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client} with device='cpu' reserves GPUs "
+                          "that no client uses; drop one of the two.")
 
 
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
@@ -114,27 +157,32 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     print(f"results: {out}")
 
 
-def _in_process(app_dir, flat, num_clients) -> int:
-    """Run the same ServerApp/ClientApp on the in-process grid (no Ray, no SuperLink)."""
-    from fgl_flower.inprocess import run_inprocess
-
-    run_inprocess(flat)
-    return 0
-
-
 def _launch(args: argparse.Namespace, deploy: bool) -> int:
     from fgl_flower.paths import app_dir
-    from fgl_flower.runtime import run_deployment, run_simulation
 
     flat = build_run_config(args)
-    cfg = prepare(flat)
+    engine = "deployment" if deploy else "inprocess" if getattr(args, "inprocess", False) else "simulation"
+    gpus = [g.strip() for g in (getattr(args, "gpus", None) or "").split(",") if g.strip()]
+    cfg = prepare(flat, engine, gpus)
     out = Path(str(flat["out-dir"]))
-    in_process = getattr(args, "inprocess", False)
-    launcher = run_deployment if deploy else _in_process if in_process else run_simulation
-    engine = "local deployment" if deploy else "in-process grid" if in_process else "simulation"
+    names = {"deployment": "local deployment", "inprocess": "in-process grid", "simulation": "simulation"}
     print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
-          f"({engine}); results in {out}", flush=True)
-    code = launcher(app_dir(), flat, cfg.num_clients)
+          f"({names[engine]}); results in {out}", flush=True)
+    if engine == "inprocess":
+        from fgl_flower.inprocess import run_inprocess
+
+        run_inprocess(flat)
+        code = 0
+    elif engine == "deployment":
+        from fgl_flower.runtime import run_deployment
+
+        code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus)
+    else:
+        from fgl_flower.runtime import run_simulation
+
+        code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
+                              gpus_per_client=cfg.gpus_per_client,
+                              ray_address=getattr(args, "ray_address", None))
     summary_path = out / "summary.json"
     if code != 0 or not summary_path.exists():
         raise FGLError(f"The run failed (exit code {code}); see the log above. "
@@ -240,6 +288,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, help="run seed (model init, training, splits)")
     p.add_argument("--model", help="backbone: gcn, sgc, graphsage, gat, mlp, gin")
     p.add_argument("--data-root", help="folder with the raw datasets (else $FGL_DATA_ROOT)")
+    p.add_argument("--device", help="auto (GPU if visible, default), cpu, cuda or cuda:N")
+    p.add_argument("--cpus-per-client", type=int, help="torch threads per client (simulation: "
+                   "also the CPUs Ray reserves per client; default 1)")
+    p.add_argument("--fraction-train", type=float, help="share of the clients sampled to train "
+                   "each round (default 1.0: all)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any run-config key, e.g. --set lr=0.05 --set fedprox.mu=0.1")
 
@@ -259,6 +312,14 @@ def parser() -> argparse.ArgumentParser:
                            help="run the app's clients sequentially in this process instead of "
                            "Flower's simulation engine (same numbers, far less overhead for "
                            "small graphs)")
+            p.add_argument("--gpus-per-client", type=float,
+                           help="GPUs Ray reserves per simulated client; fractions share a GPU "
+                           "(0.25: four clients per GPU; default 0)")
+            p.add_argument("--ray-address", help="attach the simulation to a running Ray cluster "
+                           "(e.g. 'auto' or HEAD_IP:6379) instead of starting one")
+        else:
+            p.add_argument("--gpus", help="GPU ids for the SuperNodes, e.g. 0,1: SuperNode i sees "
+                           "only GPU ids[i mod n] (CUDA_VISIBLE_DEVICES)")
         p.set_defaults(fn=fn)
     p = sub.add_parser("datasets", help="list datasets and offline availability")
     p.add_argument("--data-root")

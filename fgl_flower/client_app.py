@@ -1,8 +1,11 @@
 """The ClientApp: routes each message to the run's method client for this partition.
 
-Handlers: ``train``, ``evaluate``, ``query`` (default action) and ``query.<action>`` for
-every action a registered method declares. Each message builds a fresh client from the
-run config, this node's partition data and its persistent ``context.state``.
+Handlers: ``train`` (which first evaluates the received global model when the message
+asks for it, see :data:`~fgl_flower.protocol.EVALUATE_ROUND`), ``evaluate``, ``query``
+(default action), ``query.partition`` (this node's partition id, for the server's
+sampling) and ``query.<action>`` for every action a registered method declares. Each
+message builds a fresh client from the run config, this node's partition data and its
+persistent ``context.state``.
 
 Loading this module imports Flower and the (torch-free) method registry only: in a
 deployment every message runs in a fresh process, so torch, the method's code and its
@@ -13,13 +16,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from flwr.app import Context, Message
+from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
 from fgl_flower.config import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
-from fgl_flower.protocol import CONFIG, SERVER_ROUND
+from fgl_flower.protocol import (
+    CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY,
+    SERVER_ROUND,
+)
 
 if TYPE_CHECKING:
     from fgl_flower.clients.base import FGLClient
@@ -27,17 +33,21 @@ if TYPE_CHECKING:
 app = ClientApp()
 
 
-def build_client(context: Context) -> FGLClient:
-    """The method client for this node (partition id from ``context.node_config``)."""
-    cfg = parse_run_config(context.run_config)
+def node_partition(context: Context) -> tuple[int, int]:
+    """``(partition id, number of partitions)`` of this node (``context.node_config``)."""
     try:
-        pid = int(context.node_config["partition-id"])
-        num = int(context.node_config["num-partitions"])
+        return int(context.node_config[PARTITION_ID]), int(context.node_config[NUM_PARTITIONS])
     except KeyError as e:
         raise ConfigError(
             "This SuperNode has no partition id: start it with "
             "--node-config \"partition-id=<i> num-partitions=<K>\"."
         ) from e
+
+
+def build_client(context: Context) -> FGLClient:
+    """The method client for this node (partition id from ``context.node_config``)."""
+    cfg = parse_run_config(context.run_config)
+    pid, num = node_partition(context)
     if num != cfg.num_clients:
         raise ConfigError(f"num-partitions={num} on this node but num-clients={cfg.num_clients}.")
     import torch
@@ -45,7 +55,9 @@ def build_client(context: Context) -> FGLClient:
     from fgl_flower.clients.state import ClientState
     from fgl_flower.datasets import load_client_data
 
-    torch.set_num_threads(1)  # one CPU per simulated client; also makes runs reproducible
+    if torch.get_num_threads() != cfg.cpus_per_client:
+        # The CPUs this client was given; a fixed count also keeps sums reproducible.
+        torch.set_num_threads(cfg.cpus_per_client)
     data = load_client_data(cfg.data_config(), pid)
     return METHODS.get(cfg.method).client_class()(cfg, data, ClientState(context.state), pid)
 
@@ -57,7 +69,15 @@ def _round(msg: Message) -> int:
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    return Message(content=build_client(context).train(msg.content, _round(msg)), reply_to=msg)
+    client = build_client(context)
+    config = msg.content.config_records.get(CONFIG)
+    evaluation = None
+    if config is not None and EVALUATE_ROUND in config:  # fused: the received model first
+        evaluation = client.evaluate(msg.content, int(config[EVALUATE_ROUND]))
+    reply = client.train(msg.content, _round(msg))
+    if evaluation is not None:
+        reply[EVALUATION] = evaluation.metric_records[METRICS]
+    return Message(content=reply, reply_to=msg)
 
 
 @app.evaluate()
@@ -71,6 +91,13 @@ def _query_handler(action: str):
 
     query.__name__ = f"query_{action}"
     return query
+
+
+@app.query(PARTITION_QUERY)
+def query_partition(msg: Message, context: Context) -> Message:
+    pid, num = node_partition(context)
+    return Message(RecordDict({CONFIG: ConfigRecord({PARTITION_ID: pid, NUM_PARTITIONS: num})}),
+                   reply_to=msg)
 
 
 app.query()(_query_handler("default"))

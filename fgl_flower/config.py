@@ -53,6 +53,12 @@ CORE_KEYS: dict[str, type] = {
     "eval-weight": str,
     "optimizer": str,
     "agg-weight": str,
+    "device": str,
+    "cpus-per-client": int,
+    "gpus-per-client": float,
+    "fraction-train": float,
+    "min-train-clients": int,
+    "fused-evaluation": bool,
 }
 
 #: Core keys with a fixed set of values: the values and what the key chooses
@@ -105,6 +111,12 @@ class RunConfig:
     eval_weight: str = "split"
     optimizer: str = "adam"
     agg_weight: str = "train"
+    device: str = "auto"
+    cpus_per_client: int = 1
+    gpus_per_client: float = 0.0
+    fraction_train: float = 1.0
+    min_train_clients: int = 1
+    fused_evaluation: bool = True
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -272,7 +284,8 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         else:
             raise ConfigError(f"Unknown run-config key {key!r}.")
 
-    for key in ("num-clients", "num-rounds", "hidden", "num-layers", "local-epochs", "batch-size"):
+    for key in ("num-clients", "num-rounds", "hidden", "num-layers", "local-epochs", "batch-size",
+                "cpus-per-client", "min-train-clients"):
         if int(core[key]) < 1:
             raise ConfigError(f"{key} must be at least 1 (got {core[key]}).")
     for key in ("lr",):
@@ -282,12 +295,23 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         raise ConfigError(f"dropout must be in [0, 1) (got {core['dropout']}).")
     if float(core["weight-decay"]) < 0:
         raise ConfigError(f"weight-decay must be non-negative (got {core['weight-decay']}).")
+    if not 0.0 < float(core["fraction-train"]) <= 1.0:
+        raise ConfigError(f"fraction-train must be in (0, 1] (got {core['fraction-train']}): the "
+                          "share of clients sampled to train each round.")
+    if int(core["min-train-clients"]) > int(core["num-clients"]):
+        raise ConfigError(f"min-train-clients={core['min-train-clients']} exceeds "
+                          f"num-clients={core['num-clients']}.")
+    if float(core["gpus-per-client"]) < 0:
+        raise ConfigError(f"gpus-per-client must be non-negative (got {core['gpus-per-client']}).")
+    from fgl_flower.device import check_device_spec
+
+    device = check_device_spec(str(core["device"]))
     for key, (choices, meaning) in CHOICES.items():
         if core[key] not in choices:
             raise ConfigError(
                 f"{key}={core[key]!r}: use one of {', '.join(map(repr, choices))} ({meaning})."
             )
-    from fgl_flower.models import INITS  # local import: models import torch
+    from fgl_flower.models.registry import INITS
 
     INITS.get(str(core["model-init"]))
     seed = int(core["seed"])
@@ -320,6 +344,12 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         eval_weight=str(core["eval-weight"]),
         optimizer=str(core["optimizer"]),
         agg_weight=str(core["agg-weight"]),
+        device=device,
+        cpus_per_client=int(core["cpus-per-client"]),
+        gpus_per_client=float(core["gpus-per-client"]),
+        fraction_train=float(core["fraction-train"]),
+        min_train_clients=int(core["min-train-clients"]),
+        fused_evaluation=bool(core["fused-evaluation"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

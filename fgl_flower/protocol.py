@@ -2,6 +2,8 @@
 
 A train reply carries ``ARRAYS`` (the uploaded parameters) and ``METRICS`` (with
 ``NUM_EXAMPLES`` and ``PARTITION_ID``); methods add records of their own under other keys.
+With fused evaluation a train message also asks for the evaluation of the arrays it
+carries (``EVALUATE_ROUND``), which comes back as the reply's ``EVALUATION`` record.
 """
 
 ARRAYS = "arrays"
@@ -11,3 +13,13 @@ PARTITION_ID = "partition-id"
 NUM_EXAMPLES = "num-examples"
 SERVER_ROUND = "server-round"
 NUM_LOCAL = "num-local"  # all of a client's nodes/graphs: the client-size weight
+NUM_PARTITIONS = "num-partitions"
+
+#: Config key of a ``train`` message: first evaluate the received arrays as the global
+#: model of this (earlier) round, and put the metrics into the reply's :data:`EVALUATION`.
+EVALUATE_ROUND = "evaluate-round"
+#: Record of a train reply holding that evaluation (a MetricRecord like ``metrics``).
+EVALUATION = "evaluation"
+#: ``query.<action>`` every ClientApp answers with its ``partition-id`` and
+#: ``num-partitions``, without building a client (the server's node -> partition map).
+PARTITION_QUERY = "partition"

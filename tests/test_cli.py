@@ -24,6 +24,10 @@ BAD = [
     (["--set", "model-init=xavier"], "Unknown model-init 'xavier'"),
     (["--dataset", "Physics", "--partition", "files", "--set", "data.files.dir=/nonexistent"],
      "/nonexistent"),
+    (["--cpus-per-client", "4096"], "Ray would never start a client"),
+    (["--fraction-train", "0"], "fraction-train must be in (0, 1]"),
+    (["--device", "tpu"], "device='tpu'"),
+    (["--gpus-per-client", "1.5"], "gpus-per-client"),
 ]
 
 
@@ -65,3 +69,17 @@ def test_partition_stats_table(capsys, data_root):
     lines = capsys.readouterr().out.strip().splitlines()
     assert len(lines) == 11  # header + 10 clients
     assert "homophily" in lines[0]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a GPU")
+@pytest.mark.parametrize("argv,message", [
+    (["--gpus-per-client", "0.25"], "no GPU visible"),
+    (["--device", "cuda"], "GPU share per client"),
+    (["--inprocess", "--device", "cuda"], "sees no CUDA GPU"),
+])
+def test_gpu_requests_without_a_gpu_stop_before_anything_starts(argv, message, capsys, tmp_path,
+                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code = main(["run", *argv])
+    assert code == 2 and message in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()

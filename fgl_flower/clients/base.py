@@ -8,8 +8,6 @@ the method registry.
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 
@@ -17,17 +15,24 @@ from fgl_flower.clients.learner import Learner, make_learner
 from fgl_flower.clients.state import ClientState
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
+from fgl_flower.seeds import derive_seed
+
+__all__ = ["FGLClient", "LearnerClient", "cpu_arrays", "derive_seed"]
 
 
-def derive_seed(*parts: int | str) -> int:
-    """A stable 31-bit seed from ``parts`` (e.g. run seed, partition id, round)."""
-    digest = hashlib.sha256("/".join(map(str, parts)).encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+def cpu_arrays(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
+    """An ArrayRecord of ``tensors`` copied to the CPU (messages never carry GPU memory)."""
+    return ArrayRecord({k: v.detach().cpu() for k, v in tensors.items()})
 
 
 class FGLClient:
     """Base of all clients: one instance per message, state in :class:`ClientState`.
+
+    ``self.device`` is the run's ``device`` resolved in this process; node data arrive on
+    it (``self.data``), and everything a client computes stays there. State and replies
+    are copied back to the CPU.
 
     Subclasses implement :meth:`train` and :meth:`evaluate`, and :meth:`query` for the
     actions their :class:`~fgl_flower.methods.MethodSpec` lists in ``query_actions``
@@ -42,13 +47,14 @@ class FGLClient:
         partition_id: int,
     ) -> None:
         self.cfg = cfg
-        self.data = data
+        self.device = resolve_device(cfg.device)
+        self.data = data.to(self.device) if isinstance(data, NodeClientData) else data
         self.state = state
         self.partition_id = partition_id
 
     def seed_round(self, server_round: int, phase: str = "train") -> None:
         """Seed torch for this client, round and phase (reproducible, distinct per client)."""
-        torch.manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round, phase))
+        manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round, phase), self.device)
 
     def metrics(self, values: dict[str, float], num_examples: float) -> MetricRecord:
         """A MetricRecord tagged with this client's partition id and weight."""
@@ -71,7 +77,7 @@ class LearnerClient(FGLClient):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.learner: Learner = make_learner(self.cfg, self.data)
+        self.learner: Learner = make_learner(self.cfg, self.data, self.device)
         self.learner.restore(self.state)
 
     def load_global(self, content: RecordDict) -> dict[str, torch.Tensor]:
@@ -89,7 +95,7 @@ class LearnerClient(FGLClient):
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:
         """Persist the learner and reply with its shared arrays (or none)."""
         self.learner.save(self.state)
-        arrays = ArrayRecord(self.learner.get_shared()) if upload else ArrayRecord()
+        arrays = cpu_arrays(self.learner.get_shared()) if upload else ArrayRecord()
         return RecordDict(
             {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.learner.num_examples)}
         )

@@ -3,10 +3,13 @@
 With ``<method>.finetune-epochs = E > 0`` every evaluation first fine-tunes a copy of the
 global model on the client's training data for ``E`` epochs (fresh Adam, plain
 cross-entropy) and evaluates that personalized copy ("FedAvg+ft", the one-shot baseline
-of O-pFGL); the copy is discarded, training continues from the global model.
+of O-pFGL); the copy is discarded, training continues from the global model. Evaluation
+never changes the learner, so it may share a message with the next round's training.
 """
 
 from __future__ import annotations
+
+import copy
 
 from flwr.app import RecordDict
 
@@ -30,10 +33,15 @@ class FedAvgClient(LearnerClient):
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
         epochs = int(self.cfg.option("finetune-epochs"))
-        if epochs > 0:
+        if epochs <= 0:
+            return self.evaluation_reply()
+        learner = self.learner
+        self.learner = tuned = copy.copy(learner)
+        try:
+            tuned.model = copy.deepcopy(learner.model)
+            tuned.optimizer = make_adam(tuned.model.parameters(), self.cfg.lr, self.cfg.weight_decay)
             self.seed_round(server_round, "finetune")
-            self.learner.optimizer = make_adam(
-                self.learner.model.parameters(), self.cfg.lr, self.cfg.weight_decay
-            )
-            self.learner.fit(epochs)
-        return self.evaluation_reply()
+            tuned.fit(epochs)
+            return self.evaluation_reply()
+        finally:
+            self.learner = learner

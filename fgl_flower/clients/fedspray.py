@@ -41,10 +41,10 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from flwr.app import ArrayRecord, RecordDict
+from flwr.app import RecordDict
 from torch import Tensor, nn
 
-from fgl_flower.clients.base import FGLClient, derive_seed
+from fgl_flower.clients.base import FGLClient, cpu_arrays, derive_seed
 from fgl_flower.clients.learner import NodeLearner, make_adam
 from fgl_flower.datasets import NodeClientData
 from fgl_flower.errors import ConfigError
@@ -70,7 +70,7 @@ def kl_to_teacher(student_logits: Tensor, teacher_logp: Tensor) -> Tensor:
 
 def class_means(values: Tensor, labels: Tensor, num_classes: int) -> Tensor:
     """Per-class mean of ``values [n, d]`` by ``labels [n]`` → ``[C, d]`` (zeros if absent)."""
-    sums = torch.zeros(num_classes, values.size(1), dtype=values.dtype)
+    sums = torch.zeros(num_classes, values.size(1), dtype=values.dtype, device=values.device)
     sums.index_add_(0, labels, values)
     counts = torch.bincount(labels, minlength=num_classes).clamp(min=1).unsqueeze(1)
     return sums / counts
@@ -91,12 +91,13 @@ class FedSprayClient(FGLClient):
         if not isinstance(self.data, NodeClientData):
             raise ConfigError("fedspray is a node-classification method.")
         self.opts = FedSprayOptions.from_config(self.cfg)
-        self.gnn = NodeLearner(self.cfg, self.data)
+        self.gnn = NodeLearner(self.cfg, self.data, self.device)
         self.gnn.restore(self.state, "gnn")
         self.encoder = self.new_encoder()
         self.encoder_optim = make_adam(self.encoder.parameters(), self.cfg.lr)
         n = self.data.data.num_nodes
-        self.node_proxies = nn.Parameter(torch.full((n, self.opts.proxy_dim), INITIAL_NODE_PROXY))
+        self.node_proxies = nn.Parameter(
+            torch.full((n, self.opts.proxy_dim), INITIAL_NODE_PROXY, device=self.device))
         self.proxy_optim = make_adam([self.node_proxies], self.opts.proxy_lr)
         if self.cfg.keep_optimizer_state:
             self.state.load_optimizer("encoder.optim", self.encoder_optim)
@@ -108,11 +109,12 @@ class FedSprayClient(FGLClient):
 
     def new_encoder(self) -> FeatureStructureEncoder:
         """The initial global encoder :math:`\\omega_0`: the same on every client for a seed."""
-        with torch.random.fork_rng():
-            torch.manual_seed(derive_seed(self.cfg.seed, "fedspray-encoder"))
-            return FeatureStructureEncoder(
+        with torch.random.fork_rng(devices=[]):
+            torch.default_generator.manual_seed(derive_seed(self.cfg.seed, "fedspray-encoder"))
+            encoder = FeatureStructureEncoder(
                 self.data.num_features, self.data.num_classes, self.opts.proxy_dim
             )
+        return encoder.to(self.device)
 
     # -- messages --------------------------------------------------------------------------
     def global_model(self, content: RecordDict) -> tuple[FeatureStructureEncoder, Tensor]:
@@ -123,9 +125,9 @@ class FedSprayClient(FGLClient):
             encoder.load_state_dict(record.to_torch_state_dict())
         proxies = content.array_records.get(PROXIES)
         if proxies is not None and "S" in proxies:
-            S = proxies.to_torch_state_dict()["S"]
+            S = proxies.to_torch_state_dict()["S"].to(self.device)
         else:
-            S = initial_proxies(self.data.num_classes, self.opts.proxy_dim)
+            S = initial_proxies(self.data.num_classes, self.opts.proxy_dim).to(self.device)
         if self.opts.zero_proxies:
             S = torch.zeros_like(S)
         return encoder, S
@@ -157,7 +159,7 @@ class FedSprayClient(FGLClient):
         # -- phase 1: personalized GNN ----------------------------------------------------
         model, optim = self.gnn.model, self.gnn.optimizer
         model.train()
-        ce = kd = torch.zeros(())
+        ce = kd = torch.zeros((), device=self.device)
         for _ in range(self.cfg.local_epochs):
             optim.zero_grad()
             out = self.gnn.logits()
@@ -179,7 +181,7 @@ class FedSprayClient(FGLClient):
             self.node_proxies.data.copy_(weighted)
             self.node_proxies.data[train] = S[y[train]]
             self.proxy_optim = make_adam([self.node_proxies], opts.proxy_lr)
-        fce = fkd = torch.zeros(())
+        fce = fkd = torch.zeros((), device=self.device)
         for _ in range(self.cfg.local_epochs):
             self.encoder_optim.zero_grad()
             self.proxy_optim.zero_grad()
@@ -204,8 +206,8 @@ class FedSprayClient(FGLClient):
             **self.gnn.evaluate(),  # the GNN is final for this round (see the strategy)
         }
         return RecordDict({
-            ARRAYS: ArrayRecord(self.encoder.state_dict()),
-            PROXIES: ArrayRecord({"S": local_S, "class-ratio": ratio}),
+            ARRAYS: cpu_arrays(self.encoder.state_dict()),
+            PROXIES: cpu_arrays({"S": local_S, "class-ratio": ratio}),
             METRICS: self.metrics(metrics, self.gnn.num_train),
         })
 

@@ -42,24 +42,31 @@ def make_optimizer(params, cfg: RunConfig) -> torch.optim.Optimizer:
     return make_adam(params, cfg.lr, cfg.weight_decay)
 
 
+def seeded_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:
+    """The run's backbone, built on the CPU from ``cfg.seed`` without touching the caller's
+    random state (the shared initial model of every client)."""
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(cfg.seed)
+        return build_model(cfg.model, task, num_features, num_classes,
+                           cfg.hidden, cfg.num_layers, cfg.dropout, cfg.model_init)
+
+
 class Learner(ABC):
     """Model + optimizer (:func:`make_optimizer`) over one client's data.
 
-    The model is built under ``torch.manual_seed(cfg.seed)``, so every client starts from
-    the same weights for the same seed (the shared initial model of FL).
+    The model is built on the CPU under ``torch.manual_seed(cfg.seed)``, so every client
+    starts from the same weights for the same seed (the shared initial model of FL) on any
+    device, and then moved to ``device``.
     """
 
     task: str
 
-    def __init__(self, cfg: RunConfig, data: NodeClientData | GraphClientData) -> None:
+    def __init__(self, cfg: RunConfig, data: NodeClientData | GraphClientData,
+                 device: torch.device | None = None) -> None:
         self.cfg = cfg
         self.data = data
-        with torch.random.fork_rng():
-            torch.manual_seed(cfg.seed)
-            self.model = build_model(
-                cfg.model, self.task, data.num_features, data.num_classes,
-                cfg.hidden, cfg.num_layers, cfg.dropout, cfg.model_init,
-            )
+        self.device = torch.device("cpu") if device is None else device
+        self.model = seeded_model(cfg, self.task, data.num_features, data.num_classes).to(self.device)
         self.optimizer = make_optimizer(self.model.parameters(), cfg)
 
     # -- what is federated -----------------------------------------------------------------
@@ -216,12 +223,13 @@ class GraphLearner(Learner):
         total_loss, count = 0.0, 0
         for _ in range(epochs):
             for batch in self._loader(self.data.train, shuffle=True):
+                batch = batch.to(self.device)
                 self.optimizer.zero_grad()
                 out = self.model(batch.x, batch.edge_index, batch.batch)
                 loss = F.cross_entropy(out, batch.y)
                 (loss + extra_loss(self.model) if extra_loss is not None else loss).backward()
                 self.optimizer.step()
-                total_loss += float(loss) * batch.num_graphs
+                total_loss += float(loss.detach()) * batch.num_graphs
                 count += batch.num_graphs
         return {"train_loss": total_loss / max(count, 1)}
 
@@ -233,10 +241,11 @@ class GraphLearner(Learner):
             graphs = getattr(self.data, split)
             outs, ys = [], []
             for batch in self._loader(graphs, shuffle=False):
+                batch = batch.to(self.device)
                 outs.append(self.model(batch.x, batch.edge_index, batch.batch))
                 ys.append(batch.y)
-            out = torch.cat(outs) if outs else torch.zeros(0, self.data.num_classes)
-            y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long)
+            out = torch.cat(outs) if outs else torch.zeros(0, self.data.num_classes, device=self.device)
+            y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long, device=self.device)
             for k, v in classification_metrics(out, y, self.data.num_classes).items():
                 res[f"{split}_{k}"] = v
             res[f"num-{split}"] = float(len(graphs))
@@ -244,7 +253,8 @@ class GraphLearner(Learner):
         return res
 
 
-def make_learner(cfg: RunConfig, data: NodeClientData | GraphClientData) -> Learner:
-    """The learner for ``data``'s task."""
+def make_learner(cfg: RunConfig, data: NodeClientData | GraphClientData,
+                 device: torch.device | None = None) -> Learner:
+    """The learner for ``data``'s task, on ``device`` (default: the CPU)."""
     task = "graph" if isinstance(data, GraphClientData) else "node"
-    return LEARNERS.get(task)(cfg, data)
+    return LEARNERS.get(task)(cfg, data, device)

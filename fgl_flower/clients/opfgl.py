@@ -27,9 +27,8 @@ from torch import Tensor, nn
 from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from fgl_flower.clients.base import FGLClient
-from fgl_flower.clients.learner import make_adam, node_metrics
+from fgl_flower.clients.learner import make_adam, node_metrics, seeded_model
 from fgl_flower.methods.opfgl import OPFGLOptions
-from fgl_flower.models import build_model
 from fgl_flower.protocol import METRICS
 
 #: Record names of the two O-pFGL payloads.
@@ -57,7 +56,7 @@ def label_propagation(
     with :math:`Y^{(0)}` the one-hot training labels; all-zero rows become uniform.
     """
     n = y.numel()
-    y0 = torch.zeros(n, num_classes)
+    y0 = torch.zeros(n, num_classes, device=y.device)
     y0[train_mask, y[train_mask]] = 1.0
     src, dst = edge_index
     deg = torch.bincount(src, minlength=n).double()
@@ -84,7 +83,7 @@ def class_homophily(edge_index: Tensor, y: Tensor, train_mask: Tensor, num_class
     same = torch.bincount(src[y[src] == y[dst]], minlength=n).double()
     h = torch.where(total > 0, same / total.clamp(min=1), torch.zeros_like(total))
     h = h * train_mask.double()
-    return torch.zeros(num_classes, dtype=torch.float64).index_add_(0, y, h)
+    return torch.zeros(num_classes, dtype=torch.float64, device=y.device).index_add_(0, y, h)
 
 
 def distillation_factor(homophily: Tensor) -> Tensor:
@@ -101,7 +100,7 @@ def reliable_nodes(
     predicted to one of the ``topk`` classes of largest :math:`H`. Returns (indices,
     pseudo-labels); empty when ``topk == 0``."""
     if topk <= 0:
-        empty = torch.empty(0, dtype=torch.long)
+        empty = torch.empty(0, dtype=torch.long, device=soft.device)
         return empty, empty
     p = soft / (soft.sum(1, keepdim=True) + 1e-9)
     conf, pred = p.max(1)
@@ -114,6 +113,7 @@ def reliable_nodes(
 
 
 def _scipy(x: Tensor) -> sp.csr_matrix:
+    x = x.cpu()
     if x.is_sparse:
         x = x.coalesce()
         i = x.indices().numpy()
@@ -123,14 +123,17 @@ def _scipy(x: Tensor) -> sp.csr_matrix:
 
 def propagated_rows(x: Tensor, edge_index: Tensor, rows: Tensor, hops: int) -> np.ndarray:
     r"""Rows ``rows`` of :math:`[X\,\|\,\hat AX\,\|\dots\|\,\hat A^hX]` (Eq. 5) as float64,
-    with :math:`\hat A=\tilde D^{-1/2}(A+I)\tilde D^{-1/2}` on the simple local graph."""
+    with :math:`\hat A=\tilde D^{-1/2}(A+I)\tilde D^{-1/2}` on the simple local graph.
+
+    Computed on the CPU in float64 with SciPy, whatever the run's device: a one-off
+    sparse product whose exact sums are the upload."""
     n = x.size(0)
-    src, dst = edge_index.numpy()
+    src, dst = edge_index.cpu().numpy()
     a = sp.csr_matrix((np.ones(src.size), (dst, src)), shape=(n, n)) + sp.eye(n, format="csr")
     d = np.asarray(a.sum(1)).ravel() ** -0.5
     a_hat = sp.diags(d) @ a @ sp.diags(d)
     feats = _scipy(x)
-    r = rows.numpy()
+    r = rows.cpu().numpy()
     blocks, cur, sel = [feats[r]], feats, a_hat[r]
     for _ in range(hops):
         blocks.append(sel @ cur)
@@ -210,8 +213,8 @@ class OPFGLClient(FGLClient):
                                        o.degree_threshold)
         train = g.train_mask.nonzero().view(-1)
         rows = torch.cat([train, extra])
-        labels = torch.cat([g.y[train], pseudo]).numpy()
-        orig = np.bincount(g.y[train].numpy(), minlength=C)
+        labels = torch.cat([g.y[train], pseudo]).cpu().numpy()
+        orig = np.bincount(g.y[train].cpu().numpy(), minlength=C)
         sums = class_sums(propagated_rows(g.x, self.edges, rows, o.hops), labels, orig, C)
         diag = {"hre_added": float(extra.numel()),  # measurement only, never used by the method
                 "hre_correct": float((g.y[extra] == pseudo).sum())}
@@ -243,12 +246,10 @@ class OPFGLClient(FGLClient):
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         o, g, cfg = self.opts, self.data.data, self.cfg
-        syn = content.array_records[PSEUDO_GRAPH].to_torch_state_dict()
+        syn = {k: v.to(self.device) for k, v in content.array_records[PSEUDO_GRAPH].to_torch_state_dict().items()}
         self.seed_round(server_round)
-        with torch.random.fork_rng():
-            torch.manual_seed(cfg.seed)  # the same initial M_G on every client (shared seed)
-            model = build_model(cfg.model, "node", self.data.num_features, self.data.num_classes,
-                                cfg.hidden, cfg.num_layers, cfg.dropout, cfg.model_init)
+        # the same initial M_G on every client (shared seed)
+        model = seeded_model(cfg, "node", self.data.num_features, self.data.num_classes).to(self.device)
         x_s, ei_s, ew_s, y_s = syn["x"], syn["edge_index"], syn["edge_weight"], syn["y"]
         stage1 = train_with_selection(
             model, lambda: F.cross_entropy(model(x_s, ei_s, ew_s), y_s), lambda: self.val_acc(model),

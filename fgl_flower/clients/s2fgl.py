@@ -27,7 +27,7 @@ import torch.nn.functional as F
 from flwr.app import ArrayRecord, RecordDict
 from torch import Tensor
 
-from fgl_flower.clients.base import LearnerClient, derive_seed
+from fgl_flower.clients.base import LearnerClient, cpu_arrays, derive_seed
 from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.models.s2fgl import (
     class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc, spectral_basis,
@@ -61,7 +61,7 @@ class S2FGLClient(LearnerClient):
             saved = {"proto": top_training_nodes(score, g.train_mask, self.opts.proto_divisor),
                      "fgma": top_training_nodes(score, g.train_mask, self.opts.fgma_divisor)}
             self.state.save_tensors(NODE_SETS, saved)
-        return saved["proto"], saved["fgma"]
+        return saved["proto"].to(self.device), saved["fgma"].to(self.device)
 
     def basis(self, z: Tensor, server_round: int, step: int) -> tuple[Tensor, Tensor]:
         o = self.opts
@@ -77,7 +77,7 @@ class S2FGLClient(LearnerClient):
         record = content.array_records.get(REPOSITORY)
         active = record is not None and server_round >= o.start_round and (o.lambda1 > 0 or o.lambda2 > 0)
         if active:
-            repository = record.to_torch_state_dict()["anchors"]
+            repository = record.to_torch_state_dict()["anchors"].to(self.device)
             # The frozen global model is only needed for these features: the model itself
             # still holds the received weights, so no copy is made.
             model.eval()
@@ -112,7 +112,7 @@ class S2FGLClient(LearnerClient):
         # Prototypes from the last step's (train-mode) representations, as the code does.
         protos, counts = class_prototypes(h_last, g.y, proto_nodes, self.data.num_classes)
         reply = self.training_reply(losses)
-        reply[PROTOTYPES] = ArrayRecord({"prototypes": protos, "counts": counts})
+        reply[PROTOTYPES] = cpu_arrays({"prototypes": protos, "counts": counts})
         return reply
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:

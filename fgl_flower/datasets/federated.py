@@ -91,6 +91,11 @@ class NodeClientData:
     partition_id: int
     num_clients: int
 
+    def to(self, device: torch.device | str) -> NodeClientData:
+        """The same client with its graph on ``device`` (``self`` if it already is)."""
+        graph = self.data.to(device)
+        return self if graph is self.data else replace(self, data=graph)
+
 
 @dataclass
 class GraphClientData:

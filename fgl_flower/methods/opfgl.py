@@ -76,6 +76,11 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(
             f"opfgl is one-shot (one upload, one download): set num-rounds=1 (got {cfg.num_rounds})."
         )
+    if cfg.fraction_train < 1.0:
+        raise ConfigError(
+            f"opfgl is one-shot: its pseudo-graph pools the statistics of every client, so all "
+            f"clients take part; set fraction-train=1 (got {cfg.fraction_train})."
+        )
     if o.variant not in VARIANTS:
         raise ConfigError(f"opfgl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
     o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")

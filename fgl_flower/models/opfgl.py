@@ -95,6 +95,10 @@ class ClassStatistics:
     std: Tensor
     weight: Tensor
 
+    def to(self, device: torch.device) -> ClassStatistics:
+        return ClassStatistics(*(t.to(device) for t in (self.count, self.orig_count, self.mean,
+                                                        self.std, self.weight)))
+
 
 def synthetic_class_sizes(stats: ClassStatistics, per_class: int, rate: float) -> list[int]:
     r""":math:`n'_c`: ``per_class`` for every class when ``rate == 0`` (Cora, CiteSeer,
@@ -161,7 +165,7 @@ class PseudoGraph:
 def condense(
     stats: ClassStatistics, sizes: Sequence[int], num_features: int, opts: CondenseOptions,
     generator_seed: int, progress: Callable[[int, float], None] | None = None,
-    progress_every: int = 250,
+    progress_every: int = 250, device: torch.device | None = None,
 ) -> PseudoGraph:
     r"""Optimise :math:`X'` and :math:`g_\theta` for ``opts.steps + 1`` iterations.
 
@@ -169,16 +173,21 @@ def condense(
     the first 10 update :math:`\theta` and the other 40 update :math:`X'` (two Adams). The
     final graph keeps the entries of :math:`W` (from the last :math:`X'`, BatchNorm in
     training mode as in the code) that are nonzero, in both directions.
-    ``progress(step, loss)``, if given, is called every ``progress_every`` steps.
+    ``progress(step, loss)``, if given, is called every ``progress_every`` steps. The
+    optimisation runs on ``device`` (default: the CPU), from initial values drawn on the
+    CPU; the returned graph is on the CPU.
     """
+    device = torch.device("cpu") if device is None else device
     y = torch.cat([torch.full((n,), c, dtype=torch.long) for c, n in enumerate(sizes)])
     n = y.numel()
     if n == 0:
         raise ValueError("The pseudo-graph has no nodes: no client uploaded any class.")
-    with torch.random.fork_rng():
-        torch.manual_seed(generator_seed)
-        x = nn.Parameter(torch.randn(n, num_features))
-        pge = LinkPredictor(num_features, opts.hidden)
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(generator_seed)
+        x = nn.Parameter(torch.randn(n, num_features).to(device))
+        pge = LinkPredictor(num_features, opts.hidden).to(device)
+    y = y.to(device)
+    stats = stats.to(device)
     opt_x = torch.optim.Adam([x], lr=opts.lr_feat)
     opt_pge = torch.optim.Adam(pge.parameters(), lr=opts.lr_adj)
     pge.train()
@@ -199,4 +208,5 @@ def condense(
     with torch.no_grad():
         w = pge.adjacency(x, opts.threshold, binary=opts.paper)
     edge_index = w.nonzero().t().contiguous()
-    return PseudoGraph(x.detach().clone(), edge_index, w[edge_index[0], edge_index[1]].clone(), y, losses)
+    weight = w[edge_index[0], edge_index[1]]
+    return PseudoGraph(x.detach().cpu().clone(), edge_index.cpu(), weight.cpu().clone(), y.cpu(), losses)

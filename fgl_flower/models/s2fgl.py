@@ -31,11 +31,11 @@ def personalized_pagerank(edge_index: Tensor, num_nodes: int, alpha: float = 0.8
     with :math:`\mathbf A` the client's adjacency as stored (no self-loops added). The
     paper's :math:`\tilde{\mathbf P} = \alpha\mathbf P`. Returns ``[N, N]`` float64.
     """
-    a = torch.zeros(num_nodes, num_nodes, dtype=torch.float64)
+    a = torch.zeros(num_nodes, num_nodes, dtype=torch.float64, device=edge_index.device)
     a[edge_index[0], edge_index[1]] = 1.0
     a.fill_diagonal_(0.0)
     w = a / (a.sum(1, keepdim=True) + 1e-6)
-    eye = torch.eye(num_nodes, dtype=torch.float64)
+    eye = torch.eye(num_nodes, dtype=torch.float64, device=edge_index.device)
     return torch.linalg.inv(eye - (1.0 - alpha) * w)
 
 
@@ -60,8 +60,9 @@ def top_training_nodes(score: Tensor, train_mask: Tensor, divisor: int) -> Tenso
     only training labels are ever read.
     """
     k = score.numel() // divisor
-    order = torch.from_numpy(np.argsort(-score.numpy(), kind="stable")[:k])
-    return order[train_mask[order]].sort().values
+    order = torch.from_numpy(np.argsort(-score.cpu().numpy(), kind="stable")[:k])
+    order = order[train_mask.cpu()[order]].sort().values
+    return order.to(score.device)
 
 
 # --- NLIR: prototypes and repository (spec §3.2) ------------------------------------------
@@ -72,7 +73,7 @@ def class_prototypes(h: Tensor, y: Tensor, nodes: Tensor, num_classes: int) -> t
     nodes has the zero prototype.
     """
     labels = y[nodes]
-    sums = torch.zeros(num_classes, h.size(1), dtype=h.dtype).index_add_(0, labels, h[nodes])
+    sums = torch.zeros(num_classes, h.size(1), dtype=h.dtype, device=h.device).index_add_(0, labels, h[nodes])
     counts = torch.bincount(labels, minlength=num_classes).to(h.dtype)
     return sums / counts.clamp(min=1).unsqueeze(1), counts
 
@@ -159,14 +160,15 @@ def spectral_basis(x: Tensor, k_sim: int = 3, k_eig: int = 10, mode: str = "dens
         _, vecs = torch.linalg.eigh(laplacian((s + s.T) / 2).double())
         return vecs[:, :k].to(x.dtype), vecs[:, -k:].flip(1).to(x.dtype)
     if mode == "eigsh-asym":
-        lap = laplacian(s).double().numpy()
+        lap = laplacian(s).double().cpu().numpy()  # ARPACK: on the CPU
         v0 = np.random.default_rng(seed).uniform(-1, 1, n)
         kw = dict(k=k, tol=1e-3, maxiter=6000, v0=v0)
         low_vals, low = spla.eigsh(lap, which="SM", **kw)
         high_vals, high = spla.eigsh(lap, which="LM", **kw)
         low = low[:, np.argsort(low_vals)]
         high = high[:, np.argsort(-high_vals)]
-        return torch.from_numpy(low).to(x.dtype), torch.from_numpy(high).to(x.dtype)
+        return (torch.from_numpy(low).to(x.device, x.dtype),
+                torch.from_numpy(high).to(x.device, x.dtype))
     raise ValueError(f"Unknown eig mode {mode!r}; use one of {EIG_MODES}.")
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TextIO
 
@@ -28,10 +28,13 @@ SUPERNODE_READY = "SuperNode ID:"  # logged once the SuperNode is registered and
 def run_deployment(
     app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, host: str = "127.0.0.1",
     workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
+    gpus: Sequence[str] | None = None,
 ) -> int:
     """Run ``app_dir`` on a local SuperLink with ``num_supernodes`` SuperNodes.
 
-    SuperNode ``i`` gets ``--node-config "partition-id=i num-partitions=N"``. All
+    SuperNode ``i`` gets ``--node-config "partition-id=i num-partitions=N"`` and, with
+    ``gpus`` (GPU ids such as ``["0", "1"]``), ``CUDA_VISIBLE_DEVICES=gpus[i % len(gpus)]``,
+    so its ClientApp processes see that GPU alone (``device=auto`` then uses it). All
     processes use free ports on the loopback ``host``, an isolated ``FLWR_HOME`` and log
     files in ``workdir`` (default: a temp dir removed afterwards); they are stopped
     before returning, also on errors and KeyboardInterrupt. Returns like
@@ -54,7 +57,7 @@ def run_deployment(
         args += run_config_args(work / "run-config.toml", run_config)
         with ProcessGroup() as group:
             _start_superlink(group, superlink_exe, env, work, host, link_port)
-            _start_supernodes(group, supernode_exe, env, work, address, host, node_ports)
+            _start_supernodes(group, supernode_exe, env, work, address, host, node_ports, gpus)
             return run_flwr(
                 flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
             )
@@ -84,7 +87,7 @@ def _start_superlink(
 
 def _start_supernodes(
     group: ProcessGroup, exe: str, env: Mapping[str, str], work: Path,
-    superlink: str, host: str, ports: list[int],
+    superlink: str, host: str, ports: list[int], gpus: Sequence[str] | None = None,
 ) -> None:
     """Start one SuperNode per port and wait until each has registered."""
     started = []
@@ -94,6 +97,9 @@ def _start_supernodes(
             exe, "--insecure", "--superlink", superlink, "--host", host, "--port", str(port),
             "--node-config", f"partition-id={partition} num-partitions={len(ports)}",
         ]
-        started.append((group.spawn(cmd, env, cwd=work, log=log), log))
+        node_env = dict(env)
+        if gpus:
+            node_env["CUDA_VISIBLE_DEVICES"] = str(gpus[partition % len(gpus)])
+        started.append((group.spawn(cmd, node_env, cwd=work, log=log), log))
     for proc, log in started:
         wait_for_log_line(SUPERNODE_READY, proc, log, STARTUP_TIMEOUT_S)

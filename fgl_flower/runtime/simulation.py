@@ -25,9 +25,15 @@ CONNECTION = "local"
 
 def run_simulation(
     app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, cpus_per_client: int = 1,
-    workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
+    gpus_per_client: float = 0.0, workdir: Path | None = None, stream: TextIO | None = None,
+    timeout: float | None = None, ray_address: str | None = None,
 ) -> int:
     """Run ``app_dir`` as a simulation with ``num_supernodes`` virtual SuperNodes.
+
+    Each client reserves ``cpus_per_client`` CPUs and ``gpus_per_client`` GPUs of Ray
+    (fractions share a GPU: 0.25 runs four clients on one), so ``min(CPUs / cpus, GPUs /
+    gpus)`` clients run at once. ``ray_address`` (e.g. ``"auto"`` or ``"HEAD:6379"``)
+    attaches the simulation to a running Ray cluster instead of starting a local one.
 
     Uses an isolated ``FLWR_HOME`` under ``workdir`` (default: a temp dir removed
     afterwards) whose managed SuperLink listens on a free loopback port, streams
@@ -39,10 +45,14 @@ def run_simulation(
     raises :class:`~fgl_flower.runtime.errors.RunTimeoutError`.
     """
     app_dir = check_app_dir(app_dir)
-    if num_supernodes < 1 or cpus_per_client < 1:
+    if num_supernodes < 1 or cpus_per_client < 1 or gpus_per_client < 0:
         raise ConfigError(
-            f"need num_supernodes >= 1 and cpus_per_client >= 1, got {num_supernodes}, {cpus_per_client}"
+            f"need num_supernodes >= 1, cpus_per_client >= 1 and gpus_per_client >= 0, got "
+            f"{num_supernodes}, {cpus_per_client}, {gpus_per_client}"
         )
+    if gpus_per_client > 1 and not float(gpus_per_client).is_integer():
+        raise ConfigError(f"gpus_per_client={gpus_per_client}: Ray takes a fraction below 1 or "
+                          "a whole number of GPUs.")
     with work_directory(workdir) as work:
         flwr_home = work / "flwr-home"
         http_port, control_port = free_ports(2)
@@ -50,12 +60,14 @@ def run_simulation(
             flwr_home,
             FLWR_LOCAL_SUPERLINK_HTTP_API_PORT=str(http_port),
             FLWR_LOCAL_CONTROL_API_PORT=str(control_port),
+            **({"RAY_ADDRESS": ray_address} if ray_address else {}),
         )
         flwr = require_executable("flwr", env)
         require_executable("flower-superlink", env)
         stop_local_superlinks(flwr_home)  # a leftover from an earlier run in this workdir
         write_connections(flwr_home, CONNECTION, {"address": ":local:"})
-        federation = f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client}"
+        federation = (f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client} "
+                      f"client-resources-num-gpus={float(gpus_per_client)}")
         args = [str(app_dir), CONNECTION, "--stream", "--federation-config", federation]
         args += run_config_args(work / "run-config.toml", run_config)
         with ProcessGroup() as group:

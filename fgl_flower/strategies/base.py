@@ -3,10 +3,11 @@
 :class:`FGLStrategy` keeps Flower's narrow interface (``configure_train``,
 ``aggregate_train``, ``configure_evaluate``, ``aggregate_evaluate``, ``summary``) and
 runs it in :meth:`FGLStrategy.start`, whose loop adds the cross-cutting pieces: a
-:class:`~fgl_flower.strategies.grid.MeteredGrid` (bytes, deterministic reply order) and a
-:class:`~fgl_flower.results.RunRecorder` (per-round records, summary, curves). A method
-overrides only the aggregation it changes; a one-shot or multi-phase method overrides
-:meth:`start`.
+:class:`~fgl_flower.strategies.grid.MeteredGrid` (bytes, deterministic reply order, node
+discovery by partition id), client sampling (``fraction-train``, from the run seed), fused
+evaluation, and a :class:`~fgl_flower.results.RunRecorder` (per-round records, summary,
+curves). A method overrides only the aggregation it changes; a one-shot or multi-phase
+method overrides :meth:`start`.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from flwr.supercore import log
 from fgl_flower.config import RunConfig
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.protocol import (
-    ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, NUM_LOCAL, PARTITION_ID, SERVER_ROUND,
+    ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL, PARTITION_ID,
+    SERVER_ROUND,
 )
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.grid import MeteredGrid
+from fgl_flower.strategies.sampling import sample_clients
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
@@ -34,6 +37,16 @@ EVAL_METRICS = {
        for split in ("val", "test") for m in ("loss", "acc", "f1", "f1_all")},
     "test_minority_acc": "num-test-minority",  # node tasks; FedSpray's minority accuracy
 }
+
+
+def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
+    """The evaluations that fused train replies carry (:data:`EVALUATION`), as evaluate
+    replies (their ``metrics`` record) for :meth:`FGLStrategy.aggregate_evaluate`."""
+    return [
+        Message(content=RecordDict({METRICS: r.content.metric_records[EVALUATION]}),
+                dst_node_id=r.metadata.src_node_id, message_type=MessageType.EVALUATE)
+        for r in replies if EVALUATION in r.content.metric_records
+    ]
 
 
 def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
@@ -48,18 +61,26 @@ def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
 class FGLStrategy(Strategy):
     """Strategy base for all methods of this package.
 
-    Every round all ``num-clients`` clients train and then evaluate; replies are
-    processed in partition-id order.
+    Every round the clients sampled for it (``fraction-train``, ``min-train-clients``; all
+    by default) train, and the global model they produce is evaluated on the clients
+    sampled for the next round (the ones that receive it next; for the last round, a
+    sample drawn as for round ``R + 1``). Replies are processed in partition-id order.
     """
 
     #: ``True`` for methods whose evaluated model does not change in aggregation (e.g.
-    #: personalized models): clients then put the evaluation metrics into the train reply
-    #: and no evaluate messages are sent, halving the messages per round.
+    #: personalized models): clients put the evaluation metrics into the train reply and
+    #: no evaluate messages are sent; the evaluation covers the round's trained clients.
     evaluates_in_train: bool = False
+    #: ``True`` for methods whose evaluate message of round ``r`` carries only what round
+    #: ``r + 1``'s train message carries (the global arrays), and whose clients' evaluate
+    #: changes nothing that train reads: the evaluation then rides in that train message
+    #: (``fused-evaluation``), halving the messages, with the same numbers.
+    evaluate_with_next_train: bool = False
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
-        self.node_ids: list[int] = []
+        self.node_ids: list[int] = []  # the nodes that the next broadcast addresses
+        self.nodes: dict[int, int] = {}  # partition id -> node id (from discovery)
 
     # -- message construction --------------------------------------------------------------
     def broadcast(
@@ -121,6 +142,9 @@ class FGLStrategy(Strategy):
         log(INFO, "%s: method=%s dataset=%s partition=%s clients=%d rounds=%d seed=%d model=%s",
             type(self).__name__, c.method, c.dataset, c.partition, c.num_clients, c.num_rounds,
             c.seed, c.model)
+        if c.fraction_train < 1.0:
+            log(INFO, "Each round trains %d of %d clients (fraction-train=%g, sampled by partition "
+                "id from seed %d)", len(self.train_clients(1)), c.num_clients, c.fraction_train, c.seed)
 
     def initial_arrays(self) -> ArrayRecord:
         """Arrays sent in round 1. Empty: clients build the initial model from the run
@@ -128,12 +152,23 @@ class FGLStrategy(Strategy):
         return ArrayRecord()
 
     def connect(self, grid: Grid) -> MeteredGrid:
-        """Wrap ``grid`` to meter traffic, wait for the run's clients (``self.node_ids``)
-        and log the run summary: the start of every protocol."""
+        """Wrap ``grid`` to meter traffic, map partition ids to nodes (every client by
+        default in :attr:`node_ids`) and log the run summary: the start of every protocol."""
         metered = MeteredGrid(grid)
-        self.node_ids = metered.wait_for_nodes(self.cfg.num_clients)[: self.cfg.num_clients]
+        self.nodes = metered.discover(self.cfg.num_clients)
+        self.node_ids = list(self.nodes.values())
         self.summary()
         return metered
+
+    def train_clients(self, server_round: int) -> list[int]:
+        """Partition ids sampled to train in ``server_round`` (all by default)."""
+        c = self.cfg
+        return sample_clients(c.num_clients, c.fraction_train, c.min_train_clients, c.seed, server_round)
+
+    def select(self, partition_ids: Iterable[int]) -> list[int]:
+        """Address the next broadcast to these clients; returns their node ids."""
+        self.node_ids = [self.nodes[p] for p in partition_ids]
+        return self.node_ids
 
     # -- the round loop --------------------------------------------------------------------
     def start(
@@ -147,49 +182,71 @@ class FGLStrategy(Strategy):
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
         recorder: RunRecorder | None = None,
     ) -> Result:
-        """Run ``num_rounds`` rounds of train + evaluate on all clients.
+        """Run ``num_rounds`` rounds of train + evaluate on the sampled clients.
 
-        Each finished round goes to ``recorder`` (if given) before the next one starts.
+        Each round goes to ``recorder`` (if given) once its evaluation is in: right after
+        the round, or, with fused evaluation, after the next round's train replies.
         """
         num_rounds = self.cfg.num_rounds if num_rounds is None else num_rounds
         metered = self.connect(grid)
         arrays = self.initial_arrays() if initial_arrays is None else initial_arrays
         train_config = train_config or ConfigRecord()
         evaluate_config = evaluate_config or ConfigRecord()
+        fused = self.evaluate_with_next_train and self.cfg.fused_evaluation and not self.evaluates_in_train
         result = Result()
         result.arrays = arrays
-        for rnd in range(1, num_rounds + 1):
-            t0 = time.perf_counter()
-            metered.reset()
-            replies = metered.send_and_receive(
-                self.configure_train(rnd, arrays, train_config, metered), timeout=timeout
-            )
-            new_arrays, train_metrics = self.aggregate_train(rnd, replies)
-            if new_arrays is not None:
-                arrays = result.arrays = new_arrays
-            if not self.evaluates_in_train:
-                replies = metered.send_and_receive(
-                    self.configure_evaluate(rnd, arrays, evaluate_config, metered), timeout=timeout
-                )
-            eval_metrics = self.aggregate_evaluate(rnd, replies)
-            record = {
-                "round": rnd,
-                "time_s": time.perf_counter() - t0,
-                "bytes_up": metered.bytes_up,
-                "bytes_down": metered.bytes_down,
-                "messages_up": metered.messages_up,
-                "messages_down": metered.messages_down,
-                "train": dict(train_metrics or {}),
-                "eval": dict(eval_metrics or {}),
-                "clients": {str(k): v for k, v in client_metrics(replies).items()},
-            }
-            if evaluate_fn is not None and (res := evaluate_fn(rnd, arrays)) is not None:
+        pending: dict | None = None  # a round whose evaluation rides in the next train batch
+
+        def finish(record: dict, eval_replies: list[Message], clients: list[int]) -> None:
+            rnd = record["round"]
+            eval_metrics = self.aggregate_evaluate(rnd, eval_replies)
+            record["eval"] = dict(eval_metrics or {})
+            record["eval_clients"] = clients
+            record["clients"] = {str(k): v for k, v in client_metrics(eval_replies).items()}
+            if evaluate_fn is not None and (res := evaluate_fn(rnd, record.pop("_arrays"))) is not None:
                 record["server_eval"] = dict(res)
                 result.evaluate_metrics_serverapp[rnd] = res
-            if train_metrics is not None:
-                result.train_metrics_clientapp[rnd] = train_metrics
+            record.pop("_arrays", None)
             if eval_metrics is not None:
                 result.evaluate_metrics_clientapp[rnd] = eval_metrics
             if recorder is not None:
                 recorder.record_round(record)
+
+        def exchange(record: dict, messages: Iterable[Message]) -> list[Message]:
+            t0 = time.perf_counter()
+            metered.reset()
+            replies = metered.send_and_receive(messages, timeout=timeout)
+            record["time_s"] = record.get("time_s", 0.0) + time.perf_counter() - t0
+            for key in ("bytes_up", "bytes_down", "messages_up", "messages_down"):
+                record[key] = record.get(key, 0) + getattr(metered, key)
+            return replies
+
+        for rnd in range(1, num_rounds + 1):
+            record: dict = {"round": rnd}
+            clients = self.train_clients(rnd)
+            self.select(clients)
+            config = train_config
+            if pending is not None:
+                config = ConfigRecord({**train_config, EVALUATE_ROUND: pending["round"]})
+            replies = exchange(record, self.configure_train(rnd, arrays, config, metered))
+            if pending is not None:
+                finish(pending, evaluation_replies(replies), clients)
+                pending = None
+            new_arrays, train_metrics = self.aggregate_train(rnd, replies)
+            if new_arrays is not None:
+                arrays = result.arrays = new_arrays
+            record["train"] = dict(train_metrics or {})
+            record["train_clients"] = clients
+            record["_arrays"] = arrays
+            if train_metrics is not None:
+                result.train_metrics_clientapp[rnd] = train_metrics
+            if self.evaluates_in_train:
+                finish(record, replies, clients)
+            elif fused and rnd < num_rounds:
+                pending = record
+            else:  # a separate evaluate batch, on the clients that train next
+                eval_clients = self.train_clients(rnd + 1)
+                self.select(eval_clients)
+                eval_replies = exchange(record, self.configure_evaluate(rnd, arrays, evaluate_config, metered))
+                finish(record, eval_replies, eval_clients)
         return result

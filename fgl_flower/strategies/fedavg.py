@@ -19,7 +19,13 @@ from fgl_flower.strategies.base import FGLStrategy
 
 
 class FedAvgStrategy(FGLStrategy):
-    """Average uploaded arrays weighted by ``num-examples``, in partition-id order."""
+    """Average uploaded arrays weighted by ``num-examples``, in partition-id order.
+
+    The global model of round ``r`` is evaluated in round ``r + 1``'s train message
+    (:attr:`~FGLStrategy.evaluate_with_next_train`).
+    """
+
+    evaluate_with_next_train = True
 
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]

@@ -11,12 +11,12 @@ import time
 from collections.abc import Iterable
 from logging import INFO
 
-from flwr.app import Message
+from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 from flwr.supercore import log
 
-from fgl_flower.errors import FGLError
-from fgl_flower.protocol import PARTITION_ID
+from fgl_flower.errors import ConfigError, FGLError
+from fgl_flower.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY
 
 
 class ClientFailure(FGLError):
@@ -64,9 +64,38 @@ class MeteredGrid:
                 )
             time.sleep(0.5)
             ids = self.get_node_ids()
-        if len(ids) > n:
-            log(INFO, "%d nodes connected, using the first %d (num-clients)", len(ids), n)
         return ids
+
+    def discover(self, num_clients: int, timeout: float = 600.0) -> dict[int, int]:
+        """``{partition id: node id}`` of the run's ``num_clients`` clients.
+
+        Waits for the nodes, then asks each for its partition id (``query.partition``: a
+        reply without building a client). Clients are then addressed, sampled and
+        ordered by partition id, the same in simulation and deployment, whatever node ids
+        Flower assigned.
+        """
+        nodes = self.wait_for_nodes(num_clients, timeout)
+        config = RecordDict({CONFIG: ConfigRecord()})
+        messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
+                            dst_node_id=n) for n in nodes]
+        owners: dict[int, int] = {}
+        for reply in self.send_and_receive(messages, timeout=timeout):
+            rec = reply.content.config_records[CONFIG]
+            pid, num = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+            if num != num_clients:
+                raise ConfigError(f"SuperNode {reply.metadata.src_node_id} serves partition {pid} "
+                                  f"of num-partitions={num}, but the run has num-clients="
+                                  f"{num_clients}; start the SuperNodes with num-partitions="
+                                  f"{num_clients} or set num-clients={num}.")
+            if pid in owners:
+                raise ConfigError(f"Two SuperNodes serve partition {pid}; give each a distinct "
+                                  "partition-id in --node-config.")
+            owners[pid] = reply.metadata.src_node_id
+        missing = sorted(set(range(num_clients)) - set(owners))
+        if missing:
+            raise ConfigError(f"No SuperNode serves partition(s) {missing[:10]} of {num_clients}.")
+        self.reset()  # discovery is not part of any round's traffic
+        return dict(sorted(owners.items()))
 
     def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None) -> list[Message]:
         messages = list(messages)

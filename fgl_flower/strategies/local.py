@@ -8,6 +8,8 @@ from fgl_flower.strategies.base import FGLStrategy
 class LocalStrategy(FGLStrategy):
     """Sends empty arrays every round; clients keep and train their own models.
 
-    :meth:`FGLStrategy.aggregate_train` already returns no new arrays, so this class only
-    names the behaviour.
+    :meth:`FGLStrategy.aggregate_train` already returns no new arrays; the clients'
+    models change only in training, so they report their evaluation with it.
     """
+
+    evaluates_in_train = True

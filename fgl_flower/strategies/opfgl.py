@@ -33,6 +33,7 @@ from torch import Tensor
 from fgl_flower.allocator import retain_freed_memory
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS
+from fgl_flower.device import resolve_device
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synthetic_class_sizes
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
@@ -91,7 +92,8 @@ class OPFGLStrategy(FGLStrategy):
         graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), opts,
                          derive_seed(self.cfg.seed, "condense"),
                          progress=lambda t, loss: log(INFO, "pseudo-graph: step %d/%d loss %.4f",
-                                                      t, opts.steps, loss))
+                                                      t, opts.steps, loss),
+                         device=resolve_device(self.cfg.device))
         log(INFO, "pseudo-graph: %d nodes %s, %d directed edges, loss %.4f -> %.4f",
             graph.y.numel(), sizes, graph.edge_index.size(1), graph.losses[0], graph.losses[-1])
         return graph

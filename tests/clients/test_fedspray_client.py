@@ -47,10 +47,12 @@ def test_personalized_gnn_is_never_uploaded(flat):
     cfg, grid, _ = _run(flat)
     data = load_client_data(cfg.data_config(), 0)
     encoder_keys = set(FeatureStructureEncoder(data.num_features, data.num_classes).state_dict())
-    assert len(grid.replies) == cfg.num_rounds * cfg.num_clients  # no evaluate messages
+    replies = [r for r in grid.replies if r.metadata.message_type == "train"]
+    assert len(replies) == len(grid.replies) - cfg.num_clients  # besides discovery, only train
+    assert len(replies) == cfg.num_rounds * cfg.num_clients  # no evaluate messages
     gnn_tensors = [t for pid in range(cfg.num_clients)
                    for t in grid.context(pid).state["gnn.model"].to_torch_state_dict().values()]
-    for reply in grid.replies:
+    for reply in replies:
         records = reply.content.array_records
         assert set(records) == {"arrays", "proxies"}
         assert set(records["arrays"]) == encoder_keys
@@ -101,7 +103,7 @@ def test_variants_and_ablation_run_and_differ(flat, tmp_path):
         _, grid, summary = _run(dict(flat, **extra, **{"out-dir": str(tmp_path / name)}))
         results[name] = summary["final"]["val_loss"]
         if name == "zero":
-            for reply in grid.replies:
+            for reply in (r for r in grid.replies if r.metadata.message_type == "train"):
                 assert not reply.content["proxies"]["S"].numpy().any()
             assert "node-proxies" not in grid.context(0).state or torch.count_nonzero(
                 grid.context(0).state["node-proxies"].to_torch_state_dict()["P"]) == 0
