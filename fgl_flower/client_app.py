@@ -14,12 +14,13 @@ data are imported by the handler that needs them.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
-from fgl_flower.config import parse_run_config
+from fgl_flower.config import RunConfig, parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
 from fgl_flower.protocol import (
@@ -44,9 +45,14 @@ def node_partition(context: Context) -> tuple[int, int]:
         ) from e
 
 
+@functools.lru_cache(maxsize=8)
+def _parsed(items: tuple) -> RunConfig:
+    return parse_run_config(dict(items))
+
+
 def build_client(context: Context) -> FGLClient:
     """The method client for this node (partition id from ``context.node_config``)."""
-    cfg = parse_run_config(context.run_config)
+    cfg = _parsed(tuple(sorted(context.run_config.items())))
     pid, num = node_partition(context)
     if num != cfg.num_clients:
         raise ConfigError(f"num-partitions={num} on this node but num-clients={cfg.num_clients}.")

@@ -17,6 +17,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
+from fgl_flower.records import record_torch, torch_record
 from fgl_flower.seeds import derive_seed
 
 __all__ = ["FGLClient", "LearnerClient", "cpu_arrays", "derive_seed"]
@@ -24,7 +25,7 @@ __all__ = ["FGLClient", "LearnerClient", "cpu_arrays", "derive_seed"]
 
 def cpu_arrays(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     """An ArrayRecord of ``tensors`` copied to the CPU (messages never carry GPU memory)."""
-    return ArrayRecord({k: v.detach().cpu() for k, v in tensors.items()})
+    return torch_record(tensors)
 
 
 class FGLClient:
@@ -83,7 +84,7 @@ class LearnerClient(FGLClient):
     def load_global(self, content: RecordDict) -> dict[str, torch.Tensor]:
         """Load the server's arrays (if any) into the shared parameters; returns them."""
         record = content.array_records.get(ARRAYS)
-        tensors = record.to_torch_state_dict() if record is not None and len(record) else {}
+        tensors = record_torch(record) if record is not None and len(record) else {}
         if tensors:
             self.learner.set_shared(tensors)
         return tensors

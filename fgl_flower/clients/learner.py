@@ -7,6 +7,8 @@ method's client (FedAvg, FedProx, Local, ...) is written once for both tasks.
 
 from __future__ import annotations
 
+import copy
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 
@@ -44,11 +46,18 @@ def make_optimizer(params, cfg: RunConfig) -> torch.optim.Optimizer:
 
 def seeded_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:
     """The run's backbone, built on the CPU from ``cfg.seed`` without touching the caller's
-    random state (the shared initial model of every client)."""
+    random state (the shared initial model of every client): a fresh copy of a model made
+    once per process and architecture."""
+    return copy.deepcopy(_initial_model(cfg.model, task, num_features, num_classes, cfg.hidden,
+                                        cfg.num_layers, cfg.dropout, cfg.model_init, cfg.seed))
+
+
+@functools.lru_cache(maxsize=16)
+def _initial_model(name: str, task: str, num_features: int, num_classes: int, hidden: int,
+                   num_layers: int, dropout: float, init: str, seed: int) -> nn.Module:
     with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(cfg.seed)
-        return build_model(cfg.model, task, num_features, num_classes,
-                           cfg.hidden, cfg.num_layers, cfg.dropout, cfg.model_init)
+        torch.default_generator.manual_seed(seed)
+        return build_model(name, task, num_features, num_classes, hidden, num_layers, dropout, init)
 
 
 class Learner(ABC):

@@ -15,6 +15,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 from torch import Tensor, nn
 
+from fgl_flower.records import record_torch, torch_record
+
 
 class ClientState:
     """Save and restore modules, optimizers, tensors and JSON values by key."""
@@ -27,11 +29,11 @@ class ClientState:
 
     # -- tensors ---------------------------------------------------------------------------
     def save_tensors(self, key: str, tensors: dict[str, Tensor]) -> None:
-        self.records[key] = ArrayRecord({k: v.detach().cpu() for k, v in tensors.items()})
+        self.records[key] = torch_record(tensors)
 
     def load_tensors(self, key: str) -> dict[str, Tensor] | None:
         rec = self.records.get(key)
-        return None if rec is None else rec.to_torch_state_dict()
+        return None if rec is None else record_torch(rec)
 
     # -- modules ---------------------------------------------------------------------------
     def save_module(self, key: str, module: nn.Module) -> None:

@@ -277,12 +277,13 @@ def _mask(n: int, idx: np.ndarray) -> torch.Tensor:
     return mask
 
 
+@functools.lru_cache(maxsize=64)
 def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | GraphClientData:
     """Client ``partition_id``'s data, split by ``cfg.split`` / ``split_mode`` / ``split_seed``.
 
     The first call for a partition may load the full dataset and write the cache;
-    later calls (in any process) read only this client's file. Tensors are shared
-    with an in-process cache: treat them as read-only.
+    later calls (in any process) read only this client's file. The result is memoised
+    per process (a simulation actor serves many messages): treat it as read-only.
     """
     r = _resolve(cfg)
     if not 0 <= partition_id < cfg.num_clients:

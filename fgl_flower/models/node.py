@@ -89,7 +89,7 @@ class GCN(_Stacked):
 
     def _layer(self, conv, x, edge_index, edge_weight):
         adj_t = self._cache.get(
-            "adjacency", (edge_index, edge_weight),
+            f"adjacency/{x.size(0)}", (edge_index, edge_weight),
             lambda: gcn_adjacency(edge_index, x.size(0), edge_weight, conv.add_self_loops),
         )
         h = feature_matmul(x, conv.lin.weight.t(), self._cache)

@@ -10,11 +10,14 @@ Full-batch node classification calls a model many times on the same ``x`` and
   products (PyTorch's COO backward is several times slower).
 
 :class:`GraphCache` keeps them per module, keyed on the identity and version of the
-input tensors, so a model applied to another graph recomputes them.
+input tensors, so a model applied to another graph recomputes them. Entries are also
+shared between modules of one process (a bounded LRU): a client rebuilt for every
+message from the same cached data reuses the previous message's adjacency.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable
 
 import torch
@@ -25,23 +28,39 @@ def _key(t: Tensor | None) -> tuple:
     if t is None:
         return (None,)
     if t.is_sparse:
-        return ("coo", id(t), t._version, tuple(t.shape))
-    return (t.layout, t.data_ptr(), t._version, tuple(t.shape))
+        return ("coo", id(t), t._version, tuple(t.shape), t.dtype, t.device)
+    return (t.layout, t.data_ptr(), t._version, tuple(t.shape), t.dtype, t.device)
+
+
+#: Process-wide entries ``key -> (inputs, value)``, least recently used first. Holding the
+#: inputs keeps their ids and data pointers from being reused while an entry lives.
+_SHARED: OrderedDict[tuple, tuple[tuple, object]] = OrderedDict()
+SHARED_ENTRIES = 32
 
 
 class GraphCache:
-    """Per-module cache of tensors derived from a graph's inputs (one entry per name)."""
+    """Per-module cache of tensors derived from a graph's inputs (one entry per name),
+    backed by a bounded process-wide cache of the same entries."""
 
     def __init__(self) -> None:
-        # name -> (key, inputs, value); holding the inputs keeps their ids unique
+        # name -> (key, inputs, value)
         self._store: dict[str, tuple[tuple, tuple, object]] = {}
 
     def get(self, name: str, inputs: tuple[Tensor | None, ...], build: Callable[[], object]):
-        key = tuple(_key(t) for t in inputs)
+        """``build()``'s value for these inputs; ``build`` must depend on them alone."""
+        key = (name, *(_key(t) for t in inputs))
         hit = self._store.get(name)
         if hit is not None and hit[0] == key:
             return hit[2]
-        value = build()
+        shared = _SHARED.get(key)
+        if shared is not None:
+            _SHARED.move_to_end(key)
+            value = shared[1]
+        else:
+            value = build()
+            _SHARED[key] = (inputs, value)
+            while len(_SHARED) > SHARED_ENTRIES:
+                _SHARED.popitem(last=False)
         self._store[name] = (key, inputs, value)
         return value
 

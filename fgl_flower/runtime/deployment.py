@@ -22,6 +22,9 @@ from fgl_flower.runtime.processes import ProcessGroup, free_ports, wait_for_log_
 
 CONNECTION = "fgl-deployment"
 STARTUP_TIMEOUT_S = 60.0
+#: How often a SuperNode's SuperExec looks for a message to start a ClientApp process for
+#: (Flower's default 1 s; it adds up to that much to every round). Flower's own setting.
+TASK_POLL_INTERVAL_S = "0.1"
 SUPERNODE_READY = "SuperNode ID:"  # logged once the SuperNode is registered and active
 
 
@@ -97,7 +100,7 @@ def _start_supernodes(
             exe, "--insecure", "--superlink", superlink, "--host", host, "--port", str(port),
             "--node-config", f"partition-id={partition} num-partitions={len(ports)}",
         ]
-        node_env = dict(env)
+        node_env = {**env, "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": TASK_POLL_INTERVAL_S}
         if gpus:
             node_env["CUDA_VISIBLE_DEVICES"] = str(gpus[partition % len(gpus)])
         started.append((group.spawn(cmd, node_env, cwd=work, log=log), log))

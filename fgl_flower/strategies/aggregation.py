@@ -8,6 +8,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord
 
 from fgl_flower.errors import FGLError
+from fgl_flower.records import array_numpy, array_of
 
 
 def weighted_mean_arrays(records: Sequence[ArrayRecord], weights: Sequence[float]) -> ArrayRecord:
@@ -30,9 +31,9 @@ def weighted_mean_arrays(records: Sequence[ArrayRecord], weights: Sequence[float
             raise FGLError("Clients uploaded different parameter sets; cannot average them.")
     out: dict[str, Array] = {}
     for key in keys:
-        first = records[0][key].numpy()
+        first = array_numpy(records[0][key])
         acc = np.zeros(first.shape, dtype=np.float64)
         for r, w in zip(records, weights):
-            acc += (float(w) / total) * r[key].numpy().astype(np.float64)
-        out[key] = Array(acc.astype(first.dtype))
+            acc += (float(w) / total) * array_numpy(r[key]).astype(np.float64)
+        out[key] = array_of(acc.astype(first.dtype))
     return ArrayRecord(out)

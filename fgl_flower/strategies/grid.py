@@ -100,7 +100,11 @@ class MeteredGrid:
     def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None) -> list[Message]:
         messages = list(messages)
         self.messages_down += len(messages)
-        self.bytes_down += sum(payload_bytes(m.content) for m in messages)
+        sizes: dict[int, int] = {}  # a broadcast shares one content: serialize it once
+        for m in messages:
+            if id(m.content) not in sizes:
+                sizes[id(m.content)] = payload_bytes(m.content)
+            self.bytes_down += sizes[id(m.content)]
         replies = list(self.grid.send_and_receive(messages, timeout=timeout))
         for r in replies:
             if r.has_error():

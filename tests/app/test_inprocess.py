@@ -18,7 +18,7 @@ NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16}}
 @pytest.mark.parametrize("method", list(METHODS))
 def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
     flat.update({"method": method, "num-rounds": 1, **NEEDS.get(method, {})})
-    summary = run_inprocess(flat)
+    summary = run_inprocess(flat, serialize=True)  # every record through the wire format
     assert summary["rounds_completed"] == 1
     assert 0.0 <= summary["final"]["test_acc"] <= 1.0
     out = tmp_path / "run"
@@ -36,6 +36,15 @@ def test_one_round_smoke_every_method_graph_task(flat, method, data_root):
     summary = run_inprocess(flat)
     assert summary["rounds_completed"] == 1
     assert 0.0 <= summary["final"]["test_acc"] <= 1.0
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedspray"])
+def test_wire_serialization_changes_no_number(flat, method, tmp_path):
+    flat["method"] = method
+    by_reference = run_inprocess(flat)
+    serialized = run_inprocess(dict(flat, **{"out-dir": str(tmp_path / "ser")}), serialize=True)
+    for key in ("final", "best_val", "last", "bytes_up_total", "bytes_down_total"):
+        assert by_reference[key] == serialized[key]
 
 
 def test_same_seed_same_numbers_other_seed_differs(flat):

@@ -63,6 +63,7 @@ def test_cache_hit_identical_and_on_disk():
     from fgl_flower.datasets.federated import _client_part
 
     _client_part.cache_clear()  # force a read from disk
+    load_client_data.cache_clear()
     b = load_client_data(cfg, 2)
     for key in ("x", "edge_index", "y", "global_id", "train_mask", "val_mask", "test_mask"):
         assert torch.equal(getattr(a.data, key), getattr(b.data, key))
@@ -194,6 +195,7 @@ def test_partitioner_version_invalidates_cache(monkeypatch):
     before = {p.name for p in partition_dir("").iterdir()}
     monkeypatch.setattr(Metis, "version", Metis.version + 1)
     _client_part.cache_clear()
+    load_client_data.cache_clear()
     load_client_data(cfg, 0)
     added = {p.name for p in partition_dir("").iterdir()} - before
     assert any(name.startswith("synthetic-metis-2-") for name in added)
