@@ -32,3 +32,36 @@ def test_same_seed_same_numbers_with_two_threads(flat, tmp_path):
     finally:
         torch.set_num_threads(before)
     assert a["final"] == b["final"] and a["best_val"] == b["best_val"]
+
+
+def test_memoised_pieces_follow_the_config(flat):
+    """Per-process caches (client data, initial model, graph-derived tensors) never serve
+    a value computed for another config or input."""
+    from dataclasses import replace
+
+    from fgl_flower.clients.learner import seeded_model
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import load_client_data
+    from fgl_flower.models.sparse import GraphCache
+
+    cfg = parse_run_config(flat)
+    data = cfg.data_config()
+    a = load_client_data(data, 0)
+    assert load_client_data(data, 0) is a
+    b = load_client_data(replace(data, split_seed=data.split_seed + 1), 0)
+    assert not torch.equal(a.data.train_mask, b.data.train_mask)
+
+    m1, m2 = seeded_model(cfg, "node", 8, 3), seeded_model(cfg, "node", 8, 3)
+    assert m1 is not m2 and all(torch.equal(p, q) for p, q in zip(m1.parameters(), m2.parameters()))
+    with torch.no_grad():
+        next(m1.parameters()).add_(1.0)  # a copy: changing one leaves the next untouched
+    m3 = seeded_model(cfg, "node", 8, 3)
+    assert all(torch.equal(p, q) for p, q in zip(m2.parameters(), m3.parameters()))
+    other = seeded_model(replace(cfg, seed=cfg.seed + 1), "node", 8, 3)
+    assert not all(torch.equal(p, q) for p, q in zip(m2.parameters(), other.parameters()))
+
+    x = torch.ones(3)
+    first = GraphCache().get("probe", (x,), lambda: x.sum().item())
+    assert GraphCache().get("probe", (x,), lambda: -1.0) == first  # shared between modules
+    x.add_(1.0)  # in place: a new version of the input
+    assert GraphCache().get("probe", (x,), lambda: x.sum().item()) == 6.0

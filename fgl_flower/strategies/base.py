@@ -203,10 +203,10 @@ class FGLStrategy(Strategy):
             record["eval"] = dict(eval_metrics or {})
             record["eval_clients"] = clients
             record["clients"] = {str(k): v for k, v in client_metrics(eval_replies).items()}
-            if evaluate_fn is not None and (res := evaluate_fn(rnd, record.pop("_arrays"))) is not None:
+            round_arrays = record.pop("_arrays")  # the global arrays after this round
+            if evaluate_fn is not None and (res := evaluate_fn(rnd, round_arrays)) is not None:
                 record["server_eval"] = dict(res)
                 result.evaluate_metrics_serverapp[rnd] = res
-            record.pop("_arrays", None)
             if eval_metrics is not None:
                 result.evaluate_metrics_clientapp[rnd] = eval_metrics
             if recorder is not None:
