@@ -9,6 +9,7 @@
    imports nothing but Flower and answers at once.
 3. **Scale**: ``fgl run --clients 1000 --fraction-train 0.05`` on a 100k-node synthetic
    graph (METIS), 20 rounds: partitioning time, wall time, time per round, peak memory.
+4. **Start-up**: when each step of a short ``fgl run`` is reached.
 
 Run from the repository root with the venv active (about 15 minutes on 2 cores)::
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import resource
 import statistics
@@ -128,25 +130,31 @@ def plain_loop() -> dict:
     return {"wall_s": wall, "peak_rss_mb": peak, "final": final}
 
 
-def deployment_floor(tmp: Path, rounds: int = 8) -> float:
-    """Seconds per round of a ClientApp that imports only Flower and replies at once."""
+def flower_floor(tmp: Path, runtime: str, nodes: int, rounds: int) -> tuple[float, float]:
+    """``(wall seconds, seconds of the rounds)`` of Flower's ``runtime`` (``simulation`` or
+    ``deployment``) driving a ClientApp that imports only Flower and replies at once: one
+    message per node and round, the floor that Flower itself sets."""
     sys.path.insert(0, str(REPO / "tests" / "runtime"))
     from toy_flower_app import write_toy_app
 
-    from fgl_flower.runtime import run_deployment
+    from fgl_flower.runtime import run_deployment, run_simulation
 
-    app = write_toy_app(tmp / "toy")
-    out = tmp / "toy.json"
-    code = run_deployment(app, {"num-rounds": rounds, "num-nodes": 3, "out-file": str(out)}, 3,
-                          stream=open("/dev/null", "w"), timeout=600)
-    assert code == 0, "the toy deployment failed"
-    return json.loads(out.read_text())["seconds"] / rounds
+    app = write_toy_app(tmp / f"toy-{runtime}")
+    out = tmp / f"toy-{runtime}.json"
+    launch = run_simulation if runtime == "simulation" else run_deployment
+    t0 = time.perf_counter()
+    with open(os.devnull, "w") as sink:
+        code = launch(app, {"num-rounds": rounds, "num-nodes": nodes, "out-file": str(out)}, nodes,
+                      stream=sink, timeout=600)
+    assert code == 0, f"the toy {runtime} failed"
+    return time.perf_counter() - t0, json.loads(out.read_text())["seconds"]
 
 
 def three_way(tmp: Path) -> str:
     flwr = fgl("run", RUN, tmp / "flwr")
     grid = inprocess_grid(tmp / "grid")
     plain = plain_loop()
+    floor_wall, floor_rounds = flower_floor(tmp, "simulation", nodes=10, rounds=101)
     acc = lambda s: 100 * s["final"]["test_acc"]  # noqa: E731
     rows = [
         ("`fgl run` (flwr run: SuperLink + Ray simulation, 1 CPU per client)", flwr["wall_s"],
@@ -156,9 +164,11 @@ def three_way(tmp: Path) -> str:
          f"{grid['summary']['total_time_s']:.1f} s", "—", acc(grid["summary"])),
         ("plain PyTorch loop (same learners, seeds, aggregation)", plain["wall_s"], "—",
          f"{plain['peak_rss_mb']:.0f} MB (max RSS)", 100 * plain["final"]["test_acc"]),
+        ("Flower's floor: `flwr run` simulation of a ClientApp that imports only Flower and "
+         "answers at once, 10 nodes, 101 message batches", floor_wall, f"{floor_rounds:.1f} s", "—", None),
     ]
-    table = "\n".join(f"| {name} | {wall:.1f} s | {wall / plain['wall_s']:.2f}x | {rounds} | {mem} | {a:.2f} |"
-                      for name, wall, rounds, mem, a in rows)
+    table = "\n".join(f"| {name} | {wall:.1f} s | {wall / plain['wall_s']:.2f}x | {rounds} | {mem} | "
+                      f"{'—' if a is None else f'{a:.2f}'} |" for name, wall, rounds, mem, a in rows)
     startup = flwr["wall_s"] - flwr["summary"]["total_time_s"]
     return f"""## Three ways, one run each
 
@@ -172,7 +182,10 @@ evaluation.
 {table}
 
 `fgl run`'s fixed part (wall time minus rounds: SuperLink and Ray start-up, actors importing
-torch, the partition-id discovery) was {startup:.0f} s. Command: `{flwr['command']}`; the
+torch, the partition-id discovery) was {startup:.0f} s. The floor row is what Flower's own
+simulation costs for the same number of message batches (100 rounds + the final evaluation)
+with no work at all: {floor_rounds / 101:.2f} s per batch and {floor_wall - floor_rounds:.0f} s
+fixed, i.e. {floor_wall / plain['wall_s']:.1f}x the plain loop before any training. Command: `{flwr['command']}`; the
 other two rows are in `experiments/platform/performance.py`.
 """
 
@@ -181,7 +194,8 @@ def deployment(tmp: Path) -> str:
     dep = fgl("deploy-local", DEPLOY, tmp / "deploy")
     per_round = [r["time_s"] for r in dep["rounds"]]
     steady = statistics.median(per_round[1:-1])  # round 1 pays the first imports; the last, the final evaluation
-    floor = deployment_floor(tmp)
+    rounds = 8
+    floor = flower_floor(tmp, "deployment", nodes=3, rounds=rounds)[1] / rounds
     return f"""## Local deployment
 
 `fgl deploy-local` runs a SuperLink and 3 SuperNodes on this machine; Flower starts a fresh
@@ -240,7 +254,51 @@ server's records, aggregation and evaluation grow with the sample. Command:
 """
 
 
-PARTS = {"three-way": three_way, "deployment": deployment, "scale": scale}
+MILESTONES = (  # (what, a substring of the first output line that marks it)
+    ("validated, partition cached", "Running fedavg"),
+    ("local SuperLink up", "Using SuperLink"),
+    ("run submitted", "Successfully started run"),
+    ("simulation up, app bundle installed", "Successfully installed"),
+    ("Ray up, ServerApp imported, nodes discovered", "FedAvgStrategy:"),
+    ("round 1 done (the actors import torch)", "[round 1/"),
+    ("round 3 done", "[round 3/"),
+    ("ServerApp done", "Done: best-val"),
+    ("torn down (Ray, SuperLink, run-status check)", "results:"),
+)
+
+
+def startup(tmp: Path) -> str:
+    """Where ``fgl run``'s fixed time goes: seconds since the start at which each
+    milestone's line appears in its output."""
+    cmd = ["fgl", "run", *RUN[:8], "--rounds", "3", "--out", str(tmp / "startup")]
+    t0 = time.perf_counter()
+    seen: dict[str, float] = {}
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:  # type: ignore[union-attr]
+            for what, marker in MILESTONES:
+                if what not in seen and marker in line:
+                    seen[what] = time.perf_counter() - t0
+    rows = "\n".join(f"| {what} | {seen[what]:.1f} |" for what, _ in MILESTONES if what in seen)
+    return f"""## Where `fgl run`'s time goes
+
+Seconds since the start of `{' '.join(cmd[:-2])}` at which each step's line appeared:
+
+| step | s |
+|---|---|
+{rows}
+
+Per round, Flower's simulation engine moves messages from its LinkState to the Ray actors in
+a loop that waits 0.1 s between scans of every node (`add_messages_to_queue` in
+`flwr/server/superlink/fleet/vce/vce_api.py`), and the ServerApp's `InMemoryGrid` polls for
+replies every 0.1 s (`pull_interval`): each batch of messages waits about 0.1-0.2 s whatever
+the work (the floor row above), so the evaluation rides in the next train message, one batch
+per round. Each message's context (the client's model and Adam state) also travels to and
+from an actor. The scan visits every node, sampled or not: the one part of a round that
+grows with the clients that exist.
+"""
+
+
+PARTS = {"three-way": three_way, "startup": startup, "deployment": deployment, "scale": scale}
 
 
 def main() -> None:
@@ -266,7 +324,7 @@ machine is shared, so repeated runs vary by 10-30 %, and ratios are taken within
 
 
 #: The heading each part's section starts with.
-HEADINGS = {"three-way": "## Three ways", "deployment": "## Local deployment",
+HEADINGS = {"three-way": "## Three ways", "startup": "## Where", "deployment": "## Local deployment",
             "scale": "## 1000 virtual clients"}
 
 
