@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from flwr.app import ArrayRecord, RecordDict
+from flwr.app import RecordDict
 from torch import Tensor
 
 from fgl_flower.clients.base import LearnerClient, cpu_arrays, derive_seed

@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 import torch
-from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+from flwr.app import ConfigRecord, RecordDict
 from torch import Tensor, nn
 
 from fgl_flower.records import record_torch, torch_record

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from logging import INFO
 
 from flwr.app import ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
-from flwr.supercore import log
 
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY
