@@ -21,7 +21,8 @@ NUMBERS = ("final", "best_val", "bytes_up_total", "rounds_completed")
 def flat(tmp_path):
     cfg = load_app_defaults()
     cfg.update({"num-clients": 3, "num-rounds": 2, "data.synthetic.num-nodes": 300,
-                "method": "fedprox", "keep-optimizer-state": True})
+                "method": "fedprox", "keep-optimizer-state": True,
+                "fraction-train": 0.67})  # 2 of 3 clients a round, sampled by partition id
     return cfg
 
 
@@ -44,6 +45,8 @@ def test_simulation_and_deployment_match_inprocess(flat, tmp_path):
     assert _summary(dep) == expected
     rounds = [json.loads(line) for line in (dep / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1, 2]
+    sampled = [json.loads(line)["train_clients"] for line in (sim / "rounds.jsonl").read_text().splitlines()]
+    assert [r["train_clients"] for r in rounds] == sampled and all(len(c) == 2 for c in sampled)
 
 
 @pytest.mark.slow
