@@ -17,7 +17,7 @@ import hashlib
 import json
 import random
 from collections.abc import Iterator
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -90,11 +90,19 @@ class NodeClientData:
     num_classes: int  # of the whole dataset
     partition_id: int
     num_clients: int
+    _copies: dict = field(default_factory=dict, repr=False, compare=False)
 
     def to(self, device: torch.device | str) -> NodeClientData:
-        """The same client with its graph on ``device`` (``self`` if it already is)."""
-        graph = self.data.to(device)
-        return self if graph is self.data else replace(self, data=graph)
+        """The same client with its graph on ``device`` (``self`` if it already is).
+
+        The copy is kept, so a process serving many messages for this client (a
+        simulation actor) moves it once and its graph-derived caches keep hitting.
+        """
+        device = torch.device(device)
+        if device not in self._copies:
+            graph = self.data.to(device)
+            self._copies[device] = self if graph is self.data else replace(self, data=graph, _copies={})
+        return self._copies[device]
 
 
 @dataclass
