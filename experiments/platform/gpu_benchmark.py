@@ -1,4 +1,4 @@
-"""CPU against GPU on a machine with a GPU; writes ``docs/performance-gpu.md``.
+"""CPU against GPU on a machine with a GPU; writes the "On a GPU" section of ``docs/performance.md``.
 
 1. the test suite (``pytest -m "not slow"``), which includes the CUDA tests;
 2. FedSpray on Coauthor-Physics (the Table 2 protocol, 300 rounds) with ``device=cpu``
@@ -26,6 +26,7 @@ import torch
 from fgl_flower.results import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[2]
+HEADING = "## On a GPU"
 FEDSPRAY = ["--method", "fedspray", "--dataset", "Physics", "--partition", "files", "--clients", "12",
             "--rounds", "300", "--model", "gcn", "--set", "split=0.4,0.3,0.3",
             "--set", f"data.files.dir={REPO.parent / 'shared' / 'fedspray_partition'}",
@@ -64,7 +65,7 @@ def main() -> None:
     if not torch.cuda.is_available():
         sys.exit("No GPU visible to torch: run this on a machine with one.")
     gpu = torch.cuda.get_device_name(0)
-    lines = [f"# Performance on a GPU\n\nMeasured by `experiments/platform/gpu_benchmark.py` on "
+    lines = [f"{HEADING}\n\nMeasured by `experiments/platform/gpu_benchmark.py` on "
              f"{gpu} (torch {torch.__version__}, CUDA {torch.version.cuda}).\n"]
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -87,9 +88,17 @@ def main() -> None:
             lines.append(f"`fgl run {' '.join(SIMULATION)}`: {wall:.0f} s wall, "
                          f"{s['total_time_s'] / s['rounds_completed']:.2f} s per round, final test acc "
                          f"{100 * s['final']['test_acc']:.2f}.\n")
-    doc = "\n".join(lines)
-    atomic_write_text(REPO / "docs" / "performance-gpu.md", doc)
-    print(doc)
+    section = "\n".join(lines)
+    path = REPO / "docs" / "performance.md"
+    text = path.read_text()
+    if HEADING in text:  # replace the previous measurement, up to the next section
+        start = text.index(HEADING)
+        end = text.find("\n## ", start + len(HEADING))
+        text = text[:start] + section + (text[end:] if end >= 0 else "")
+    else:
+        text = text.rstrip() + "\n\n" + section
+    atomic_write_text(path, text)
+    print(section)
 
 
 if __name__ == "__main__":

@@ -318,14 +318,14 @@ Measured by `experiments/platform/performance.py` on this project's machine
 {platform.python_version()}, torch {torch.__version__}), one part after the other; the
 machine is shared, so repeated runs vary by 10-30 %, and ratios are taken within one run.
 
-""" + "\n".join(sections[name] for name in PARTS if name in sections)
+""" + "\n".join(sections[name] for name in HEADINGS if name in sections)
     atomic_write_text(path, doc)
     print(doc)
 
 
 #: The heading each part's section starts with.
 HEADINGS = {"three-way": "## Three ways", "startup": "## Where", "deployment": "## Local deployment",
-            "scale": "## 1000 virtual clients"}
+            "scale": "## 1000 virtual clients", "gpu": "## On a GPU"}  # gpu: gpu_benchmark.py
 
 
 def kept_sections(path: Path) -> dict[str, str]:
