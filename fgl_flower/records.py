@@ -52,9 +52,14 @@ def _npy_header(dtype: np.dtype, shape: tuple[int, ...]) -> bytes:
     return data[: len(data) - int(np.prod(shape, dtype=np.int64)) * dtype.itemsize]
 
 
+#: Larger arrays take Flower's path: ``np.save``'s fixed cost is small beside their copy,
+#: and the header is then not made from a zero array of their size.
+_HEADER_CACHE_MAX_BYTES = 1 << 24
+
+
 def array_of(value: np.ndarray) -> Array:
     """``Array(value)`` with the same bytes, the ``np.save`` header made once per dtype/shape."""
-    if value.dtype.hasobject or not value.flags.c_contiguous:
+    if value.dtype.hasobject or not value.flags.c_contiguous or value.nbytes > _HEADER_CACHE_MAX_BYTES:
         return Array(value)
     return Array(dtype=str(value.dtype), shape=tuple(value.shape), stype="numpy.ndarray",
                  data=_npy_header(value.dtype, tuple(value.shape)) + value.tobytes())

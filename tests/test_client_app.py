@@ -65,3 +65,19 @@ def test_memoised_pieces_follow_the_config(flat):
     assert GraphCache().get("probe", (x,), lambda: -1.0) == first  # shared between modules
     x.add_(1.0)  # in place: a new version of the input
     assert GraphCache().get("probe", (x,), lambda: x.sum().item()) == 6.0
+
+
+def test_fast_array_records_have_flowers_bytes():
+    """records.py writes the bytes Flower's own Array(ndarray) writes, and reads them back."""
+    import numpy as np
+    from flwr.app import Array
+
+    from fgl_flower.records import array_numpy, array_of
+
+    rng = np.random.default_rng(0)
+    for value in (rng.random((7, 3), dtype=np.float32), np.arange(5), np.array(2.5),
+                  np.zeros((0, 4)), rng.random((2, 3)) > 0.5, np.asfortranarray(rng.random((3, 2)))):
+        ours, flowers = array_of(value), Array(value)
+        assert ours.data == flowers.data and ours.dtype == flowers.dtype and ours.shape == flowers.shape
+        back = array_numpy(ours)
+        assert back.dtype == value.dtype and np.array_equal(back, value) and back.flags.writeable
