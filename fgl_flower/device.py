@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from fgl_flower.errors import ConfigError
@@ -55,6 +57,20 @@ def resolve_device(spec: str) -> torch.device:
             f"(cuda:0..cuda:{torch.cuda.device_count() - 1})."
         )
     return torch.device("cuda", index)
+
+
+@contextmanager
+def cpu_seeded(seed: int) -> Iterator[None]:
+    """Draw from the CPU generator seeded with ``seed``, then restore the caller's state.
+
+    For what every client or the server must build identically on any device (initial
+    models, O-pFGL's initial pseudo-graph): it is drawn on the CPU and moved afterwards.
+    """
+    import torch
+
+    with torch.random.fork_rng(devices=[]):
+        torch.default_generator.manual_seed(seed)
+        yield
 
 
 def manual_seed(seed: int, device: torch.device) -> None:

@@ -66,7 +66,8 @@ def array_of(value: np.ndarray) -> Array:
 
 
 def torch_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
-    """An ArrayRecord of ``tensors`` (copied to the CPU), as ``ArrayRecord(tensors)``."""
+    """An ArrayRecord of ``tensors`` copied to the CPU, as ``ArrayRecord(tensors)`` (messages
+    and ``context.state`` never hold GPU memory)."""
     return ArrayRecord({k: array_of(v.detach().cpu().numpy()) for k, v in tensors.items()})
 
 

@@ -20,12 +20,7 @@ from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import record_torch, torch_record
 from fgl_flower.seeds import derive_seed
 
-__all__ = ["FGLClient", "LearnerClient", "cpu_arrays", "derive_seed"]
-
-
-def cpu_arrays(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
-    """An ArrayRecord of ``tensors`` copied to the CPU (messages never carry GPU memory)."""
-    return torch_record(tensors)
+__all__ = ["FGLClient", "LearnerClient", "derive_seed"]
 
 
 class FGLClient:
@@ -96,7 +91,7 @@ class LearnerClient(FGLClient):
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:
         """Persist the learner and reply with its shared arrays (or none)."""
         self.learner.save(self.state)
-        arrays = cpu_arrays(self.learner.get_shared()) if upload else ArrayRecord()
+        arrays = torch_record(self.learner.get_shared()) if upload else ArrayRecord()
         return RecordDict(
             {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.learner.num_examples)}
         )

@@ -44,13 +44,15 @@ import torch.nn.functional as F
 from flwr.app import RecordDict
 from torch import Tensor, nn
 
-from fgl_flower.clients.base import FGLClient, cpu_arrays, derive_seed
+from fgl_flower.clients.base import FGLClient, derive_seed
 from fgl_flower.clients.learner import NodeLearner, make_adam
 from fgl_flower.datasets import NodeClientData
+from fgl_flower.device import cpu_seeded
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.protocol import ARRAYS, METRICS
+from fgl_flower.records import torch_record
 
 #: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
 #: (``[C]``, :math:`\mathbf a^{(k)}`) up.
@@ -109,8 +111,7 @@ class FedSprayClient(FGLClient):
 
     def new_encoder(self) -> FeatureStructureEncoder:
         """The initial global encoder :math:`\\omega_0`: the same on every client for a seed."""
-        with torch.random.fork_rng(devices=[]):
-            torch.default_generator.manual_seed(derive_seed(self.cfg.seed, "fedspray-encoder"))
+        with cpu_seeded(derive_seed(self.cfg.seed, "fedspray-encoder")):
             encoder = FeatureStructureEncoder(
                 self.data.num_features, self.data.num_classes, self.opts.proxy_dim
             )
@@ -206,8 +207,8 @@ class FedSprayClient(FGLClient):
             **self.gnn.evaluate(),  # the GNN is final for this round (see the strategy)
         }
         return RecordDict({
-            ARRAYS: cpu_arrays(self.encoder.state_dict()),
-            PROXIES: cpu_arrays({"S": local_S, "class-ratio": ratio}),
+            ARRAYS: torch_record(self.encoder.state_dict()),
+            PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),
             METRICS: self.metrics(metrics, self.gnn.num_train),
         })
 

@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.device import cpu_seeded
 from fgl_flower.metrics import classification_metrics, majority_class, minority_metrics
 from fgl_flower.models import build_model
 from fgl_flower.protocol import NUM_LOCAL
@@ -55,8 +56,7 @@ def seeded_model(cfg: RunConfig, task: str, num_features: int, num_classes: int)
 @functools.lru_cache(maxsize=16)
 def _initial_model(name: str, task: str, num_features: int, num_classes: int, hidden: int,
                    num_layers: int, dropout: float, init: str, seed: int) -> nn.Module:
-    with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(seed)
+    with cpu_seeded(seed):
         return build_model(name, task, num_features, num_classes, hidden, num_layers, dropout, init)
 
 

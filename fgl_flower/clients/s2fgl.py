@@ -27,12 +27,13 @@ import torch.nn.functional as F
 from flwr.app import RecordDict
 from torch import Tensor
 
-from fgl_flower.clients.base import LearnerClient, cpu_arrays, derive_seed
+from fgl_flower.clients.base import LearnerClient, derive_seed
 from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.models.s2fgl import (
     class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc, spectral_basis,
     top_training_nodes,
 )
+from fgl_flower.records import torch_record
 
 #: Record names of the S2FGL payloads (besides the model).
 PROTOTYPES = "s2fgl.prototypes"  # client -> server: "prototypes" [C, d], "counts" [C]
@@ -112,7 +113,7 @@ class S2FGLClient(LearnerClient):
         # Prototypes from the last step's (train-mode) representations, as the code does.
         protos, counts = class_prototypes(h_last, g.y, proto_nodes, self.data.num_classes)
         reply = self.training_reply(losses)
-        reply[PROTOTYPES] = cpu_arrays({"prototypes": protos, "counts": counts})
+        reply[PROTOTYPES] = torch_record({"prototypes": protos, "counts": counts})
         return reply
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:

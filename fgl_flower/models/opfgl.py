@@ -17,6 +17,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fgl_flower.device import cpu_seeded
 from fgl_flower.methods.opfgl import CondenseOptions
 
 
@@ -182,8 +183,7 @@ def condense(
     n = y.numel()
     if n == 0:
         raise ValueError("The pseudo-graph has no nodes: no client uploaded any class.")
-    with torch.random.fork_rng(devices=[]):
-        torch.default_generator.manual_seed(generator_seed)
+    with cpu_seeded(generator_seed):
         x = nn.Parameter(torch.randn(n, num_features).to(device))
         pge = LinkPredictor(num_features, opts.hidden).to(device)
     y = y.to(device)
