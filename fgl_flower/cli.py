@@ -105,6 +105,7 @@ def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
     import torch
 
     from fgl_flower.device import resolve_device
+    from fgl_flower.runtime.simulation import check_client_resources
 
     visible = torch.cuda.device_count()
     if engine != "simulation":
@@ -123,9 +124,7 @@ def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
     if cfg.gpus_per_client > 0 and visible == 0:
         raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
                           "to torch; leave it at 0 (CPU clients).")
-    if cfg.gpus_per_client > 1 and not float(cfg.gpus_per_client).is_integer():
-        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: use a fraction below 1 (GPU "
-                          "sharing) or a whole number.")
+    check_client_resources(cfg.cpus_per_client, cfg.gpus_per_client)
     if cfg.device.startswith("cuda") and cfg.gpus_per_client == 0:
         raise ConfigError(f"device={cfg.device!r} in simulation needs a GPU share per client: Ray "
                           "hides the GPUs from clients that reserve none. Add e.g. "

@@ -14,7 +14,6 @@ Run from the repository root with the venv active and the datasets in ``FGL_DATA
 from __future__ import annotations
 
 import argparse
-import json
 import subprocess
 import sys
 import tempfile
@@ -24,6 +23,9 @@ from pathlib import Path
 import torch
 
 from fgl_flower.results import atomic_write_text
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import performance  # noqa: E402  (this folder's script, whose run helper this one reuses)
 
 REPO = Path(__file__).resolve().parents[2]
 HEADING = "## On a GPU"
@@ -44,9 +46,9 @@ SIMULATION = ["--method", "fedavg", "--dataset", "Cora", "--partition", "louvain
 
 
 def fgl(argv: list[str], out: Path) -> tuple[float, dict]:
-    t0 = time.perf_counter()
-    subprocess.run(["fgl", "run", *argv, "--out", str(out)], check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - t0, json.loads((out / "summary.json").read_text())
+    """``fgl run`` as performance.py runs it: wall seconds and the summary."""
+    run = performance.fgl("run", argv, out)
+    return run["wall_s"], run["summary"]
 
 
 def cpu_vs_gpu(name: str, argv: list[str], tmp: Path) -> str:

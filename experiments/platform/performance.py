@@ -219,10 +219,7 @@ sets most of the floor. Command: `{dep['command']}`.
 def scale(tmp: Path) -> str:
     from fgl_flower.cli import build_run_config, parser, prepare
 
-    cache = tempfile.mkdtemp(prefix="fgl-scale-cache-")
-    import os
-
-    os.environ["FGL_CACHE_DIR"] = cache  # a cold partition cache: time the partitioning too
+    os.environ["FGL_CACHE_DIR"] = str(tmp / "scale-cache")  # cold: time the partitioning too
     args = parser().parse_args(["run", *SCALE])
     args.out = str(tmp / "scale-prepare")
     t0 = time.perf_counter()

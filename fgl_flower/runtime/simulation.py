@@ -45,14 +45,9 @@ def run_simulation(
     raises :class:`~fgl_flower.runtime.errors.RunTimeoutError`.
     """
     app_dir = check_app_dir(app_dir)
-    if num_supernodes < 1 or cpus_per_client < 1 or gpus_per_client < 0:
-        raise ConfigError(
-            f"need num_supernodes >= 1, cpus_per_client >= 1 and gpus_per_client >= 0, got "
-            f"{num_supernodes}, {cpus_per_client}, {gpus_per_client}"
-        )
-    if gpus_per_client > 1 and not float(gpus_per_client).is_integer():
-        raise ConfigError(f"gpus_per_client={gpus_per_client}: Ray takes a fraction below 1 or "
-                          "a whole number of GPUs.")
+    if num_supernodes < 1:
+        raise ConfigError(f"need num_supernodes >= 1, got {num_supernodes}")
+    check_client_resources(cpus_per_client, gpus_per_client)
     with work_directory(workdir) as work:
         flwr_home = work / "flwr-home"
         http_port, control_port = free_ports(2)
@@ -77,6 +72,17 @@ def run_simulation(
                 )
             finally:
                 group.adopt(local_superlinks(flwr_home))
+
+
+def check_client_resources(cpus_per_client: int, gpus_per_client: float) -> None:
+    """What Ray accepts as one client's resources: whole CPUs >= 1, and GPUs >= 0 that are
+    a fraction below 1 (a shared GPU) or a whole number."""
+    if cpus_per_client < 1 or gpus_per_client < 0:
+        raise ConfigError(f"need cpus-per-client >= 1 and gpus-per-client >= 0, got "
+                          f"{cpus_per_client} and {gpus_per_client}.")
+    if gpus_per_client > 1 and not float(gpus_per_client).is_integer():
+        raise ConfigError(f"gpus-per-client={gpus_per_client}: Ray takes a fraction below 1 (GPU "
+                          "sharing) or a whole number of GPUs.")
 
 
 def local_superlinks(flwr_home: Path) -> list[psutil.Process]:

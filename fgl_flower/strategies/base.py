@@ -29,7 +29,7 @@ from fgl_flower.protocol import (
 )
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.grid import MeteredGrid
-from fgl_flower.strategies.sampling import sample_clients
+from fgl_flower.strategies.sampling import sample_clients, sample_size
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
@@ -144,7 +144,8 @@ class FGLStrategy(Strategy):
             c.seed, c.model)
         if c.fraction_train < 1.0:
             log(INFO, "Each round trains %d of %d clients (fraction-train=%g, sampled by partition "
-                "id from seed %d)", len(self.train_clients(1)), c.num_clients, c.fraction_train, c.seed)
+                "id from seed %d)", sample_size(c.num_clients, c.fraction_train, c.min_train_clients),
+                c.num_clients, c.fraction_train, c.seed)
 
     def initial_arrays(self) -> ArrayRecord:
         """Arrays sent in round 1. Empty: clients build the initial model from the run
