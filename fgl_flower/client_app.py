@@ -4,8 +4,9 @@ Handlers: ``train`` (which first evaluates the received global model when the me
 asks for it, see :data:`~fgl_flower.protocol.EVALUATE_ROUND`), ``evaluate``, ``query``
 (default action), ``query.partition`` (this node's partition id, for the server's
 sampling) and ``query.<action>`` for every action a registered method declares. Each
-message builds a fresh client from the run config, this node's partition data and its
-persistent ``context.state``.
+message gets a client built from the run config, this node's partition data and its
+persistent ``context.state``; a process that served the node's previous message with the
+state the message brings reuses that client instead (:class:`LiveClients`).
 
 Loading this module imports Flower and the (torch-free) method registry only: in a
 deployment every message runs in a fresh process, so torch, the method's code and its
@@ -15,6 +16,10 @@ data are imported by the handler that needs them.
 from __future__ import annotations
 
 import functools
+import itertools
+import uuid
+from collections import OrderedDict
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
@@ -50,8 +55,69 @@ def _parsed(items: tuple) -> RunConfig:
     return parse_run_config(dict(items))
 
 
+#: ``context.state`` key of the token that names the state a client saved last.
+LIVE_TOKEN = "fgl.live-token"
+
+
+class LiveClients:
+    """The clients this process served, kept alive between messages of the same node.
+
+    Building a client (model, optimizer, restoring both from ``context.state``) costs more
+    than a local epoch on a small graph. After each message the client's state gets a new
+    token (``context.state[LIVE_TOKEN]``), and the client is kept under its node, run and
+    config. The next message of that node reuses it only when it brings the same token,
+    i.e. exactly the state this client saved: any other process, a resumed or replaced
+    state, or a message after a failure builds a fresh client from the state. Reuse calls
+    :meth:`~fgl_flower.clients.base.FGLClient.refresh`, so a reused client computes what a
+    fresh one would (checked for every method by the tests). Least recently used clients
+    beyond ``maxsize`` are dropped.
+    """
+
+    def __init__(self, maxsize: int = 64) -> None:
+        self.maxsize = maxsize
+        self._clients: OrderedDict[tuple, tuple[str, FGLClient]] = OrderedDict()
+        self._prefix = f"{uuid.uuid4().hex}-"  # tokens of different processes never match
+        self._counter = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._clients)
+
+    def clear(self) -> None:
+        self._clients.clear()
+
+    def serve(self, key: tuple, context: Context, build: Callable[[], FGLClient],
+              handle: Callable[[FGLClient], RecordDict]) -> RecordDict:
+        """``handle(client)`` with the live client of ``key`` if ``context.state`` is the one
+        it saved, else with ``build()``; the client is kept only if ``handle`` returns."""
+        from fgl_flower.clients.state import ClientState
+
+        entry = self._clients.pop(key, None)
+        token = context.state.config_records.get(LIVE_TOKEN)
+        if entry is not None and token is not None and token["token"] == entry[0]:
+            client = entry[1]
+            client.state = ClientState(context.state)
+            client.refresh()
+        else:
+            client = build()
+        reply = handle(client)
+        token = f"{self._prefix}{next(self._counter)}"
+        context.state[LIVE_TOKEN] = ConfigRecord({"token": token})
+        self._clients[key] = (token, client)
+        while len(self._clients) > self.maxsize:
+            self._clients.popitem(last=False)
+        return reply
+
+
+_LIVE = LiveClients()
+
+
+def release_clients() -> None:
+    """Drop the clients this process keeps alive (at the end of an in-process run)."""
+    _LIVE.clear()
+
+
 def build_client(context: Context) -> FGLClient:
-    """The method client for this node (partition id from ``context.node_config``)."""
+    """A fresh method client for this node (partition id from ``context.node_config``)."""
     cfg = _parsed(tuple(sorted(context.run_config.items())))
     pid, num = node_partition(context)
     if num != cfg.num_clients:
@@ -73,27 +139,41 @@ def _round(msg: Message) -> int:
     return int(cfg[SERVER_ROUND]) if cfg is not None and SERVER_ROUND in cfg else 0
 
 
+def with_client(context: Context, handle: Callable[[FGLClient], RecordDict]) -> RecordDict:
+    """``handle`` applied to this node's client: a live one (``reuse-clients``) or a fresh one."""
+    items = tuple(sorted(context.run_config.items()))
+    if not _parsed(items).reuse_clients:
+        return handle(build_client(context))
+    key = (context.run_id, context.node_id, items)
+    return _LIVE.serve(key, context, lambda: build_client(context), handle)
+
+
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    client = build_client(context)
     config = msg.content.config_records.get(CONFIG)
-    evaluation = None
-    if config is not None and EVALUATE_ROUND in config:  # fused: the received model first
-        evaluation = client.evaluate(msg.content, int(config[EVALUATE_ROUND]))
-    reply = client.train(msg.content, _round(msg))
-    if evaluation is not None:
-        reply[EVALUATION] = evaluation.metric_records[METRICS]
-    return Message(content=reply, reply_to=msg)
+
+    def handle(client: FGLClient) -> RecordDict:
+        evaluation = None
+        if config is not None and EVALUATE_ROUND in config:  # fused: the received model first
+            evaluation = client.evaluate(msg.content, int(config[EVALUATE_ROUND]))
+        reply = client.train(msg.content, _round(msg))
+        if evaluation is not None:
+            reply[EVALUATION] = evaluation.metric_records[METRICS]
+        return reply
+
+    return Message(content=with_client(context, handle), reply_to=msg)
 
 
 @app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
-    return Message(content=build_client(context).evaluate(msg.content, _round(msg)), reply_to=msg)
+    reply = with_client(context, lambda client: client.evaluate(msg.content, _round(msg)))
+    return Message(content=reply, reply_to=msg)
 
 
 def _query_handler(action: str):
     def query(msg: Message, context: Context) -> Message:
-        return Message(content=build_client(context).query(action, msg.content), reply_to=msg)
+        reply = with_client(context, lambda client: client.query(action, msg.content))
+        return Message(content=reply, reply_to=msg)
 
     query.__name__ = f"query_{action}"
     return query

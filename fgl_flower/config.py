@@ -59,6 +59,7 @@ CORE_KEYS: dict[str, type] = {
     "fraction-train": float,
     "min-train-clients": int,
     "fused-evaluation": bool,
+    "reuse-clients": bool,
 }
 
 #: Core keys with a fixed set of values: the values and what the key chooses
@@ -117,6 +118,7 @@ class RunConfig:
     fraction_train: float = 1.0
     min_train_clients: int = 1
     fused_evaluation: bool = True
+    reuse_clients: bool = True
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -350,6 +352,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         fraction_train=float(core["fraction-train"]),
         min_train_clients=int(core["min-train-clients"]),
         fused_evaluation=bool(core["fused-evaluation"]),
+        reuse_clients=bool(core["reuse-clients"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

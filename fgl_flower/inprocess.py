@@ -99,7 +99,11 @@ class InProcessGrid:
 
 def run_inprocess(flat_config: Mapping[str, Any], serialize: bool = False) -> dict:
     """Run a whole experiment in this process; returns the run summary."""
+    from fgl_flower.client_app import release_clients
     from fgl_flower.server_app import run
 
     cfg = parse_run_config(flat_config)
-    return run(InProcessGrid(flat_config, cfg.num_clients, serialize=serialize), cfg)
+    try:
+        return run(InProcessGrid(flat_config, cfg.num_clients, serialize=serialize), cfg)
+    finally:
+        release_clients()  # the run's live clients (and their device memory) go with it

@@ -68,7 +68,10 @@ def array_of(value: np.ndarray) -> Array:
 def torch_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
     """An ArrayRecord of ``tensors`` copied to the CPU, as ``ArrayRecord(tensors)`` (messages
     and ``context.state`` never hold GPU memory)."""
-    return ArrayRecord({k: array_of(v.detach().cpu().numpy()) for k, v in tensors.items()})
+    record = ArrayRecord()  # filled in place: ArrayRecord(dict) would copy every Array
+    for k, v in tensors.items():
+        record[k] = array_of(v.detach().cpu().numpy())
+    return record
 
 
 def record_numpy(record: ArrayRecord) -> dict[str, np.ndarray]:

@@ -1,10 +1,21 @@
 """The ClientApp's own pieces: threads per client and the partition query."""
 
+import json
+
+import pytest
 import torch
 from flwr.app import Context, RecordDict
 
 from fgl_flower.client_app import build_client
 from fgl_flower.inprocess import run_inprocess
+from fgl_flower.methods import METHODS
+
+NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
+         "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100}}
+
+
+def _rounds(out):
+    return [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
 
 
 def _context(flat, **overrides):
@@ -81,3 +92,70 @@ def test_fast_array_records_have_flowers_bytes():
         assert ours.data == flowers.data and ours.dtype == flowers.dtype and ours.shape == flowers.shape
         back = array_numpy(ours)
         assert back.dtype == value.dtype and np.array_equal(back, value) and back.flags.writeable
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.refreshed = 0
+
+    def refresh(self) -> None:
+        self.refreshed += 1
+
+
+def test_live_clients_reuse_a_client_only_for_the_state_it_saved():
+    from fgl_flower.client_app import LIVE_TOKEN, LiveClients
+
+    live, built = LiveClients(maxsize=2), []
+
+    def build():
+        built.append(_Client())
+        return built[-1]
+
+    ctx = Context(run_id=0, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    served = []
+    live.serve("a", ctx, build, lambda c: served.append(c) or RecordDict())
+    live.serve("a", ctx, build, lambda c: served.append(c) or RecordDict())
+    assert len(built) == 1 and served[0] is served[1] and served[1].refreshed == 1
+
+    # another process (or a resumed run) wrote the state since: build from it
+    moved = Context(run_id=0, node_id=1, node_config={}, state=RecordDict(), run_config={})
+    moved.state[LIVE_TOKEN] = ctx.state[LIVE_TOKEN].__class__({"token": "elsewhere"})
+    live.serve("a", moved, build, lambda c: RecordDict())
+    assert len(built) == 2
+
+    # a failed message drops the client: its state may be half written
+    with pytest.raises(RuntimeError):
+        live.serve("a", moved, build, lambda c: (_ for _ in ()).throw(RuntimeError("boom")))
+    live.serve("a", moved, build, lambda c: RecordDict())
+    assert len(built) == 3
+
+    for key in ("b", "c"):  # least recently used first out
+        live.serve(key, Context(run_id=0, node_id=2, node_config={}, state=RecordDict(),
+                                run_config={}), build, lambda c: RecordDict())
+    assert len(live) == 2
+    live.serve("a", moved, build, lambda c: RecordDict())
+    assert len(built) == 6
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+@pytest.mark.parametrize("keep", [True, False])
+def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_path, monkeypatch):
+    """A client kept alive between messages computes what one rebuilt from context.state
+    computes, for every method, with and without persistent optimizer state."""
+    import fgl_flower.client_app as client_app
+
+    builds = []
+    real = client_app.build_client
+    monkeypatch.setattr(client_app, "build_client", lambda ctx: builds.append(1) or real(ctx))
+    flat.update({"method": method, "num-clients": 3, "num-rounds": 3, "keep-optimizer-state": keep,
+                 "fedavg.finetune-epochs": 2, **NEEDS.get(method, {})})
+    if method == "fedspray":
+        flat["fedspray.variant"] = "paper" if keep else "official"
+    live = run_inprocess(dict(flat, **{"out-dir": str(tmp_path / "live")}))
+    assert len(builds) == 3 and len(client_app._LIVE) == 0  # built once per client, released
+    fresh = run_inprocess(dict(flat, **{"reuse-clients": False, "out-dir": str(tmp_path / "fresh")}))
+    assert len(builds) > 3 + 3
+    for key in ("final", "best_val", "last"):
+        assert live[key] == fresh[key]
+    a, b = (_rounds(tmp_path / d) for d in ("live", "fresh"))
+    assert [(r["train"], r["clients"]) for r in a] == [(r["train"], r["clients"]) for r in b]

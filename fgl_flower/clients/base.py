@@ -24,7 +24,12 @@ __all__ = ["FGLClient", "LearnerClient", "derive_seed"]
 
 
 class FGLClient:
-    """Base of all clients: one instance per message, state in :class:`ClientState`.
+    """Base of all clients: state in :class:`ClientState`.
+
+    An instance serves one message, or, reused by the ClientApp
+    (:class:`~fgl_flower.client_app.LiveClients`), the node's next messages while the state
+    it saved comes back unchanged: anything the next message needs must be in the state,
+    and :meth:`refresh` resets what a fresh instance would not restore from it.
 
     ``self.device`` is the run's ``device`` resolved in this process; node data arrive on
     it (``self.data``), and everything a client computes stays there. State and replies
@@ -47,6 +52,10 @@ class FGLClient:
         self.data = data.to(self.device) if isinstance(data, NodeClientData) else data
         self.state = state
         self.partition_id = partition_id
+
+    def refresh(self) -> None:
+        """Called before a reused instance serves another message: reset what a fresh
+        instance would not restore from ``self.state`` (default: nothing)."""
 
     def seed_round(self, server_round: int, phase: str = "train") -> None:
         """Seed torch for this client, round and phase (reproducible, distinct per client)."""
@@ -75,14 +84,31 @@ class LearnerClient(FGLClient):
         super().__init__(*args, **kwargs)
         self.learner: Learner = make_learner(self.cfg, self.data, self.device)
         self.learner.restore(self.state)
+        self._loaded: tuple | None = None  # (record, parameter versions, tensors) last loaded
+
+    def refresh(self) -> None:
+        if not self.cfg.keep_optimizer_state:
+            self.learner.reset_optimizer()
 
     def load_global(self, content: RecordDict) -> dict[str, torch.Tensor]:
-        """Load the server's arrays (if any) into the shared parameters; returns them."""
+        """Load the server's arrays (if any) into the shared parameters; returns them.
+
+        Loading the same record again while the parameters are unchanged (a fused message
+        evaluates, then trains from the same arrays) is skipped: in-place changes bump the
+        tensors' version counters.
+        """
         record = content.array_records.get(ARRAYS)
+        if record is not None and self._loaded is not None and self._loaded[0] is record \
+                and self._loaded[1] == self._shared_versions():
+            return self._loaded[2]
         tensors = record_torch(record) if record is not None and len(record) else {}
         if tensors:
             self.learner.set_shared(tensors)
+            self._loaded = (record, self._shared_versions(), tensors)
         return tensors
+
+    def _shared_versions(self) -> tuple[int, ...]:
+        return tuple(t._version for t in self.learner.model.state_dict().values())
 
     def evaluation_reply(self, train_mode: bool = False) -> RecordDict:
         res = self.learner.evaluate(train_mode)

@@ -109,6 +109,11 @@ class FedSprayClient(FGLClient):
                 self.node_proxies.data.copy_(saved["P"])
                 self.state.load_optimizer("node-proxies.optim", self.proxy_optim)
 
+    def refresh(self) -> None:
+        if not self.cfg.keep_optimizer_state:
+            self.gnn.reset_optimizer()
+            self.encoder_optim = make_adam(self.encoder.parameters(), self.cfg.lr)
+
     def new_encoder(self) -> FeatureStructureEncoder:
         """The initial global encoder :math:`\\omega_0`: the same on every client for a seed."""
         with cpu_seeded(derive_seed(self.cfg.seed, "fedspray-encoder")):

@@ -101,6 +101,10 @@ class Learner(ABC):
         if self.cfg.keep_optimizer_state:
             state.save_optimizer(f"{prefix}.optim", self.optimizer)
 
+    def reset_optimizer(self) -> None:
+        """A fresh optimizer, as a rebuilt learner has when the state keeps none."""
+        self.optimizer = make_optimizer(self.model.parameters(), self.cfg)
+
     def restore(self, state, prefix: str = "learner") -> bool:
         """Restore model (and optimizer) from ``state``; ``False`` on the first round."""
         found = state.load_module(f"{prefix}.model", self.model)

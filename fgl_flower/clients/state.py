@@ -9,6 +9,7 @@ goes through this wrapper, never through Python globals.
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import torch
@@ -49,25 +50,35 @@ class ClientState:
 
     # -- optimizers ------------------------------------------------------------------------
     def save_optimizer(self, key: str, optimizer: torch.optim.Optimizer) -> None:
+        """The optimizer's state: its tensors packed into one array per dtype (one Flower
+        ``Array`` costs more to make than a small tensor to copy), the rest as JSON."""
         sd = optimizer.state_dict()
-        tensors: dict[str, Tensor] = {}
+        packs: dict[str, list[Tensor]] = {}
+        layout: list[list] = []
         scalars: dict[str, dict[str, Any]] = {}
         for pid, pstate in sd["state"].items():
             for name, value in pstate.items():
                 if isinstance(value, Tensor):
-                    tensors[f"{pid}/{name}"] = value
+                    dtype = str(value.dtype).removeprefix("torch.")
+                    packs.setdefault(dtype, []).append(value.detach().reshape(-1))
+                    layout.append([f"{pid}/{name}", dtype, list(value.shape)])
                 else:
                     scalars.setdefault(str(pid), {})[name] = value
-        self.save_tensors(f"{key}.tensors", tensors)
-        self.set_json(f"{key}.meta", {"param_groups": sd["param_groups"], "scalars": scalars})
+        self.save_tensors(f"{key}.tensors", {d: torch.cat(ts) for d, ts in packs.items()})
+        self.set_json(f"{key}.meta", {"param_groups": sd["param_groups"], "scalars": scalars,
+                                      "layout": layout})
 
     def load_optimizer(self, key: str, optimizer: torch.optim.Optimizer) -> bool:
         meta = self.get_json(f"{key}.meta")
         if meta is None:
             return False
-        tensors = self.load_tensors(f"{key}.tensors") or {}
+        packs = self.load_tensors(f"{key}.tensors") or {}
+        offsets = dict.fromkeys(packs, 0)
         state: dict[int, dict[str, Any]] = {}
-        for name, value in tensors.items():
+        for name, dtype, shape in meta["layout"]:
+            n = math.prod(shape)
+            value = packs[dtype][offsets[dtype]:offsets[dtype] + n].reshape(shape)
+            offsets[dtype] += n
             pid, field = name.split("/", 1)
             state.setdefault(int(pid), {})[field] = value
         for pid, values in meta["scalars"].items():

@@ -46,6 +46,11 @@ class GraphCache:
         # name -> (key, inputs, value)
         self._store: dict[str, tuple[tuple, tuple, object]] = {}
 
+    def __deepcopy__(self, memo: dict) -> GraphCache:
+        # A copied model (e.g. fine-tuned beside the original) starts empty and finds the
+        # entries in the shared cache; sparse CSR tensors cannot be deep-copied anyway.
+        return GraphCache()
+
     def get(self, name: str, inputs: tuple[Tensor | None, ...], build: Callable[[], object]):
         """``build()``'s value for these inputs; ``build`` must depend on them alone."""
         key = (name, *(_key(t) for t in inputs))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from flwr.app import ConfigRecord, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
 from fgl_flower.errors import ConfigError, FGLError
@@ -27,6 +27,70 @@ def payload_bytes(obj) -> int:
     return len(obj.deflate()) + sum(payload_bytes(c) for c in children.values())
 
 
+class PayloadSizer:
+    """:func:`payload_bytes`, without serializing and hashing every array of every message.
+
+    Flower serializes an object as a header (its type, its children's ids, all 64 hex
+    digits long) and a body; an array's body holds its dtype, shape and chunk ids, and
+    its chunk holds the data. The size of an ``ArrayRecord`` whose arrays each fit one
+    chunk therefore depends only on its keys, each array's dtype, shape, stype and byte
+    count, and which arrays are identical (children are counted once); and a
+    ``RecordDict``'s own size only on its keys and which records are identical. Both are
+    computed exactly by :func:`payload_bytes` the first time such a layout is seen and
+    reused after that (tested against :func:`payload_bytes`). Config and metric records
+    (small, values of any length) are always serialized.
+    """
+
+    def __init__(self) -> None:
+        self._sizes: dict[tuple, int] = {}
+
+    def size(self, content: RecordDict) -> int:
+        groups: dict[tuple, int] = {}  # identical records share an id: counted once
+        pattern, total = [], 0
+        for name, record in content.items():
+            ident = self._identity(record)
+            if ident not in groups:
+                groups[ident] = len(groups)
+                total += self._record_size(record)
+            pattern.append((name, groups[ident]))
+        key = ("RecordDict", tuple(pattern))
+        if key not in self._sizes:
+            self._sizes[key] = len(content.deflate())
+        return total + self._sizes[key]
+
+    def _record_size(self, record) -> int:
+        layout = self._layout(record)
+        if layout is None:
+            return payload_bytes(record)
+        if layout not in self._sizes:
+            self._sizes[layout] = payload_bytes(record)
+        return self._sizes[layout]
+
+    @staticmethod
+    def _layout(record) -> tuple | None:
+        """What the size of an ArrayRecord depends on, or ``None`` (not an ArrayRecord, or
+        an array of several chunks)."""
+        if not isinstance(record, ArrayRecord):
+            return None
+        from flwr.common.constant import FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE
+
+        seen: dict[tuple, int] = {}
+        layout = []
+        for key, array in record.items():
+            if len(array.data) > FLWR_PRIVATE_MAX_ARRAY_CHUNK_SIZE:
+                return None
+            ident = (array.dtype, tuple(array.shape), array.stype, array.data)
+            layout.append((key, *ident[:3], len(array.data), seen.setdefault(ident, len(seen))))
+        return ("ArrayRecord", tuple(layout))
+
+    @staticmethod
+    def _identity(record) -> tuple:
+        if isinstance(record, ArrayRecord):
+            return ("ArrayRecord", tuple((k, a.dtype, tuple(a.shape), a.stype, a.data)
+                                         for k, a in record.items()))
+        return (type(record).__name__, record.object_id)
+
+
 def reply_partition_id(msg: Message) -> int:
     """The partition id a client put into any MetricRecord/ConfigRecord of its reply."""
     for rec in list(msg.content.metric_records.values()) + list(msg.content.config_records.values()):
@@ -40,6 +104,7 @@ class MeteredGrid:
 
     def __init__(self, grid: Grid) -> None:
         self.grid = grid
+        self.sizer = PayloadSizer()
         self.reset()
 
     def reset(self) -> None:
@@ -101,7 +166,7 @@ class MeteredGrid:
         sizes: dict[int, int] = {}  # a broadcast shares one content: serialize it once
         for m in messages:
             if id(m.content) not in sizes:
-                sizes[id(m.content)] = payload_bytes(m.content)
+                sizes[id(m.content)] = self.sizer.size(m.content)
             self.bytes_down += sizes[id(m.content)]
         replies = list(self.grid.send_and_receive(messages, timeout=timeout))
         for r in replies:
@@ -112,6 +177,6 @@ class MeteredGrid:
                 f"{len(messages) - len(replies)} of {len(messages)} clients did not reply in time."
             )
         self.messages_up += len(replies)
-        self.bytes_up += sum(payload_bytes(r.content) for r in replies)
+        self.bytes_up += sum(self.sizer.size(r.content) for r in replies)
         return sorted(replies, key=reply_partition_id)
 

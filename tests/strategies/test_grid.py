@@ -1,0 +1,57 @@
+"""Traffic metering: the fast sizes equal Flower's serialized sizes."""
+
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from fgl_flower.strategies.grid import PayloadSizer, payload_bytes
+
+
+def _arrays(rng, shapes, dup: bool = False) -> ArrayRecord:
+    record = ArrayRecord()
+    for i, shape in enumerate(shapes):
+        record[f"layer{i}.weight"] = Array(rng.standard_normal(shape).astype(np.float32))
+    if dup:  # two identical arrays are one child
+        record["copy"] = Array(np.asarray(record["layer0.weight"].numpy()))
+        record["zeros-a"] = Array(np.zeros(5, np.float32))
+        record["zeros-b"] = Array(np.zeros(5, np.float32))
+    return record
+
+
+def _contents(seed: int) -> list[RecordDict]:
+    rng = np.random.default_rng(seed)
+    shapes = [(1433, 16), (16,), (16, 7), (7,)]
+    metrics = MetricRecord({"train_loss": float(rng.random()), "partition-id": int(rng.integers(1000))})
+    same = _arrays(rng, [(3, 3)])
+    return [
+        RecordDict({"arrays": _arrays(rng, shapes), "metrics": metrics}),
+        RecordDict({"arrays": _arrays(rng, shapes, dup=True), "config": ConfigRecord({"a": "x" * seed})}),
+        RecordDict({"a": same, "b": same, "c": ArrayRecord(), "d": ArrayRecord()}),  # shared children
+        RecordDict({"arrays": ArrayRecord(), "metrics": MetricRecord()}),
+        RecordDict({"arrays": _arrays(rng, [(int(rng.integers(1, 50)), 4), (2, 2, 2)]),
+                    "proxies": _arrays(rng, [(7, 8)])}),
+        RecordDict(),
+    ]
+
+
+def test_identical_children_are_counted_once_in_a_layout_seen_before():
+    sizer = PayloadSizer()
+    a, b = np.zeros(5, np.float32), np.ones(5, np.float32)
+    distinct = ArrayRecord({"x": Array(a), "y": Array(b)})
+    shared = ArrayRecord({"x": Array(a), "y": Array(a.copy())})
+    for content in (RecordDict({"r": distinct, "s": shared}),   # distinct records
+                    RecordDict({"r": shared, "s": shared}),     # the same record twice
+                    RecordDict({"r": distinct, "s": distinct})):
+        assert sizer.size(content) == payload_bytes(content)
+
+
+def test_sizes_equal_the_serialized_sizes_also_when_a_layout_is_seen_again():
+    sizer = PayloadSizer()
+    for seed in (0, 1, 2):  # new values, same layouts: cached sizes must still be exact
+        for content in _contents(seed):
+            assert sizer.size(content) == payload_bytes(content)
+
+
+def test_arrays_of_several_chunks_are_serialized():
+    big = RecordDict({"arrays": ArrayRecord({"w": Array(np.ones((1_500_000,), np.float32))})})
+    sizer = PayloadSizer()
+    assert sizer.size(big) == payload_bytes(big) == sizer.size(big)
