@@ -22,7 +22,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from flwr.app import ConfigRecord, Context, Message, RecordDict
+from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fgl_flower.config import RunConfig, parse_run_config
@@ -32,6 +32,7 @@ from fgl_flower.protocol import (
     CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY,
     SERVER_ROUND,
 )
+from fgl_flower.records import get_record, require_record
 
 if TYPE_CHECKING:
     from fgl_flower.clients.base import FGLClient
@@ -92,7 +93,7 @@ class LiveClients:
         from fgl_flower.clients.state import ClientState
 
         entry = self._clients.pop(key, None)
-        token = context.state.config_records.get(LIVE_TOKEN)
+        token = get_record(context.state, LIVE_TOKEN, ConfigRecord)
         if entry is not None and token is not None and token["token"] == entry[0]:
             client = entry[1]
             client.state = ClientState(context.state)
@@ -135,7 +136,7 @@ def build_client(context: Context) -> FGLClient:
 
 
 def _round(msg: Message) -> int:
-    cfg = msg.content.config_records.get(CONFIG)
+    cfg = get_record(msg.content, CONFIG, ConfigRecord)
     return int(cfg[SERVER_ROUND]) if cfg is not None and SERVER_ROUND in cfg else 0
 
 
@@ -150,7 +151,7 @@ def with_client(context: Context, handle: Callable[[FGLClient], RecordDict]) -> 
 
 @app.train()
 def train(msg: Message, context: Context) -> Message:
-    config = msg.content.config_records.get(CONFIG)
+    config = get_record(msg.content, CONFIG, ConfigRecord)
 
     def handle(client: FGLClient) -> RecordDict:
         evaluation = None
@@ -158,7 +159,7 @@ def train(msg: Message, context: Context) -> Message:
             evaluation = client.evaluate(msg.content, int(config[EVALUATE_ROUND]))
         reply = client.train(msg.content, _round(msg))
         if evaluation is not None:
-            reply[EVALUATION] = evaluation.metric_records[METRICS]
+            reply[EVALUATION] = require_record(evaluation, METRICS, MetricRecord)
         return reply
 
     return Message(content=with_client(context, handle), reply_to=msg)

@@ -15,13 +15,15 @@ from __future__ import annotations
 import functools
 import io
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
-from flwr.app import Array, ArrayRecord
+from flwr.app import Array, ArrayRecord, RecordDict
 
 if TYPE_CHECKING:
     import torch
+
+R = TypeVar("R")
 
 _MAGIC = b"\x93NUMPY"
 
@@ -84,3 +86,19 @@ def record_torch(record: ArrayRecord) -> dict[str, torch.Tensor]:
     import torch
 
     return {k: torch.from_numpy(v) for k, v in record_numpy(record).items()}
+
+
+def get_record(content: RecordDict, key: str, kind: type[R]) -> R | None:
+    """``content[key]`` if it is a ``kind`` record (``ArrayRecord``, ``MetricRecord``,
+    ``ConfigRecord``), else ``None``. ``content.metric_records`` and its siblings build
+    and re-validate a copy of every record of that kind on each access."""
+    record = content.get(key)
+    return record if isinstance(record, kind) else None
+
+
+def require_record(content: RecordDict, key: str, kind: type[R]) -> R:
+    """``content[key]``, which must be a ``kind`` record."""
+    record = get_record(content, key, kind)
+    if record is None:
+        raise KeyError(f"The message carries no {kind.__name__} {key!r}.")
+    return record

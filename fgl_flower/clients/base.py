@@ -8,6 +8,8 @@ the method registry.
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 
@@ -17,7 +19,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
-from fgl_flower.records import record_torch, torch_record
+from fgl_flower.records import get_record, record_torch, torch_record
 from fgl_flower.seeds import derive_seed
 
 __all__ = ["FGLClient", "LearnerClient", "derive_seed"]
@@ -97,7 +99,7 @@ class LearnerClient(FGLClient):
         evaluates, then trains from the same arrays) is skipped: in-place changes bump the
         tensors' version counters.
         """
-        record = content.array_records.get(ARRAYS)
+        record = get_record(content, ARRAYS, ArrayRecord)
         if record is not None and self._loaded is not None and self._loaded[0] is record \
                 and self._loaded[1] == self._shared_versions():
             return self._loaded[2]
@@ -108,7 +110,8 @@ class LearnerClient(FGLClient):
         return tensors
 
     def _shared_versions(self) -> tuple[int, ...]:
-        return tuple(t._version for t in self.learner.model.state_dict().values())
+        model = self.learner.model
+        return tuple(t._version for t in itertools.chain(model.parameters(), model.buffers()))
 
     def evaluation_reply(self, train_mode: bool = False) -> RecordDict:
         res = self.learner.evaluate(train_mode)

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from flwr.app import RecordDict
+from flwr.app import ArrayRecord, RecordDict
 from torch import Tensor, nn
 
 from fgl_flower.clients.base import FGLClient, derive_seed
@@ -52,7 +52,7 @@ from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.protocol import ARRAYS, METRICS
-from fgl_flower.records import torch_record
+from fgl_flower.records import get_record, torch_record
 
 #: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
 #: (``[C]``, :math:`\mathbf a^{(k)}`) up.
@@ -126,10 +126,10 @@ class FedSprayClient(FGLClient):
     def global_model(self, content: RecordDict) -> tuple[FeatureStructureEncoder, Tensor]:
         """The global encoder and proxies of this round (:math:`\\omega_0, \\mathbf S_0` in round 1)."""
         encoder = self.new_encoder()
-        record = content.array_records.get(ARRAYS)
+        record = get_record(content, ARRAYS, ArrayRecord)
         if record is not None and len(record):
             encoder.load_state_dict(record.to_torch_state_dict())
-        proxies = content.array_records.get(PROXIES)
+        proxies = get_record(content, PROXIES, ArrayRecord)
         if proxies is not None and "S" in proxies:
             S = proxies.to_torch_state_dict()["S"].to(self.device)
         else:

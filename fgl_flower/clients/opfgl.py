@@ -30,6 +30,7 @@ from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.learner import make_adam, node_metrics, seeded_model
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.protocol import METRICS
+from fgl_flower.records import require_record
 
 #: Record names of the two O-pFGL payloads.
 STATS = "class-stats"
@@ -246,7 +247,7 @@ class OPFGLClient(FGLClient):
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         o, g, cfg = self.opts, self.data.data, self.cfg
-        syn = {k: v.to(self.device) for k, v in content.array_records[PSEUDO_GRAPH].to_torch_state_dict().items()}
+        syn = {k: v.to(self.device) for k, v in require_record(content, PSEUDO_GRAPH, ArrayRecord).to_torch_state_dict().items()}
         self.seed_round(server_round)
         # the same initial M_G on every client (shared seed)
         model = seeded_model(cfg, "node", self.data.num_features, self.data.num_classes).to(self.device)

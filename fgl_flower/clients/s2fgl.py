@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from flwr.app import RecordDict
+from flwr.app import ArrayRecord, RecordDict
 from torch import Tensor
 
 from fgl_flower.clients.base import LearnerClient, derive_seed
@@ -33,7 +33,7 @@ from fgl_flower.models.s2fgl import (
     class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc, spectral_basis,
     top_training_nodes,
 )
-from fgl_flower.records import torch_record
+from fgl_flower.records import get_record, torch_record
 
 #: Record names of the S2FGL payloads (besides the model).
 PROTOTYPES = "s2fgl.prototypes"  # client -> server: "prototypes" [C, d], "counts" [C]
@@ -75,7 +75,7 @@ class S2FGLClient(LearnerClient):
         o, g = self.opts, self.data.data
         model = self.learner.model
         proto_nodes, fgma_nodes = self.selected_nodes()
-        record = content.array_records.get(REPOSITORY)
+        record = get_record(content, REPOSITORY, ArrayRecord)
         active = record is not None and server_round >= o.start_round and (o.lambda1 > 0 or o.lambda2 > 0)
         if active:
             repository = record.to_torch_state_dict()["anchors"].to(self.device)

@@ -30,6 +30,7 @@ from fgl_flower.protocol import (
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.grid import MeteredGrid
 from fgl_flower.strategies.sampling import sample_clients, sample_size
+from fgl_flower.records import get_record, require_record
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
@@ -43,9 +44,9 @@ def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
     """The evaluations that fused train replies carry (:data:`EVALUATION`), as evaluate
     replies (their ``metrics`` record) for :meth:`FGLStrategy.aggregate_evaluate`."""
     return [
-        Message(content=RecordDict({METRICS: r.content.metric_records[EVALUATION]}),
+        Message(content=RecordDict({METRICS: evaluation}),
                 dst_node_id=r.metadata.src_node_id, message_type=MessageType.EVALUATE)
-        for r in replies if EVALUATION in r.content.metric_records
+        for r in replies if (evaluation := get_record(r.content, EVALUATION, MetricRecord)) is not None
     ]
 
 
@@ -53,7 +54,7 @@ def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
     """``{partition id: metrics}`` from the ``metrics`` record of each reply."""
     out = {}
     for r in replies:
-        rec = r.content.metric_records[METRICS]
+        rec = require_record(r.content, METRICS, MetricRecord)
         out[int(rec[PARTITION_ID])] = {k: float(v) for k, v in rec.items()}
     return out
 

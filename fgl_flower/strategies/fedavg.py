@@ -16,6 +16,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import FGLStrategy
+from fgl_flower.records import require_record
 
 
 class FedAvgStrategy(FGLStrategy):
@@ -31,10 +32,10 @@ class FedAvgStrategy(FGLStrategy):
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
-        records = [r.content.array_records[ARRAYS] for r in replies]
+        records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         weights = self.aggregation_weights(server_round, replies)
         return weighted_mean_arrays(records, weights), self.aggregate_train_metrics(replies)
 
     def aggregation_weights(self, server_round: int, replies: list[Message]) -> list[float]:
         """The weight of each reply's arrays: its ``num-examples``."""
-        return [float(r.content.metric_records[METRICS][NUM_EXAMPLES]) for r in replies]
+        return [float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in replies]

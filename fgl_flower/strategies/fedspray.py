@@ -28,6 +28,7 @@ from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.records import require_record
 
 
 def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray) -> np.ndarray:
@@ -86,7 +87,7 @@ class FedSprayStrategy(FedAvgStrategy):
         replies = list(replies)
         encoder, metrics = super().aggregate_train(server_round, replies)
         if not self.opts.zero_proxies:
-            uploads = [r.content.array_records[PROXIES] for r in replies]
+            uploads = [require_record(r.content, PROXIES, ArrayRecord) for r in replies]
             proxies = np.stack([u["S"].numpy() for u in uploads])
             ratios = np.stack([u["class-ratio"].numpy() for u in uploads])
             previous = self.proxies

@@ -10,11 +10,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY
+from fgl_flower.records import require_record
 
 
 class ClientFailure(FGLError):
@@ -93,8 +94,8 @@ class PayloadSizer:
 
 def reply_partition_id(msg: Message) -> int:
     """The partition id a client put into any MetricRecord/ConfigRecord of its reply."""
-    for rec in list(msg.content.metric_records.values()) + list(msg.content.config_records.values()):
-        if PARTITION_ID in rec:
+    for rec in msg.content.values():
+        if isinstance(rec, (MetricRecord, ConfigRecord)) and PARTITION_ID in rec:
             return int(rec[PARTITION_ID])
     raise FGLError(f"Reply from node {msg.metadata.src_node_id} carries no {PARTITION_ID!r}.")
 
@@ -143,7 +144,7 @@ class MeteredGrid:
                             dst_node_id=n) for n in nodes]
         owners: dict[int, int] = {}
         for reply in self.send_and_receive(messages, timeout=timeout):
-            rec = reply.content.config_records[CONFIG]
+            rec = require_record(reply.content, CONFIG, ConfigRecord)
             pid, num = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
             if num != num_clients:
                 raise ConfigError(f"SuperNode {reply.metadata.src_node_id} serves partition {pid} "

@@ -39,6 +39,7 @@ from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synt
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
+from fgl_flower.records import require_record
 
 
 def secure_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
@@ -125,7 +126,7 @@ class OPFGLStrategy(FGLStrategy):
         t0 = time.perf_counter()
         replies = exchange("stats", self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.stats"))
         hre = client_metrics(replies)
-        stats = pooled_statistics(secure_sum([r.content.array_records[STATS].to_torch_state_dict()
+        stats = pooled_statistics(secure_sum([require_record(r.content, STATS, ArrayRecord).to_torch_state_dict()
                                               for r in replies]))
         t = time.perf_counter()
         graph = self.build_pseudo_graph(stats)

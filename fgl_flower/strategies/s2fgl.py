@@ -31,6 +31,7 @@ from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.config import RunConfig
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.records import require_record
 
 
 class S2FGLStrategy(FedAvgStrategy):
@@ -66,7 +67,7 @@ class S2FGLStrategy(FedAvgStrategy):
 
     def repository_from(self, server_round: int, contents: list[RecordDict]) -> torch.Tensor:
         """The repository :math:`\\mathcal H` ``[anchors * C, d]`` from the replies' prototypes."""
-        uploads = [c.array_records[PROTOTYPES].to_torch_state_dict() for c in contents]
+        uploads = [require_record(c, PROTOTYPES, ArrayRecord).to_torch_state_dict() for c in contents]
         protos = torch.stack([u["prototypes"] for u in uploads])
         counts = torch.stack([u["counts"] for u in uploads])
         rng = np.random.default_rng(derive_seed(self.cfg.seed, server_round, "anchors"))
