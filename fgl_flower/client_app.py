@@ -19,7 +19,7 @@ import functools
 import itertools
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
@@ -35,9 +35,9 @@ from fgl_flower.protocol import (
 from fgl_flower.records import get_record, require_record
 
 if TYPE_CHECKING:
-    from fgl_flower.clients.base import FGLClient
+    from flwr.clientapp.typing import Mod
 
-app = ClientApp()
+    from fgl_flower.clients.base import FGLClient
 
 
 def node_partition(context: Context) -> tuple[int, int]:
@@ -149,7 +149,6 @@ def with_client(context: Context, handle: Callable[[FGLClient], RecordDict]) -> 
     return _LIVE.serve(key, context, lambda: build_client(context), handle)
 
 
-@app.train()
 def train(msg: Message, context: Context) -> Message:
     config = get_record(msg.content, CONFIG, ConfigRecord)
 
@@ -165,7 +164,6 @@ def train(msg: Message, context: Context) -> Message:
     return Message(content=with_client(context, handle), reply_to=msg)
 
 
-@app.evaluate()
 def evaluate(msg: Message, context: Context) -> Message:
     reply = with_client(context, lambda client: client.evaluate(msg.content, _round(msg)))
     return Message(content=reply, reply_to=msg)
@@ -180,13 +178,23 @@ def _query_handler(action: str):
     return query
 
 
-@app.query(PARTITION_QUERY)
 def query_partition(msg: Message, context: Context) -> Message:
     pid, num = node_partition(context)
     return Message(RecordDict({CONFIG: ConfigRecord({PARTITION_ID: pid, NUM_PARTITIONS: num})}),
                    reply_to=msg)
 
 
-app.query()(_query_handler("default"))
-for _action in sorted({a for _, spec in METHODS.items() for a in spec.query_actions}):
-    app.query(_action)(_query_handler(_action))
+def make_app(mods: Sequence[Mod] = ()) -> ClientApp:
+    """This package's ClientApp, with Flower ``mods`` wrapped around every handler (e.g.
+    Flower's DP or SecAgg+ client mods, or the fault injection of the tests)."""
+    client_app = ClientApp(mods=list(mods))
+    client_app.train()(train)
+    client_app.evaluate()(evaluate)
+    client_app.query(PARTITION_QUERY)(query_partition)
+    client_app.query()(_query_handler("default"))
+    for action in sorted({a for _, spec in METHODS.items() for a in spec.query_actions}):
+        client_app.query(action)(_query_handler(action))
+    return client_app
+
+
+app = make_app()

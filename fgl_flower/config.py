@@ -60,6 +60,9 @@ CORE_KEYS: dict[str, type] = {
     "min-train-clients": int,
     "fused-evaluation": bool,
     "reuse-clients": bool,
+    "accept-failures": int,
+    "round-timeout": float,
+    "on-nonfinite": str,
 }
 
 #: Core keys with a fixed set of values: the values and what the key chooses
@@ -73,6 +76,8 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
     "optimizer": (("adam", "sgd"), "the local optimizer: Adam, or plain SGD without momentum"),
     "agg-weight": (("train", "local"), "weight each upload in FedAvg-style averaging by the "
                    "client's training examples or by all its local examples (nodes/graphs)"),
+    "on-nonfinite": (("stop", "skip"), "a client reporting a NaN or infinite loss or metric "
+                     "stops the run, or is left out of its round (recorded)"),
 }
 
 
@@ -119,6 +124,9 @@ class RunConfig:
     min_train_clients: int = 1
     fused_evaluation: bool = True
     reuse_clients: bool = True
+    accept_failures: int = 0
+    round_timeout: float = 3600.0
+    on_nonfinite: str = "stop"
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -300,6 +308,12 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     if not 0.0 < float(core["fraction-train"]) <= 1.0:
         raise ConfigError(f"fraction-train must be in (0, 1] (got {core['fraction-train']}): the "
                           "share of clients sampled to train each round.")
+    if int(core["accept-failures"]) < 0:
+        raise ConfigError(f"accept-failures must be non-negative (got {core['accept-failures']}): "
+                          "how many clients of a round may fail while the round goes on.")
+    if float(core["round-timeout"]) <= 0:
+        raise ConfigError(f"round-timeout must be positive (got {core['round-timeout']}): seconds "
+                          "the server waits for a round's replies.")
     if int(core["min-train-clients"]) > int(core["num-clients"]):
         raise ConfigError(f"min-train-clients={core['min-train-clients']} exceeds "
                           f"num-clients={core['num-clients']}.")
@@ -353,6 +367,9 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         min_train_clients=int(core["min-train-clients"]),
         fused_evaluation=bool(core["fused-evaluation"]),
         reuse_clients=bool(core["reuse-clients"]),
+        accept_failures=int(core["accept-failures"]),
+        round_timeout=float(core["round-timeout"]),
+        on_nonfinite=str(core["on-nonfinite"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

@@ -22,3 +22,7 @@ class UnknownNameError(ConfigError, KeyError):
 
 class DataUnavailableError(FGLError, FileNotFoundError):
     """A dataset's files are missing and cannot be downloaded."""
+
+
+class DivergedError(FGLError):
+    """A client reported a NaN or infinite loss or metric: training diverged."""

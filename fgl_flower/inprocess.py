@@ -12,11 +12,15 @@ which gives the same numbers for less work. It runs the same ServerApp/ClientApp
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Iterable, Mapping
+from logging import ERROR
 from typing import Any
 
-from flwr.app import Context, Message, RecordDict
+from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
+from flwr.common.constant import ErrorCode
+from flwr.supercore import log
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
 from flwr.supercore.task_identity import TaskIdentity
 
@@ -90,7 +94,12 @@ class InProcessGrid:
                     dst_node_id=msg.metadata.dst_node_id,
                     message_type=msg.metadata.message_type,
                 )
-            reply = self.client_app(msg, ctx)
+            try:
+                reply = self.client_app(msg, ctx)
+            except Exception as e:  # as Flower's runtimes do: an error reply, the run goes on
+                log(ERROR, "ClientApp of node %d raised:\n%s", ctx.node_id, traceback.format_exc())
+                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                                      reason=f"{type(e).__name__}: {e}"), reply_to=msg)
             if self.serialize and reply.has_content():
                 reply = Message(content=_roundtrip(reply.content), reply_to=msg)
             replies.append(reply)

@@ -13,6 +13,7 @@ Everything lands in the run's output folder:
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections.abc import Mapping
@@ -30,6 +31,27 @@ SELECT_KEY = "val_acc"
 #: ``summary["last"]`` averages every evaluation metric over this many final rounds
 #: (S2FGL's protocol: the mean of the last 5 rounds).
 LAST_ROUNDS = 5
+
+
+def finite_or_none(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by ``None``, so that it is strict
+    JSON (``json.dumps`` would write the non-standard ``NaN``/``Infinity`` tokens)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, Mapping):
+        return {k: finite_or_none(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite_or_none(v) for v in obj]
+    return obj
+
+
+def strict_json(obj: Any, **kwargs: Any) -> str:
+    """``json.dumps`` of :func:`finite_or_none` (``obj``): valid for strict parsers."""
+    return json.dumps(finite_or_none(obj), allow_nan=False, **kwargs)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -51,20 +73,24 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
     """Final round, best round by ``eval[select_key]`` (earliest on ties) and the mean of
     the last :data:`LAST_ROUNDS` evaluated rounds.
 
-    The best round has the highest value, or the lowest for a loss (``*_loss``).
+    The best round has the highest value, or the lowest for a loss (``*_loss``); rounds
+    whose value is missing or not finite are never selected.
     """
     evaluated = [r for r in rounds if r.get("eval")]
     if not evaluated:
         return {"rounds_completed": len(rounds)}
     sign = -1.0 if select_key.endswith("loss") else 1.0
+    candidates = [r for r in evaluated if _finite(r["eval"].get(select_key))] or evaluated
     best = max(
-        evaluated,
-        key=lambda r: (sign * r["eval"].get(select_key, sign * float("-inf")), -r["round"]),
+        candidates,
+        key=lambda r: (sign * r["eval"][select_key] if _finite(r["eval"].get(select_key))
+                       else float("-inf"), -r["round"]),
     )
     final = evaluated[-1]
     tail = evaluated[-LAST_ROUNDS:]
     common = set.intersection(*(set(r["eval"]) for r in tail))
-    last = {k: sum(float(r["eval"][k]) for r in tail) / len(tail) for k in sorted(common)}
+    last = {k: sum(float(r["eval"][k]) for r in tail) / len(tail) for k in sorted(common)
+            if all(_finite(r["eval"][k]) for r in tail)}
     return {
         "rounds_completed": len(rounds),
         "final": {"round": final["round"], **final["eval"]},
@@ -93,7 +119,7 @@ class RunRecorder:
         """Append one finished round (durably) and print its progress line."""
         self.rounds.append(record)
         with open(self.out_dir / "rounds.jsonl", "a") as f:
-            f.write(json.dumps(record, sort_keys=True) + "\n")
+            f.write(strict_json(record, sort_keys=True) + "\n")
             f.flush()
             os.fsync(f.fileno())
         if self.cfg.progress:
@@ -129,7 +155,7 @@ class RunRecorder:
             **summarize_rounds(self.rounds, self.cfg.select_by),
             **dict(extra or {}),
         }
-        atomic_write_text(self.out_dir / "summary.json", json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(self.out_dir / "summary.json", strict_json(summary, indent=2, sort_keys=True) + "\n")
         if self.rounds:
             plot_curves(self.rounds, self.out_dir / "curves.png", title=_title(self.cfg))
         return summary

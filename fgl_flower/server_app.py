@@ -12,7 +12,7 @@ from flwr.supercore import log
 
 from fgl_flower.config import RunConfig, parse_run_config
 from fgl_flower.datasets import cache_dir, task_of
-from fgl_flower.errors import ConfigError
+from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
 from fgl_flower.results import RunRecorder
@@ -55,7 +55,12 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
     out_dir = resolve_out_dir(cfg)
     recorder = RunRecorder(out_dir, cfg)
     log(INFO, "Writing results to %s", out_dir)
-    METHODS.get(cfg.method).strategy_class()(cfg).start(grid, recorder=recorder)
+    strategy = METHODS.get(cfg.method).strategy_class()(cfg)
+    try:
+        strategy.start(grid, timeout=cfg.round_timeout, recorder=recorder)
+    except FGLError as e:  # failed clients, divergence: summarize the rounds that finished
+        recorder.finish({"stopped": str(e)})
+        raise
     summary = recorder.finish()
     best = summary.get("best_val", {})
     log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; summary %s",

@@ -12,9 +12,10 @@ method overrides :meth:`start`.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Iterable
-from logging import INFO
+from logging import INFO, WARNING
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
@@ -22,13 +23,14 @@ from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
+from fgl_flower.errors import DivergedError
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.protocol import (
     ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL, PARTITION_ID,
     SERVER_ROUND,
 )
 from fgl_flower.results import RunRecorder
-from fgl_flower.strategies.grid import MeteredGrid
+from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id, who
 from fgl_flower.strategies.sampling import sample_clients, sample_size
 from fgl_flower.records import get_record, require_record
 
@@ -48,6 +50,12 @@ def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
                 dst_node_id=r.metadata.src_node_id, message_type=MessageType.EVALUATE)
         for r in replies if (evaluation := get_record(r.content, EVALUATION, MetricRecord)) is not None
     ]
+
+
+def nonfinite_metrics(reply: Message) -> list[str]:
+    """``["train_loss=nan", ...]``: the NaN or infinite values of a reply's metric records."""
+    return [f"{k}={v}" for rec in reply.content.values() if isinstance(rec, MetricRecord)
+            for k, v in rec.items() if isinstance(v, float) and not math.isfinite(v)]
 
 
 def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
@@ -156,7 +164,7 @@ class FGLStrategy(Strategy):
     def connect(self, grid: Grid) -> MeteredGrid:
         """Wrap ``grid`` to meter traffic, map partition ids to nodes (every client by
         default in :attr:`node_ids`) and log the run summary: the start of every protocol."""
-        metered = MeteredGrid(grid)
+        metered = MeteredGrid(grid, accept_failures=self.cfg.accept_failures)
         self.nodes = metered.discover(self.cfg.num_clients)
         self.node_ids = list(self.nodes.values())
         self.summary()
@@ -171,6 +179,23 @@ class FGLStrategy(Strategy):
         """Address the next broadcast to these clients; returns their node ids."""
         self.node_ids = [self.nodes[p] for p in partition_ids]
         return self.node_ids
+
+    def drop_nonfinite(self, record: dict, replies: list[Message]) -> list[Message]:
+        """``replies`` without those reporting a NaN or infinite metric (``on-nonfinite=skip``,
+        recorded under ``nonfinite``); with ``on-nonfinite=stop`` any such reply, and with
+        ``skip`` a round with no other reply, raises :class:`DivergedError`."""
+        bad = {reply_partition_id(r): values for r in replies if (values := nonfinite_metrics(r))}
+        if not bad:
+            return replies
+        which = "; ".join(f"partition {p}: {', '.join(v)}" for p, v in sorted(bad.items()))
+        cause = (f"Training diverged: the learning rate (lr={self.cfg.lr:g}) is likely too large "
+                 f"for these features or this model; lower lr or normalize the features")
+        if self.cfg.on_nonfinite == "stop" or len(bad) == len(replies):
+            also = "" if self.cfg.on_nonfinite == "skip" else ", or set on-nonfinite=skip to leave such clients out"
+            raise DivergedError(f"Round {record['round']}: non-finite values from {which}. {cause}{also}.")
+        log(WARNING, "Round %d: leaving out %s (non-finite). %s.", record["round"], which, cause)
+        record.setdefault("nonfinite", {}).update({str(p): ", ".join(v) for p, v in bad.items()})
+        return [r for r in replies if reply_partition_id(r) not in bad]
 
     # -- the round loop --------------------------------------------------------------------
     def start(
@@ -198,13 +223,15 @@ class FGLStrategy(Strategy):
         result = Result()
         result.arrays = arrays
         pending: dict | None = None  # a round whose evaluation rides in the next train batch
+        lost_nodes = False  # a client failed since the last look for new nodes
 
-        def finish(record: dict, eval_replies: list[Message], clients: list[int]) -> None:
+        def finish(record: dict, eval_replies: list[Message]) -> None:
             rnd = record["round"]
             eval_metrics = self.aggregate_evaluate(rnd, eval_replies)
+            per_client = client_metrics(eval_replies)
             record["eval"] = dict(eval_metrics or {})
-            record["eval_clients"] = clients
-            record["clients"] = {str(k): v for k, v in client_metrics(eval_replies).items()}
+            record["eval_clients"] = sorted(per_client)  # those sampled that replied
+            record["clients"] = {str(k): v for k, v in per_client.items()}
             round_arrays = record.pop("_arrays")  # the global arrays after this round
             if evaluate_fn is not None and (res := evaluate_fn(rnd, round_arrays)) is not None:
                 record["server_eval"] = dict(res)
@@ -217,14 +244,28 @@ class FGLStrategy(Strategy):
         def exchange(record: dict, messages: Iterable[Message]) -> list[Message]:
             t0 = time.perf_counter()
             metered.reset()
-            replies = metered.send_and_receive(messages, timeout=timeout)
+            try:
+                replies = metered.send_and_receive(messages, timeout=timeout)
+            except ClientFailure as e:
+                raise ClientFailure(f"Round {record['round']}: {e}") from None
             record["time_s"] = record.get("time_s", 0.0) + time.perf_counter() - t0
             for key in ("bytes_up", "bytes_down", "messages_up", "messages_down"):
                 record[key] = record.get(key, 0) + getattr(metered, key)
+            replies = self.drop_nonfinite(record, replies)
+            if metered.failures:
+                nonlocal lost_nodes
+                lost_nodes = True
+                record.setdefault("failures", {}).update({str(p): why for p, why in metered.failures.items()})
+                log(WARNING, "Round %d: %d client(s) failed, going on with the others: %s",
+                    record["round"], len(metered.failures),
+                    "; ".join(f"{who(p)}: {why}" for p, why in metered.failures.items()))
             return replies
 
         for rnd in range(1, num_rounds + 1):
             record: dict = {"round": rnd}
+            if lost_nodes:  # a client's node may have come back under a new id
+                self.nodes = metered.rediscover(self.nodes, self.cfg.num_clients, timeout)
+                lost_nodes = False
             clients = self.train_clients(rnd)
             self.select(clients)
             config = train_config
@@ -232,7 +273,7 @@ class FGLStrategy(Strategy):
                 config = ConfigRecord({**train_config, EVALUATE_ROUND: pending["round"]})
             replies = exchange(record, self.configure_train(rnd, arrays, config, metered))
             if pending is not None:
-                finish(pending, evaluation_replies(replies), clients)
+                finish(pending, evaluation_replies(replies))
                 pending = None
             new_arrays, train_metrics = self.aggregate_train(rnd, replies)
             if new_arrays is not None:
@@ -243,12 +284,12 @@ class FGLStrategy(Strategy):
             if train_metrics is not None:
                 result.train_metrics_clientapp[rnd] = train_metrics
             if self.evaluates_in_train:
-                finish(record, replies, clients)
+                finish(record, replies)
             elif fused and rnd < num_rounds:
                 pending = record
             else:  # a separate evaluate batch, on the clients that train next
                 eval_clients = self.train_clients(rnd + 1)
                 self.select(eval_clients)
                 eval_replies = exchange(record, self.configure_evaluate(rnd, arrays, evaluate_config, metered))
-                finish(record, eval_replies, eval_clients)
+                finish(record, eval_replies)
         return result

@@ -1,17 +1,23 @@
-"""A Grid wrapper that meters traffic and orders replies by partition id.
+"""A Grid wrapper that meters traffic, orders replies by partition id and counts failures.
 
 Flower's ServerApp sees random node ids, and replies arrive in any order. Aggregating in
 arrival order makes float sums differ run to run, so every reply is sorted by the
 ``partition-id`` the client reports. Bytes are measured from the serialized records.
+A client that replies with an error, does not reply within the timeout, or whose node
+is gone is a failure: the exchange goes on with the other replies while there are at
+most ``accept-failures`` of them, and :attr:`MeteredGrid.failures` says which partition
+failed and why.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable
+from logging import INFO
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
+from flwr.supercore import log
 
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY
@@ -100,18 +106,27 @@ def reply_partition_id(msg: Message) -> int:
     raise FGLError(f"Reply from node {msg.metadata.src_node_id} carries no {PARTITION_ID!r}.")
 
 
-class MeteredGrid:
-    """Wraps a Flower :class:`Grid`: counts messages/bytes, sorts replies, fails loudly."""
+def who(client: int | str) -> str:
+    """``"partition 3"`` for a partition id, the text itself for a node not yet mapped."""
+    return f"partition {client}" if isinstance(client, int) else str(client)
 
-    def __init__(self, grid: Grid) -> None:
+
+class MeteredGrid:
+    """Wraps a Flower :class:`Grid`: counts messages/bytes, sorts replies, tolerates up to
+    ``accept_failures`` failed clients per exchange and fails loudly beyond."""
+
+    def __init__(self, grid: Grid, accept_failures: int = 0) -> None:
         self.grid = grid
+        self.accept_failures = accept_failures
         self.sizer = PayloadSizer()
+        self.partitions: dict[int, int] = {}  # node id -> partition id (from discovery)
         self.reset()
 
     def reset(self) -> None:
-        """Zero the per-round counters."""
+        """Zero the per-round counters and failures."""
         self.bytes_down = self.bytes_up = 0
         self.messages_down = self.messages_up = 0
+        self.failures: dict[int, str] = {}  # partition id -> why
 
     def get_node_ids(self) -> list[int]:
         return sorted(self.grid.get_node_ids())
@@ -143,7 +158,7 @@ class MeteredGrid:
         messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
                             dst_node_id=n) for n in nodes]
         owners: dict[int, int] = {}
-        for reply in self.send_and_receive(messages, timeout=timeout):
+        for reply in self.send_and_receive(messages, timeout=timeout, strict=True):
             rec = require_record(reply.content, CONFIG, ConfigRecord)
             pid, num = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
             if num != num_clients:
@@ -159,9 +174,35 @@ class MeteredGrid:
         if missing:
             raise ConfigError(f"No SuperNode serves partition(s) {missing[:10]} of {num_clients}.")
         self.reset()  # discovery is not part of any round's traffic
+        self.partitions = {n: p for p, n in owners.items()}
         return dict(sorted(owners.items()))
 
-    def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None) -> list[Message]:
+    def rediscover(self, owners: dict[int, int], num_clients: int, timeout: float) -> dict[int, int]:
+        """``owners`` updated with the nodes that joined since (e.g. a restarted SuperNode
+        that serves a partition whose node is gone); traffic is not counted."""
+        new = [n for n in self.get_node_ids() if n not in self.partitions]
+        if not new:
+            return owners
+        config = RecordDict({CONFIG: ConfigRecord()})
+        messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
+                            dst_node_id=n) for n in new]
+        owners = dict(owners)
+        for reply in self.grid.send_and_receive(messages, timeout=timeout):
+            if reply.has_error():
+                continue
+            rec = require_record(reply.content, CONFIG, ConfigRecord)
+            pid, num = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+            if num == num_clients and 0 <= pid < num_clients:
+                log(INFO, "Partition %d is now served by node %d", pid, reply.metadata.src_node_id)
+                owners[pid] = reply.metadata.src_node_id
+                self.partitions[reply.metadata.src_node_id] = pid
+        return dict(sorted(owners.items()))
+
+    def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None,
+                         strict: bool = False) -> list[Message]:
+        """The replies, sorted by partition id. Failed clients go to :attr:`failures`;
+        more than ``accept_failures`` of them (any, if ``strict``), or no reply at all,
+        raise :class:`ClientFailure`."""
         messages = list(messages)
         self.messages_down += len(messages)
         sizes: dict[int, int] = {}  # a broadcast shares one content: serialize it once
@@ -170,14 +211,34 @@ class MeteredGrid:
                 sizes[id(m.content)] = self.sizer.size(m.content)
             self.bytes_down += sizes[id(m.content)]
         replies = list(self.grid.send_and_receive(messages, timeout=timeout))
+        # Flower's own error replies (node gone, message expired) come from the SuperLink:
+        # find the client through the message they answer.
+        sent = {m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id}
+        answered, failures, ok = set(), {}, []
         for r in replies:
+            node = sent.get(r.metadata.reply_to_message_id, r.metadata.src_node_id)
+            answered.add(node)
             if r.has_error():
-                raise ClientFailure(f"A client failed: {r.error.reason}")
-        if len(replies) != len(messages):
-            raise ClientFailure(
-                f"{len(messages) - len(replies)} of {len(messages)} clients did not reply in time."
-            )
-        self.messages_up += len(replies)
-        self.bytes_up += sum(self.sizer.size(r.content) for r in replies)
-        return sorted(replies, key=reply_partition_id)
+                failures[self._partition(node)] = r.error.reason or f"error code {r.error.code}"
+            else:
+                ok.append(r)
+        for m in messages:
+            if m.metadata.dst_node_id not in answered:
+                failures[self._partition(m.metadata.dst_node_id)] = (
+                    f"no reply within {timeout:.0f} s (round-timeout)" if timeout else "no reply")
+        self.failures.update(failures)
+        if failures and (strict or len(failures) > self.accept_failures or not ok):
+            raise ClientFailure(self._failure_message(failures, len(messages), strict))
+        self.messages_up += len(ok)
+        self.bytes_up += sum(self.sizer.size(r.content) for r in ok)
+        return sorted(ok, key=reply_partition_id)
 
+    def _partition(self, node: int) -> int | str:
+        return self.partitions.get(node, f"node {node}")
+
+    def _failure_message(self, failures: dict, sent: int, strict: bool) -> str:
+        lines = "\n".join(f"  {who(p)}: {why}" for p, why in sorted(failures.items(), key=str))
+        allowed = ("every client must reply here" if strict else
+                   f"accept-failures={self.accept_failures}; raise it to go on without them"
+                   if len(failures) < sent else "no client replied")
+        return f"{len(failures)} of {sent} clients failed ({allowed}):\n{lines}"

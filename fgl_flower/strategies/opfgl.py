@@ -39,6 +39,7 @@ from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synt
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
+from fgl_flower.strategies.grid import ClientFailure
 from fgl_flower.records import require_record
 
 
@@ -113,14 +114,19 @@ class OPFGLStrategy(FGLStrategy):
         metered = self.connect(grid)
         config = ConfigRecord({SERVER_ROUND: 1})
         phases: dict[str, dict[str, float]] = {}
+        failures: dict[str, str] = {}
 
         def exchange(name: str, messages: list[Message]) -> list[Message]:
             t = time.perf_counter()
             metered.reset()
-            replies = metered.send_and_receive(messages, timeout=timeout)
+            try:
+                replies = metered.send_and_receive(messages, timeout=timeout)
+            except ClientFailure as e:
+                raise ClientFailure(f"O-pFGL {name} phase: {e}") from None
             phases[name] = {"time_s": time.perf_counter() - t, "bytes_down": metered.bytes_down,
                             "bytes_up": metered.bytes_up, "messages_down": metered.messages_down,
                             "messages_up": metered.messages_up}
+            failures.update({str(p): f"{name}: {why}" for p, why in metered.failures.items()})
             return replies
 
         t0 = time.perf_counter()
@@ -155,6 +161,7 @@ class OPFGLStrategy(FGLStrategy):
             "train": {},
             "eval": dict(eval_metrics),
             "clients": {str(k): v for k, v in client_metrics(replies).items()},
+            **({"failures": failures} if failures else {}),
         }
         if recorder is not None:
             recorder.record_round(record)

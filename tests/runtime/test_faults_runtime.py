@@ -1,0 +1,82 @@
+"""Client faults in the real runtimes: a client that raises in a `flwr run` simulation, and
+a SuperNode killed in the middle of a local deployment."""
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from fgl_flower.config import load_app_defaults
+from fgl_flower.paths import app_dir
+from fgl_flower.runtime import run_deployment, run_simulation
+
+FAULTS = Path(__file__).resolve().parents[1] / "faults.py"
+
+
+@pytest.fixture
+def flat():
+    cfg = load_app_defaults()
+    cfg.update({"num-clients": 3, "data.synthetic.num-nodes": 300, "accept-failures": 1,
+                "progress": False})
+    return cfg
+
+
+def _rounds(out: Path) -> list[dict]:
+    path = out / "rounds.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def faulty_app(tmp: Path) -> Path:
+    """This package's app whose ClientApp raises in partition 1's round-2 train message."""
+    app = tmp / "faulty-app"
+    app.mkdir()
+    pyproject = (app_dir() / "pyproject.toml").read_text()
+    pyproject = pyproject.replace('clientapp = "fgl_flower.client_app:app"', 'clientapp = "faulty_client:app"')
+    pyproject = pyproject.replace('fab-include = ["fgl_flower/**/*.py"]', 'fab-include = ["*.py"]')
+    (app / "pyproject.toml").write_text(pyproject)
+    (app / "faults.py").write_text(FAULTS.read_text())
+    (app / "faulty_client.py").write_text(
+        "from faults import fail_partition\n"
+        "from fgl_flower.client_app import make_app\n\n"
+        "app = make_app([fail_partition(1, {2})])\n")
+    return app
+
+
+@pytest.mark.slow
+def test_simulation_goes_on_without_a_client_that_raises(flat, tmp_path):
+    out = tmp_path / "sim"
+    code = run_simulation(faulty_app(tmp_path), {**flat, "num-rounds": 3, "out-dir": str(out)}, 3,
+                          timeout=300)
+    assert code == 0
+    rounds = _rounds(out)
+    assert [sorted(r.get("failures", {})) for r in rounds] == [[], ["1"], []]
+    assert "injected fault (partition 1, round 2)" in rounds[1]["failures"]["1"]
+    assert rounds[2]["eval_clients"] == [0, 1, 2]
+
+
+@pytest.mark.slow
+def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
+    out = tmp_path / "dep"
+    config = {**flat, "num-rounds": 4, "round-timeout": 20.0, "out-dir": str(out)}
+    result = {}
+    thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=400)))
+    start = time.monotonic()
+    thread.start()
+    while thread.is_alive() and len(_rounds(out)) < 1:
+        time.sleep(0.5)
+    victims = [p for p in psutil.process_iter(["cmdline"])
+               if "flower-supernode" in " ".join(p.info["cmdline"] or [])
+               and "partition-id=2 " in " ".join(p.info["cmdline"] or []) + " "]
+    assert len(victims) == 1
+    victims[0].kill()
+    thread.join(timeout=400)
+    elapsed = time.monotonic() - start
+    assert result.get("code") == 0
+    rounds = _rounds(out)
+    assert [r["round"] for r in rounds] == [1, 2, 3, 4]
+    assert all("2" in r.get("failures", {}) for r in rounds[2:])  # gone for good after round 1
+    assert all(r["eval_clients"] == [0, 1] for r in rounds[2:])
+    assert elapsed < 300, f"took {elapsed:.0f} s"
