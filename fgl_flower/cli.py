@@ -156,10 +156,31 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     print(f"results: {out}")
 
 
+def resume_config(args: argparse.Namespace) -> dict[str, Scalar]:
+    """The flat config of the run in ``--resume DIR`` (from its server checkpoint), set to
+    resume; config flags are refused, the run keeps the config it was started with."""
+    from fgl_flower.checkpoint import Checkpointer
+    from fgl_flower.protocol import CONFIG
+
+    folder = Path(args.resume).expanduser().resolve()
+    given = [f"--{a.replace('_', '-')}" for a in FLAG_KEYS if getattr(args, a, None) is not None]
+    given += [f for f, v in (("--set", args.set), ("--out", args.out)) if v]
+    if given:
+        raise ConfigError(f"--resume continues {folder} with the config it was started with; "
+                          f"drop {', '.join(given)}.")
+    if not (folder / "config.json").is_file():
+        raise ConfigError(f"--resume {folder}: not a run folder (no config.json).")
+    saved = json.loads((folder / "config.json").read_text())
+    records = Checkpointer(saved.get("checkpoint_dir") or folder / "checkpoint", 1).load()
+    flat = dict(json.loads(str(records[CONFIG]["json"]))["config"])
+    flat.update({"resume": True, "out-dir": str(folder)})
+    return flat
+
+
 def _launch(args: argparse.Namespace, deploy: bool) -> int:
     from fgl_flower.paths import app_dir
 
-    flat = build_run_config(args)
+    flat = resume_config(args) if args.resume else build_run_config(args)
     engine = "deployment" if deploy else "inprocess" if getattr(args, "inprocess", False) else "simulation"
     gpus = [g.strip() for g in (getattr(args, "gpus", None) or "").split(",") if g.strip()]
     cfg = prepare(flat, engine, gpus)
@@ -306,6 +327,8 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         _add_run_args(p)
         p.add_argument("--out", help="output folder (default: ./runs/<name>)")
+        p.add_argument("--resume", metavar="DIR", help="continue the run in DIR (crashed or "
+                       "stopped) from its last checkpoint, with the config it was started with")
         if name == "run":
             p.add_argument("--inprocess", action="store_true",
                            help="run the app's clients sequentially in this process instead of "

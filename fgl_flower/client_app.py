@@ -18,19 +18,20 @@ from __future__ import annotations
 import functools
 import itertools
 import uuid
+from pathlib import Path
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from flwr.app import ConfigRecord, Context, Message, MetricRecord, RecordDict
+from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
 from fgl_flower.config import RunConfig, parse_run_config
-from fgl_flower.errors import ConfigError
+from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.protocol import (
-    CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY,
-    SERVER_ROUND,
+    CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID,
+    PARTITION_QUERY, RESUME_ROUND, SERVER_ROUND,
 )
 from fgl_flower.records import get_record, require_record
 
@@ -140,13 +141,61 @@ def _round(msg: Message) -> int:
     return int(cfg[SERVER_ROUND]) if cfg is not None and SERVER_ROUND in cfg else 0
 
 
-def with_client(context: Context, handle: Callable[[FGLClient], RecordDict]) -> RecordDict:
-    """``handle`` applied to this node's client: a live one (``reuse-clients``) or a fresh one."""
+def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], RecordDict]) -> RecordDict:
+    """``handle`` applied to this node's client: a live one (``reuse-clients``) or a fresh
+    one. In a resumed run, the client's state first comes from its checkpoint; after a
+    train message it is checkpointed (:mod:`fgl_flower.checkpoint`)."""
     items = tuple(sorted(context.run_config.items()))
-    if not _parsed(items).reuse_clients:
-        return handle(build_client(context))
-    key = (context.run_id, context.node_id, items)
-    return _LIVE.serve(key, context, lambda: build_client(context), handle)
+    cfg = _parsed(items)
+    config = get_record(msg.content, CONFIG, ConfigRecord)
+    folder = _checkpoint_dir(context, cfg)
+    if folder is not None and config is not None and RESUME_ROUND in config \
+            and RESTORED not in context.state:
+        _restore_state(context, folder, int(config[RESUME_ROUND]))
+    if cfg.reuse_clients:
+        key = (context.run_id, context.node_id, items)
+        reply = _LIVE.serve(key, context, lambda: build_client(context), handle)
+    else:
+        reply = handle(build_client(context))
+    if folder is not None and msg.metadata.message_type == MessageType.TRAIN:
+        from fgl_flower.checkpoint import save_client_state
+
+        state = RecordDict({k: v for k, v in context.state.items() if k not in (LIVE_TOKEN, RESTORED)})
+        try:
+            save_client_state(folder, node_partition(context)[0], _round(msg), state, cfg.checkpoint_every)
+        except OSError as e:
+            raise FGLError(f"Cannot write the client checkpoint in {folder}: {e}. Give this "
+                           "SuperNode a writable folder (--node-config \"checkpoint-dir=...\"), "
+                           "or run without checkpoints (checkpoint-every=0).") from None
+    return reply
+
+
+#: ``context.state`` key set once a resumed run has restored the client's checkpoint.
+RESTORED = "fgl.restored"
+
+
+def _checkpoint_dir(context: Context, cfg: RunConfig) -> str | None:
+    """Where this client checkpoints: its node's ``checkpoint-dir``, else the run's
+    (``checkpoint-dir``, or ``<out-dir>/checkpoint``); ``None`` without checkpoints or
+    without either folder (``out-dir`` left to the server)."""
+    if not cfg.checkpoint_every:
+        return None
+    folder = context.node_config.get("checkpoint-dir") or cfg.checkpoint_dir
+    if not folder and cfg.out_dir:
+        folder = str(Path(cfg.out_dir).expanduser() / "checkpoint")
+    return str(folder) if folder else None
+
+
+def _restore_state(context: Context, folder: str, server_round: int) -> None:
+    """Replace ``context.state`` by the client's checkpoint as of ``server_round``."""
+    from fgl_flower.checkpoint import load_client_state
+
+    saved = load_client_state(folder, node_partition(context)[0], server_round)
+    for key in list(context.state.keys()):
+        del context.state[key]
+    for key, record in (saved or {}).items():
+        context.state[key] = record
+    context.state[RESTORED] = ConfigRecord({"round": server_round})
 
 
 def train(msg: Message, context: Context) -> Message:
@@ -161,17 +210,17 @@ def train(msg: Message, context: Context) -> Message:
             reply[EVALUATION] = require_record(evaluation, METRICS, MetricRecord)
         return reply
 
-    return Message(content=with_client(context, handle), reply_to=msg)
+    return Message(content=with_client(msg, context, handle), reply_to=msg)
 
 
 def evaluate(msg: Message, context: Context) -> Message:
-    reply = with_client(context, lambda client: client.evaluate(msg.content, _round(msg)))
+    reply = with_client(msg, context, lambda client: client.evaluate(msg.content, _round(msg)))
     return Message(content=reply, reply_to=msg)
 
 
 def _query_handler(action: str):
     def query(msg: Message, context: Context) -> Message:
-        reply = with_client(context, lambda client: client.query(action, msg.content))
+        reply = with_client(msg, context, lambda client: client.query(action, msg.content))
         return Message(content=reply, reply_to=msg)
 
     query.__name__ = f"query_{action}"

@@ -15,6 +15,7 @@ is called by the CLI before anything starts and again by the ServerApp and Clien
 from __future__ import annotations
 
 import json
+from pathlib import Path
 import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
@@ -63,6 +64,9 @@ CORE_KEYS: dict[str, type] = {
     "accept-failures": int,
     "round-timeout": float,
     "on-nonfinite": str,
+    "checkpoint-every": int,
+    "checkpoint-dir": str,
+    "resume": bool,
 }
 
 #: Core keys with a fixed set of values: the values and what the key chooses
@@ -127,6 +131,9 @@ class RunConfig:
     accept_failures: int = 0
     round_timeout: float = 3600.0
     on_nonfinite: str = "stop"
+    checkpoint_every: int = 1
+    checkpoint_dir: str = ""
+    resume: bool = False
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -311,6 +318,13 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     if int(core["accept-failures"]) < 0:
         raise ConfigError(f"accept-failures must be non-negative (got {core['accept-failures']}): "
                           "how many clients of a round may fail while the round goes on.")
+    if int(core["checkpoint-every"]) < 0:
+        raise ConfigError(f"checkpoint-every must be non-negative (got {core['checkpoint-every']}): "
+                          "checkpoint every that many rounds, 0 for never.")
+    if core["checkpoint-dir"] and not Path(str(core["checkpoint-dir"])).expanduser().is_absolute():
+        raise ConfigError(f"checkpoint-dir={core['checkpoint-dir']!r} must be an absolute path.")
+    if core["resume"] and not int(core["checkpoint-every"]):
+        raise ConfigError("resume=true needs checkpoints: checkpoint-every must be at least 1.")
     if float(core["round-timeout"]) <= 0:
         raise ConfigError(f"round-timeout must be positive (got {core['round-timeout']}): seconds "
                           "the server waits for a round's replies.")
@@ -370,6 +384,9 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         accept_failures=int(core["accept-failures"]),
         round_timeout=float(core["round-timeout"]),
         on_nonfinite=str(core["on-nonfinite"]),
+        checkpoint_every=int(core["checkpoint-every"]),
+        checkpoint_dir=str(core["checkpoint-dir"]),
+        resume=bool(core["resume"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

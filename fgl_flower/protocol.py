@@ -23,3 +23,6 @@ EVALUATION = "evaluation"
 #: ``query.<action>`` every ClientApp answers with its ``partition-id`` and
 #: ``num-partitions``, without building a client (the server's node -> partition map).
 PARTITION_QUERY = "partition"
+#: Config key of every message of a resumed run: the server round it resumed after; a
+#: client whose state is not restored yet loads its checkpoint of that round first.
+RESUME_ROUND = "resume-round"

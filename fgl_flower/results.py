@@ -112,8 +112,17 @@ class RunRecorder:
         self.rounds: list[dict[str, Any]] = []
         self.out_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_text(self.out_dir / "config.json", cfg.to_json() + "\n")
-        (self.out_dir / "rounds.jsonl").write_text("")
+        if not cfg.resume:  # a resumed run keeps its rounds (see resume())
+            (self.out_dir / "rounds.jsonl").write_text("")
         (self.out_dir / "summary.json").unlink(missing_ok=True)
+
+    def resume(self, first_round: int) -> None:
+        """Continue a run in this folder: keep the rounds before ``first_round`` (the
+        checkpoint's) and drop later ones, which the resumed run records again."""
+        path = self.out_dir / "rounds.jsonl"
+        lines = path.read_text().splitlines() if path.exists() else []
+        self.rounds = [r for r in map(json.loads, lines) if r["round"] < first_round]
+        atomic_write_text(path, "".join(strict_json(r, sort_keys=True) + "\n" for r in self.rounds))
 
     def record_round(self, record: dict[str, Any]) -> None:
         """Append one finished round (durably) and print its progress line."""

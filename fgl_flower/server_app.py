@@ -10,6 +10,7 @@ from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 from flwr.supercore import log
 
+from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig, parse_run_config
 from fgl_flower.datasets import cache_dir, task_of
 from fgl_flower.errors import ConfigError, FGLError
@@ -56,8 +57,13 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
     recorder = RunRecorder(out_dir, cfg)
     log(INFO, "Writing results to %s", out_dir)
     strategy = METHODS.get(cfg.method).strategy_class()(cfg)
+    checkpointer = None
+    if cfg.checkpoint_every and (cfg.checkpoint_dir or cfg.out_dir):
+        checkpointer = Checkpointer(cfg.checkpoint_dir or out_dir / "checkpoint", cfg.checkpoint_every)
+    elif cfg.checkpoint_every:  # the clients cannot know the folder the server picked
+        log(INFO, "No checkpoints: set out-dir (or checkpoint-dir) to make the run resumable.")
     try:
-        strategy.start(grid, timeout=cfg.round_timeout, recorder=recorder)
+        strategy.start(grid, timeout=cfg.round_timeout, recorder=recorder, checkpointer=checkpointer)
     except FGLError as e:  # failed clients, divergence: summarize the rounds that finished
         recorder.finish({"stopped": str(e)})
         raise

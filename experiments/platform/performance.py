@@ -158,14 +158,15 @@ def three_way(tmp: Path) -> str:
     # One round of each first: the imports a process makes once are not part of a run.
     inprocess_grid(tmp / "warm-up", **{"num-rounds": 1})
     plain_loop(**{"num-rounds": 1})
-    grids, fresh, plains = [], [], []
+    grids, bare, fresh, plains = [], [], [], []
     for i in range(REPEATS):
         grids.append(inprocess_grid(tmp / f"grid{i}"))
+        bare.append(inprocess_grid(tmp / f"bare{i}", **{"checkpoint-every": 0}))
         fresh.append(inprocess_grid(tmp / f"fresh{i}", **{"reuse-clients": False}))
         plains.append(plain_loop())
     median = lambda runs: sorted(runs, key=lambda r: r["wall_s"])[len(runs) // 2]  # noqa: E731
-    grid, rebuilt, plain = median(grids), median(fresh), median(plains)
-    pairs = ", ".join(f"{g['wall_s'] / p['wall_s']:.2f}x" for g, p in zip(grids, plains))
+    grid, unsaved, rebuilt, plain = median(grids), median(bare), median(fresh), median(plains)
+    pairs = ", ".join(f"{g['wall_s'] / p['wall_s']:.2f}x" for g, p in zip(bare, plains))
     flwr = fgl("run", RUN, tmp / "flwr")  # after the pairs: Ray's exit leaves nothing running
     floor_wall, floor_rounds = flower_floor(tmp, "simulation", nodes=10, rounds=101)
     acc = lambda s: 100 * s["final"]["test_acc"]  # noqa: E731
@@ -173,8 +174,11 @@ def three_way(tmp: Path) -> str:
         ("`fgl run` (flwr run: SuperLink + Ray simulation, 1 CPU per client)", flwr["wall_s"],
          f"{flwr['summary']['total_time_s']:.1f} s", f"{flwr['peak_mem_mb']:.0f} MB (system-wide increase)",
          acc(flwr["summary"])),
-        ("same app, `InProcessGrid` (Flower records by reference, no SuperLink/Ray)", grid["wall_s"],
-         f"{grid['summary']['total_time_s']:.1f} s", "—", acc(grid["summary"])),
+        ("same app, `InProcessGrid` (Flower records by reference, no SuperLink/Ray), checkpoints "
+         "every round (default)", grid["wall_s"], f"{grid['summary']['total_time_s']:.1f} s", "—",
+         acc(grid["summary"])),
+        ("same, `checkpoint-every=0` (no checkpoints: the work the plain loop does)",
+         unsaved["wall_s"], f"{unsaved['summary']['total_time_s']:.1f} s", "—", acc(unsaved["summary"])),
         ("same, `reuse-clients=false` (every message builds its client from `context.state`, "
          "as a deployment does)", rebuilt["wall_s"], f"{rebuilt['summary']['total_time_s']:.1f} s", "—",
          acc(rebuilt["summary"])),
@@ -192,8 +196,10 @@ FedAvg with a 2-layer GCN on Cora, Louvain partition into 10 clients, 100 rounds
 epochs, seed 0; the partition was already cached. One message per client per round
 (the global model of round r is evaluated in round r+1's train message), plus one final
 evaluation. After a one-round warm-up of each (imports), the in-process rows and the plain
-loop ran {REPEATS} times in alternation (medians shown; in-process vs. plain loop, pair by
-pair: {pairs}); `fgl run` and the floor once.
+loop ran {REPEATS} times in alternation (medians shown; in-process without checkpoints vs.
+plain loop, pair by pair: {pairs}); `fgl run` and the floor once. Checkpoints (the
+server's state every round, each client's state after each train message, for `--resume`)
+cost the difference between the first two in-process rows.
 
 | how | wall time | vs. plain loop | of which rounds | peak memory | final test acc |
 |---|---|---|---|---|---|

@@ -12,27 +12,30 @@ method overrides :meth:`start`.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+import numpy as np
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
 
+from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig
-from fgl_flower.errors import DivergedError
+from fgl_flower.errors import ConfigError, DivergedError
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.protocol import (
-    ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL, PARTITION_ID,
-    SERVER_ROUND,
+    ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL,
+    PARTITION_ID, RESUME_ROUND, SERVER_ROUND,
 )
-from fgl_flower.results import RunRecorder
+from fgl_flower.records import get_record, require_record
+from fgl_flower.results import RunRecorder, strict_json
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id, who
 from fgl_flower.strategies.sampling import sample_clients, sample_size
-from fgl_flower.records import get_record, require_record
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
@@ -85,6 +88,10 @@ class FGLStrategy(Strategy):
     #: changes nothing that train reads: the evaluation then rides in that train message
     #: (``fused-evaluation``), halving the messages, with the same numbers.
     evaluate_with_next_train: bool = False
+
+    #: Attributes that hold server state across rounds (arrays, tensors or ``None``), kept
+    #: in the run's checkpoint besides the global arrays (e.g. FedSpray's proxies).
+    checkpointed: tuple[str, ...] = ()
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
@@ -197,6 +204,44 @@ class FGLStrategy(Strategy):
         record.setdefault("nonfinite", {}).update({str(p): ", ".join(v) for p, v in bad.items()})
         return [r for r in replies if reply_partition_id(r) not in bad]
 
+    # -- checkpoints -----------------------------------------------------------------------
+    def checkpoint_records(self, server_round: int, arrays: ArrayRecord, pending: dict | None) -> RecordDict:
+        """The server's state after ``server_round``: what :meth:`restore` needs."""
+        records = RecordDict({ARRAYS: arrays})
+        kinds = {}
+        for name in self.checkpointed:
+            value = getattr(self, name)
+            if value is not None:
+                kinds[name] = "numpy" if isinstance(value, np.ndarray) else "torch"
+                records[f"strategy.{name}"] = ArrayRecord({"value": Array(np.asarray(
+                    value if kinds[name] == "numpy" else value.detach().cpu().numpy()))})
+        pending = None if pending is None else {k: v for k, v in pending.items() if k != "_arrays"}
+        meta = {"round": server_round, "config": dict(self.cfg.raw), "pending": pending, "kinds": kinds}
+        records[CONFIG] = ConfigRecord({"json": strict_json(meta)})
+        return records
+
+    def restore(self, records: RecordDict) -> tuple[int, ArrayRecord, dict | None]:
+        """Load a checkpoint: ``(its round, the global arrays, the pending record)``."""
+        meta = json.loads(str(require_record(records, CONFIG, ConfigRecord)["json"]))
+        ignored = {"resume", "out-dir", "progress", "round-timeout", "accept-failures"}
+        saved, now = meta["config"], dict(self.cfg.raw)
+        changed = sorted(k for k in set(saved) | set(now) if k not in ignored and saved.get(k) != now.get(k))
+        if changed:
+            raise ConfigError("The checkpoint belongs to another config; differing keys: " + ", ".join(
+                f"{k} ({saved.get(k)!r} in the checkpoint, {now.get(k)!r} now)" for k in changed[:5]))
+        for name, kind in meta["kinds"].items():
+            value = require_record(records, f"strategy.{name}", ArrayRecord)["value"].numpy()
+            if kind == "torch":
+                import torch  # only strategies whose state is a tensor have torch loaded
+
+                value = torch.from_numpy(value)
+            setattr(self, name, value)
+        arrays = require_record(records, ARRAYS, ArrayRecord)
+        pending = meta["pending"]
+        if pending is not None:
+            pending["_arrays"] = arrays
+        return int(meta["round"]), arrays, pending
+
     # -- the round loop --------------------------------------------------------------------
     def start(
         self,
@@ -208,21 +253,36 @@ class FGLStrategy(Strategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
         recorder: RunRecorder | None = None,
+        checkpointer: Checkpointer | None = None,
     ) -> Result:
         """Run ``num_rounds`` rounds of train + evaluate on the sampled clients.
 
         Each round goes to ``recorder`` (if given) once its evaluation is in: right after
-        the round, or, with fused evaluation, after the next round's train replies.
+        the round, or, with fused evaluation, after the next round's train replies. With a
+        ``checkpointer`` the server checkpoints its state after every ``checkpoint-every``
+        rounds and the clients theirs after each train message; ``resume=true`` continues
+        from the checkpoint, with the numbers of an uninterrupted run.
         """
         num_rounds = self.cfg.num_rounds if num_rounds is None else num_rounds
         metered = self.connect(grid)
         arrays = self.initial_arrays() if initial_arrays is None else initial_arrays
-        train_config = train_config or ConfigRecord()
-        evaluate_config = evaluate_config or ConfigRecord()
+        train_config = ConfigRecord(dict(train_config or {}))
+        evaluate_config = ConfigRecord(dict(evaluate_config or {}))
+        pending: dict | None = None  # a round whose evaluation rides in the next train batch
+        first_round = 1
+        if checkpointer is not None:
+            if self.cfg.resume:
+                done, arrays, pending = self.restore(checkpointer.load())
+                first_round = done + 1
+                train_config[RESUME_ROUND] = evaluate_config[RESUME_ROUND] = done
+                if recorder is not None:
+                    recorder.resume(pending["round"] if pending is not None else first_round)
+                log(INFO, "Resuming after round %d (checkpoint in %s)", done, checkpointer.directory)
+            else:  # round 0: the run can be resumed (started again) from its first round on
+                checkpointer.save(self.checkpoint_records(0, arrays, None))
         fused = self.evaluate_with_next_train and self.cfg.fused_evaluation and not self.evaluates_in_train
         result = Result()
         result.arrays = arrays
-        pending: dict | None = None  # a round whose evaluation rides in the next train batch
         lost_nodes = False  # a client failed since the last look for new nodes
 
         def finish(record: dict, eval_replies: list[Message]) -> None:
@@ -261,7 +321,7 @@ class FGLStrategy(Strategy):
                     "; ".join(f"{who(p)}: {why}" for p, why in metered.failures.items()))
             return replies
 
-        for rnd in range(1, num_rounds + 1):
+        for rnd in range(first_round, num_rounds + 1):
             record: dict = {"round": rnd}
             if lost_nodes:  # a client's node may have come back under a new id
                 self.nodes = metered.rediscover(self.nodes, self.cfg.num_clients, timeout)
@@ -292,4 +352,6 @@ class FGLStrategy(Strategy):
                 self.select(eval_clients)
                 eval_replies = exchange(record, self.configure_evaluate(rnd, arrays, evaluate_config, metered))
                 finish(record, eval_replies)
+            if checkpointer is not None and checkpointer.due(rnd, num_rounds):
+                checkpointer.save(self.checkpoint_records(rnd, arrays, pending))
         return result

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.records import require_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import FGLStrategy
-from fgl_flower.records import require_record
 
 
 class FedAvgStrategy(FGLStrategy):

@@ -27,8 +27,8 @@ from fgl_flower.clients.fedspray import PROXIES
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies
-from fgl_flower.strategies.fedavg import FedAvgStrategy
 from fgl_flower.records import require_record
+from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
 def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray) -> np.ndarray:
@@ -66,6 +66,8 @@ class FedSprayStrategy(FedAvgStrategy):
     """
 
     evaluates_in_train = True
+
+    checkpointed = ("proxies",)
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)

@@ -31,16 +31,17 @@ from flwr.supercore import log
 from torch import Tensor
 
 from fgl_flower.allocator import retain_freed_memory
+from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synthetic_class_sizes
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
+from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
 from fgl_flower.strategies.grid import ClientFailure
-from fgl_flower.records import require_record
 
 
 def secure_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
@@ -110,7 +111,14 @@ class OPFGLStrategy(FGLStrategy):
         evaluate_config: ConfigRecord | None = None,
         evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
         recorder: RunRecorder | None = None,
+        checkpointer: Checkpointer | None = None,
     ) -> Result:
+        """The one shot: statistics up, pseudo-graph down. It has no round to resume
+        after, so ``resume=true`` runs it again from the start (same numbers)."""
+        if recorder is not None and self.cfg.resume:
+            recorder.resume(1)
+        if checkpointer is not None:  # what --resume needs to start it again
+            checkpointer.save(self.checkpoint_records(0, ArrayRecord(), None))
         metered = self.connect(grid)
         config = ConfigRecord({SERVER_ROUND: 1})
         phases: dict[str, dict[str, float]] = {}

@@ -30,12 +30,14 @@ from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY
 from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.config import RunConfig
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository
-from fgl_flower.strategies.fedavg import FedAvgStrategy
 from fgl_flower.records import require_record
+from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
 class S2FGLStrategy(FedAvgStrategy):
     """FedAvg plus the NLIR knowledge repository, rebuilt every round."""
+
+    checkpointed = ("repository",)
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

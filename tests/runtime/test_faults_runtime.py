@@ -80,3 +80,20 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     assert all("2" in r.get("failures", {}) for r in rounds[2:])  # gone for good after round 1
     assert all(r["eval_clients"] == [0, 1] for r in rounds[2:])
     assert elapsed < 300, f"took {elapsed:.0f} s"
+
+
+@pytest.mark.slow
+def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_path):
+    """A personalized method (Local: each client's model lives only in its state) stopped
+    by a failure in round 2, resumed in a new `flwr run`: clients restore their checkpoints."""
+    from fgl_flower.inprocess import run_inprocess
+
+    flat = {**flat, "method": "local", "num-rounds": 3, "accept-failures": 0}
+    whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    out = tmp_path / "resumed"
+    assert run_simulation(faulty_app(tmp_path), {**flat, "out-dir": str(out)}, 3, timeout=300) != 0
+    assert [r["round"] for r in _rounds(out)] == [1]
+    assert run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=300) == 0
+    resumed = json.loads((out / "summary.json").read_text())
+    for key in ("final", "best_val", "last", "rounds_completed", "bytes_up_total"):
+        assert resumed[key] == whole[key]

@@ -1,0 +1,164 @@
+"""Checkpoints of a run, so that a crashed or stopped run can be resumed.
+
+Two kinds, both Flower :class:`~flwr.app.RecordDict` s in one file each, written atomically
+(a temporary file, then ``os.replace``):
+
+* the **server** checkpoint ``<checkpoint-dir>/server.records``, written after every
+  ``checkpoint-every``-th round: the round, the flat run config, the global arrays, the
+  strategy's state (:attr:`~fgl_flower.strategies.base.FGLStrategy.checkpointed`) and the
+  round whose evaluation is still pending (fused evaluation);
+* a **client** checkpoint ``<checkpoint-dir>/clients/partition-<i>/round-<r>.records`` of
+  the client's ``context.state`` after each of its train messages. A resumed run that
+  restarts from server round ``R`` gives each client the newest of its checkpoints of a
+  round ``<= R`` (its state as it was when round ``R`` ended); later ones are from rounds
+  that are trained again. Older files than that one are deleted as rounds go by.
+
+The client checkpoints are written where the clients run. The server tells the clients
+its ``<checkpoint-dir>`` (one machine, or a shared file system); a SuperNode on another
+machine writes under its own ``--node-config "checkpoint-dir=..."`` instead, and must be
+restarted with it to resume.
+
+File format: an 8-byte little-endian header length, a JSON header (per record: its kind,
+and per array its dtype, shape, stype and byte range; config and metric records inline),
+then the arrays' bytes. No pickle.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import struct
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from fgl_flower.errors import FGLError
+
+SERVER_FILE = "server.records"
+_ROUND_FILE = re.compile(r"round-(\d+)\.records$")
+_KINDS = {"array": ArrayRecord, "config": ConfigRecord, "metric": MetricRecord}
+
+
+class CheckpointError(FGLError):
+    """A checkpoint is missing or unreadable."""
+
+
+def write_records(path: Path, records: RecordDict, durable: bool = True) -> None:
+    """Write ``records`` to ``path`` atomically (``durable``: fsync before the rename)."""
+    header: dict[str, Any] = {}
+    blobs: list[bytes] = []
+    offset = 0
+    for name, record in records.items():
+        if isinstance(record, ArrayRecord):
+            arrays = []
+            for key, array in record.items():
+                arrays.append([key, array.dtype, list(array.shape), array.stype, offset, len(array.data)])
+                blobs.append(array.data)
+                offset += len(array.data)
+            header[name] = {"kind": "array", "arrays": arrays}
+        else:
+            kind = "config" if isinstance(record, ConfigRecord) else "metric"
+            try:
+                items = json.loads(json.dumps(dict(record)))
+            except TypeError as e:
+                raise CheckpointError(f"Record {name!r} cannot be checkpointed: {e}") from None
+            header[name] = {"kind": kind, "items": items}
+    head = json.dumps(header).encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(struct.pack("<Q", len(head)))
+            f.write(head)
+            for blob in blobs:
+                f.write(blob)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def read_records(path: Path) -> RecordDict:
+    """The :class:`RecordDict` that :func:`write_records` wrote to ``path``."""
+    try:
+        data = path.read_bytes()
+        (size,) = struct.unpack("<Q", data[:8])
+        header = json.loads(data[8:8 + size])
+    except (OSError, struct.error, ValueError) as e:
+        raise CheckpointError(f"Cannot read checkpoint {path}: {e}") from None
+    body = memoryview(data)[8 + size:]
+    records = RecordDict()
+    for name, entry in header.items():
+        if entry["kind"] == "array":
+            record = ArrayRecord()
+            for key, dtype, shape, stype, start, length in entry["arrays"]:
+                record[key] = Array(dtype=dtype, shape=tuple(shape), stype=stype,
+                                    data=bytes(body[start:start + length]))
+        else:
+            record = _KINDS[entry["kind"]](entry["items"])
+        records[name] = record
+    return records
+
+
+# -- client checkpoints ----------------------------------------------------------------------
+def client_dir(checkpoint_dir: str | Path, partition_id: int) -> Path:
+    return Path(checkpoint_dir) / "clients" / f"partition-{partition_id}"
+
+
+def _client_files(folder: Path) -> dict[int, Path]:
+    if not folder.is_dir():
+        return {}
+    return {int(m.group(1)): p for p in folder.iterdir() if (m := _ROUND_FILE.match(p.name))}
+
+
+def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_round: int,
+                      state: RecordDict, every: int) -> None:
+    """Checkpoint a client's ``state`` after its train message of ``server_round``, and
+    delete the files no resume can need: a server checkpoint (taken every ``every``
+    rounds) is at most the last multiple of ``every`` below ``server_round``, and a
+    resume from it needs the client's newest file up to it."""
+    folder = client_dir(checkpoint_dir, partition_id)
+    write_records(folder / f"round-{server_round:06d}.records", state, durable=False)
+    oldest_server_round = every * ((server_round - 1) // every)
+    files = _client_files(folder)
+    older = sorted(r for r in files if r <= oldest_server_round)
+    for r in older[:-1]:
+        files[r].unlink(missing_ok=True)
+
+
+def load_client_state(checkpoint_dir: str | Path, partition_id: int, up_to_round: int) -> RecordDict | None:
+    """The client's state as it was when ``up_to_round`` ended (``None``: it had not
+    trained yet)."""
+    files = {r: p for r, p in _client_files(client_dir(checkpoint_dir, partition_id)).items()
+             if r <= up_to_round}
+    return read_records(files[max(files)]) if files else None
+
+
+# -- the server's checkpoint -----------------------------------------------------------------
+class Checkpointer:
+    """Where a run's checkpoints go (``<checkpoint-dir>``) and how often the server writes
+    its own (every ``every`` rounds, and after the last)."""
+
+    def __init__(self, directory: str | Path, every: int) -> None:
+        self.directory = Path(directory)
+        self.every = every
+
+    def due(self, server_round: int, num_rounds: int) -> bool:
+        return server_round % self.every == 0 or server_round == num_rounds
+
+    def save(self, records: RecordDict) -> None:
+        write_records(self.directory / SERVER_FILE, records)
+
+    def load(self) -> RecordDict:
+        path = self.directory / SERVER_FILE
+        if not path.is_file():
+            raise CheckpointError(
+                f"No checkpoint to resume from in {self.directory}: the run stopped before its "
+                "first checkpointed round (or ran with checkpoint-every=0). Start it again.")
+        return read_records(path)

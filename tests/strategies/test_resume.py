@@ -1,0 +1,90 @@
+"""Resume: an interrupted run continued from its checkpoint gives the numbers of an
+uninterrupted run, for every method; client state comes back from the client checkpoints."""
+
+import hashlib
+import json
+
+import pytest
+from faults import fail_partition
+
+from fgl_flower.checkpoint import CheckpointError
+from fgl_flower.client_app import make_app
+from fgl_flower.config import parse_run_config
+from fgl_flower.errors import ConfigError
+from fgl_flower.inprocess import InProcessGrid, run_inprocess
+from fgl_flower.methods import METHODS
+from fgl_flower.server_app import run
+from fgl_flower.strategies.grid import ClientFailure
+
+NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
+         "opfgl": {"num-rounds": 1, "fraction-train": 1.0, "opfgl.condense-steps": 20,
+                   "opfgl.max-steps": 100}}
+NUMBERS = ("final", "best_val", "last", "rounds_completed", "bytes_up_total")
+
+
+def digest(out) -> str:
+    """What must not change: the summary's numbers and every round's metrics, clients and
+    upload bytes (downloads of a resumed run also carry its ``resume-round`` key)."""
+    summary = json.loads((out / "summary.json").read_text())
+    rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    keep = [{k: r.get(k) for k in ("round", "train", "eval", "clients", "train_clients",
+                                   "eval_clients", "bytes_up")} for r in rounds]
+    return hashlib.sha256(json.dumps([{k: summary[k] for k in NUMBERS}, keep], sort_keys=True).encode()).hexdigest()
+
+
+def interrupted(flat, fail_round: int, partition: int = 1) -> None:
+    """Run ``flat`` until a client fails in ``fail_round`` (the run stops there)."""
+    cfg = parse_run_config(flat)
+    grid = InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(partition, {fail_round})]))
+    with pytest.raises(ClientFailure):
+        run(grid, cfg)
+
+
+@pytest.mark.parametrize("method", list(METHODS))
+def test_interrupted_and_resumed_equals_uninterrupted(flat, method, tmp_path):
+    flat.update({"method": method, "num-rounds": 4, "fraction-train": 0.67,
+                 "fedavg.finetune-epochs": 1, **NEEDS.get(method, {})})
+    run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    out = tmp_path / "resumed"
+    flat["out-dir"] = str(out)
+    rounds = int(flat["num-rounds"])
+    interrupted(flat, fail_round=min(3, rounds), partition=0 if method == "opfgl" else 1)
+    run_inprocess({**flat, "resume": True})  # fresh contexts: client state from the checkpoints
+    assert digest(out) == digest(tmp_path / "whole")
+
+
+def test_resume_from_an_older_checkpoint_with_checkpoint_every(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 5, "checkpoint-every": 2,
+                 "keep-optimizer-state": True})
+    run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    flat["out-dir"] = str(tmp_path / "resumed")
+    interrupted(flat, fail_round=4)  # the server's checkpoint is round 2
+    # partition 0 trained round 4 before partition 1 failed: a file the resume must ignore
+    checkpoints = tmp_path / "resumed" / "checkpoint" / "clients" / "partition-0"
+    assert sorted(p.name for p in checkpoints.iterdir()) == [
+        "round-000002.records", "round-000003.records", "round-000004.records"]
+    run_inprocess({**flat, "resume": True})
+    assert digest(tmp_path / "resumed") == digest(tmp_path / "whole")
+
+
+def test_cli_resume_continues_with_the_saved_config(flat, tmp_path, capsys):
+    from fgl_flower.cli import main
+
+    flat.update({"method": "local", "num-rounds": 3})
+    run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    out = tmp_path / "resumed"
+    flat["out-dir"] = str(out)
+    interrupted(flat, fail_round=2)
+    assert main(["run", "--inprocess", "--resume", str(out), "--rounds", "5"]) == 2
+    assert "drop --rounds" in capsys.readouterr().err
+    assert main(["run", "--inprocess", "--resume", str(out)]) == 0
+    assert digest(out) == digest(tmp_path / "whole")
+
+
+def test_resume_refuses_another_config_and_a_folder_without_checkpoint(flat, tmp_path):
+    flat.update({"num-rounds": 2})
+    run_inprocess(flat)
+    with pytest.raises(ConfigError, match=r"another config; differing keys: lr"):
+        run_inprocess({**flat, "resume": True, "lr": 0.5})
+    with pytest.raises(CheckpointError, match="No checkpoint to resume from"):
+        run_inprocess({**flat, "resume": True, "out-dir": str(tmp_path / "empty")})
