@@ -196,7 +196,8 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     elif engine == "deployment":
         from fgl_flower.runtime import run_deployment
 
-        code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus)
+        code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus,
+                              secure=getattr(args, "secure", False))
     else:
         from fgl_flower.runtime import run_simulation
 
@@ -342,6 +343,9 @@ def parser() -> argparse.ArgumentParser:
         else:
             p.add_argument("--gpus", help="GPU ids for the SuperNodes, e.g. 0,1: SuperNode i sees "
                            "only GPU ids[i mod n] (CUDA_VISIBLE_DEVICES)")
+            p.add_argument("--secure", action="store_true", help="TLS between SuperLink and "
+                           "SuperNodes (certificates made for this run) and SuperNode "
+                           "authentication (only the run's registered keys are accepted)")
         p.set_defaults(fn=fn)
     p = sub.add_parser("datasets", help="list datasets and offline availability")
     p.add_argument("--data-root")
