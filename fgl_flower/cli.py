@@ -86,14 +86,15 @@ def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
 def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequence[str] = ()):
     """Validate everything that can fail before training, and build the partition cache."""
     from fgl_flower.config import parse_run_config
-    from fgl_flower.datasets import load_client_data, validate_data_config
+    from fgl_flower.datasets import validate_data_config
+    from fgl_flower.datasets.federated import check_training_classes
     from fgl_flower.server_app import check_method_task
 
     cfg = parse_run_config(flat)
     check_method_task(cfg)
     validate_data_config(cfg.data_config())
     check_resources(cfg, engine, gpus)
-    load_client_data(cfg.data_config(), 0)  # builds and caches the whole partition
+    check_training_classes(cfg.data_config())  # builds and caches the whole partition
     return cfg
 
 
@@ -183,8 +184,17 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     flat = resume_config(args) if args.resume else build_run_config(args)
     engine = "deployment" if deploy else "inprocess" if getattr(args, "inprocess", False) else "simulation"
     gpus = [g.strip() for g in (getattr(args, "gpus", None) or "").split(",") if g.strip()]
-    cfg = prepare(flat, engine, gpus)
     out = Path(str(flat["out-dir"]))
+    try:
+        cfg = prepare(flat, engine, gpus)
+    except FGLError as e:  # the run folder says why it holds no results, and nothing else
+        if not out.exists() or not any(out.iterdir()):
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "error.txt").write_text(f"{e}\n")
+            except OSError:
+                pass
+        raise
     names = {"deployment": "local deployment", "inprocess": "in-process grid", "simulation": "simulation"}
     print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
           f"({names[engine]}); results in {out}", flush=True)

@@ -24,5 +24,9 @@ class DataUnavailableError(FGLError, FileNotFoundError):
     """A dataset's files are missing and cannot be downloaded."""
 
 
+class CorruptDataError(FGLError):
+    """A dataset's files exist but cannot be read."""
+
+
 class DivergedError(FGLError):
     """A client reported a NaN or infinite loss or metric: training diverged."""

@@ -28,6 +28,8 @@ BAD = [
     (["--fraction-train", "0"], "fraction-train must be in (0, 1]"),
     (["--device", "tpu"], "device='tpu'"),
     (["--gpus-per-client", "1.5"], "gpus-per-client"),
+    (["--set", "split=0.01,0.2,0.79", "--set", "data.synthetic.num-nodes=300"],
+     "no training node on any client"),
 ]
 
 
@@ -40,7 +42,9 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys, data_root, tmp_path
     assert err.startswith("error: ") and "\n" not in err and "Traceback" not in err
     if message:
         assert message in err
-    assert not (tmp_path / "runs").exists()  # nothing started
+    written = [p for p in (tmp_path / "runs").rglob("*") if p.is_file()]
+    assert all(p.name == "error.txt" and p.read_text().strip() == err[len("error: "):]
+               for p in written)  # nothing started; at most the error in the run folder
 
 
 def test_missing_data_offline_names_dataset_and_folder(capsys, tmp_path, monkeypatch):
@@ -82,4 +86,4 @@ def test_gpu_requests_without_a_gpu_stop_before_anything_starts(argv, message, c
     monkeypatch.chdir(tmp_path)
     code = main(["run", *argv])
     assert code == 2 and message in capsys.readouterr().err
-    assert not (tmp_path / "runs").exists()
+    assert [p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()] == ["error.txt"]

@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from fgl_flower.datasets.features import SparseFeatures
 from fgl_flower.datasets.options import Option, Scalar, resolve_options
 from fgl_flower.datasets.pyg import PyGSource, _Unavailable
-from fgl_flower.datasets.root import resolve_data_root
+from fgl_flower.datasets.root import cache_dir, resolve_data_root
 from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS, contextual_sbm
-from fgl_flower.errors import DataUnavailableError
+from fgl_flower.errors import CorruptDataError, DataUnavailableError, FGLError
 from fgl_flower.registry import Registry
 
 if TYPE_CHECKING:
@@ -68,6 +68,15 @@ class PyGEntry:
                 f"or env FGL_DATA_ROOT to a folder holding '{self.source.folder}/"
                 f"{self.source.raw_subdir}', or connect to the network so PyG can download it."
             ) from None
+        except FGLError:
+            raise
+        except Exception as exc:  # PyG's readers fail in many ways on damaged files
+            raise CorruptDataError(
+                f"Dataset {self.name!r}: reading its files failed ({type(exc).__name__}: {exc}). "
+                f"The raw files in {self.source.raw_folder(root)} are likely corrupt or "
+                f"incomplete: restore them, or delete them to let PyG download them again; "
+                f"processed copies live under {cache_dir()} (delete them too)."
+            ) from exc
         if self.task == "graph":
             return dataset
         data = dataset[0]

@@ -315,6 +315,33 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
 
 
+def check_training_classes(cfg: DataConfig) -> None:
+    """Every class that occurs in the data has a training example on some client (else no
+    model can learn it): one :class:`ConfigError` naming the classes. Dataset groups are
+    checked per member dataset (their label spaces differ)."""
+    present: dict[str, set[int]] = {}
+    trained: dict[str, set[int]] = {}
+    for k in range(cfg.num_clients):
+        c = load_client_data(cfg, k)
+        if isinstance(c, NodeClientData):
+            name, kind = cfg.dataset, "node"
+            every, train = c.data.y.tolist(), c.data.y[c.data.train_mask].tolist()
+        else:
+            name, kind = c.dataset, "graph"
+            every = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
+            train = [int(g.y.view(-1)[0]) for g in c.train]
+        present.setdefault(name, set()).update(every)
+        trained.setdefault(name, set()).update(train)
+    for name, labels in present.items():
+        missing = sorted(labels - trained[name])
+        if missing:
+            raise ConfigError(
+                f"{name}: class(es) {missing[:10]} have no training {kind} on any client (they occur "
+                f"only in validation/test splits), so no model can learn them. Raise the train "
+                f"ratio (split={','.join(map(str, cfg.split))}), use split-mode=stratified, or "
+                "use fewer clients.")
+
+
 # --- statistics -------------------------------------------------------------------------
 def _node_stats(c: NodeClientData) -> dict[str, Any]:
     d = c.data

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -50,11 +51,36 @@ class FilesPartitioner(Partitioner):
     def split(
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
-        parts = [np.sort(np.atleast_1d(np.loadtxt(f)).astype(np.int64))
-                 for f in self._files(inp.dataset, num_clients, opts)]
-        ids = np.concatenate(parts)
-        if ids.size and (ids.min() < 0 or ids.max() >= inp.num_items):
-            raise ConfigError(f"partition 'files': node ids outside [0, {inp.num_items}).")
-        if np.unique(ids).size != ids.size:
-            raise ConfigError("partition 'files': a node is listed in several files.")
+        files = self._files(inp.dataset, num_clients, opts)
+        parts = [_node_ids(f) for f in files]
+        n = inp.num_items
+        for f, ids in zip(files, parts):
+            outside = ids[(ids < 0) | (ids >= n)]
+            if outside.size:
+                raise ConfigError(f"partition 'files': {f} lists node ids outside [0, {n}) of "
+                                  f"{inp.dataset!r}: {outside[:5].tolist()}.")
+        owner = np.full(n, -1)
+        for k, ids in enumerate(parts):
+            taken = ids[owner[ids] >= 0]
+            if taken.size:
+                other = files[int(owner[taken[0]])]
+                raise ConfigError(f"partition 'files': {other.name} and {files[k].name} both list "
+                                  f"node(s) {np.unique(taken)[:5].tolist()}; each node belongs to "
+                                  "one client.")
+            owner[ids] = k
         return parts
+
+
+def _node_ids(path: Path) -> np.ndarray:
+    """The sorted node ids of one file (one integer per line; an empty file: none)."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)  # numpy warns about empty files
+            values = np.loadtxt(path, ndmin=1)
+    except ValueError as e:
+        raise ConfigError(f"partition 'files': {path} is not a list of node ids, one integer per "
+                          f"line ({e}).") from None
+    ids = values.astype(np.int64)
+    if not np.array_equal(ids, values):
+        raise ConfigError(f"partition 'files': {path} holds non-integer node ids.")
+    return np.sort(ids)
