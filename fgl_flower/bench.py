@@ -114,7 +114,7 @@ class Row:
             cmd.append("--inprocess")
         for k, v in sorted(self.overrides.items()):
             cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-        return cmd + ["--out", out]
+        return cmd + ["--out", out, "--overwrite"]  # a folder without summary is rerun
 
 
 @dataclass

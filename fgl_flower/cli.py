@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import tempfile
 import time
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +70,12 @@ def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
             raise ConfigError(f"--set {item!r}: use key=value.")
         key, text = item.split("=", 1)
         flat[key.strip()] = _typed(key.strip(), text.strip(), defaults)
+    from fgl_flower.methods import METHODS
+
+    given = args.rounds is not None or any(i.split("=", 1)[0].strip() == "num-rounds" for i in args.set or [])
+    spec = METHODS.get(str(flat["method"]))
+    if spec.fixed_rounds is not None and not given:  # e.g. O-pFGL's one shot
+        flat["num-rounds"] = spec.fixed_rounds
     out = Path(args.out).expanduser().resolve() if args.out else default_out_dir(flat)
     flat["out-dir"] = str(out)
     # Paths are resolved here: clients may run in another working directory.
@@ -92,6 +100,9 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
 
     cfg = parse_run_config(flat)
     check_method_task(cfg)
+    if cfg.data_root and not Path(cfg.data_root).is_dir():
+        raise ConfigError(f"data-root {cfg.data_root} is not a folder: point it at the folder "
+                          "holding the raw datasets (or unset it to use $FGL_DATA_ROOT).")
     validate_data_config(cfg.data_config())
     check_resources(cfg, engine, gpus)
     check_training_classes(cfg.data_config())  # builds and caches the whole partition
@@ -178,6 +189,23 @@ def resume_config(args: argparse.Namespace) -> dict[str, Scalar]:
     return flat
 
 
+def check_out_dir(out: Path, resume: bool = False, overwrite: bool = False) -> None:
+    """``out`` can be written, and holds no earlier run unless resumed or overwritten."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; choose a folder.")
+    earlier = [n for n in ("summary.json", "rounds.jsonl") if (out / n).exists()]
+    if earlier and not (resume or overwrite):
+        raise ConfigError(f"--out {out} already holds a run ({', '.join(earlier)}): choose "
+                          f"another folder, continue it with --resume {out}, or pass --overwrite.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write there ({e.strerror}); choose a writable "
+                          "folder.") from None
+
+
 def _launch(args: argparse.Namespace, deploy: bool) -> int:
     from fgl_flower.paths import app_dir
 
@@ -186,6 +214,7 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     gpus = [g.strip() for g in (getattr(args, "gpus", None) or "").split(",") if g.strip()]
     out = Path(str(flat["out-dir"]))
     try:
+        check_out_dir(out, resume=bool(args.resume), overwrite=getattr(args, "overwrite", False))
         cfg = prepare(flat, engine, gpus)
     except FGLError as e:  # the run folder says why it holds no results, and nothing else
         if not out.exists() or not any(out.iterdir()):
@@ -309,27 +338,66 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+#: ``--partition`` choices (kept equal to the partitioner registry by a test; listing the
+#: registry here would import it, and torch, for every command).
+PARTITIONS = ("louvain", "louvain-topk", "louvain-plus", "metis", "metis-plus", "random",
+              "dirichlet", "files", "per-dataset")
+
+
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--method", help="method name (see `fgl methods`)")
-    p.add_argument("--dataset", help="dataset name (see `fgl datasets`)")
-    p.add_argument("--partition", help="partitioner: louvain, louvain-topk, louvain-plus, "
-                   "metis, metis-plus, random, dirichlet, files")
-    p.add_argument("--clients", type=int, help="number of clients (= SuperNodes)")
-    p.add_argument("--rounds", type=int, help="communication rounds")
-    p.add_argument("--seed", type=int, help="run seed (model init, training, splits)")
-    p.add_argument("--model", help="backbone: gcn, sgc, graphsage, gat, mlp, gin")
-    p.add_argument("--data-root", help="folder with the raw datasets (else $FGL_DATA_ROOT)")
-    p.add_argument("--device", help="auto (GPU if visible, default), cpu, cuda or cuda:N")
+    from fgl_flower.config import load_app_defaults
+    from fgl_flower.models.registry import MODELS
+
+    d = load_app_defaults()
+    p.add_argument("--method", help=f"method name (see `fgl methods`; default {d['method']})")
+    p.add_argument("--dataset", help=f"dataset name or group (see `fgl datasets`; default {d['dataset']})")
+    p.add_argument("--partition", help=f"partitioner: {', '.join(PARTITIONS)} (default {d['partition']})")
+    p.add_argument("--clients", type=int, help=f"number of clients (= SuperNodes; default {d['num-clients']})")
+    p.add_argument("--rounds", type=int, help=f"communication rounds (default {d['num-rounds']}; "
+                   "one-shot methods: 1)")
+    p.add_argument("--seed", type=int, help=f"run seed (model init, training, splits; default {d['seed']})")
+    p.add_argument("--model", help=f"backbone: {', '.join(MODELS)} (default {d['model']})")
+    p.add_argument("--data-root", help="folder with the raw datasets (default $FGL_DATA_ROOT)")
+    p.add_argument("--device", help=f"auto (GPU if visible), cpu, cuda or cuda:N (default {d['device']})")
     p.add_argument("--cpus-per-client", type=int, help="torch threads per client (simulation: "
-                   "also the CPUs Ray reserves per client; default 1)")
+                   f"also the CPUs Ray reserves per client; default {d['cpus-per-client']})")
     p.add_argument("--fraction-train", type=float, help="share of the clients sampled to train "
-                   "each round (default 1.0: all)")
+                   f"each round (default {d['fraction-train']}: all)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any run-config key, e.g. --set lr=0.05 --set fedprox.mu=0.1")
+                   help="override any run-config key (all listed by `fgl config`), e.g. "
+                   "--set lr=0.05 --set fedprox.mu=0.1")
+
+
+def cmd_config(args: argparse.Namespace) -> int:
+    """Every run-config key with its default and meaning (from pyproject.toml)."""
+    from fgl_flower.config import describe_keys
+
+    rows = describe_keys()
+    if args.json:
+        print(json.dumps([{"key": k, "default": d, "meaning": m} for k, d, m in rows], indent=2))
+        return 0
+    width = max(len(k) for k, _, _ in rows)
+    for key, default, meaning in rows:
+        print(f"{key:<{width}}  {json.dumps(default):<12}  {meaning}")
+    print("\nSet any key with `fgl run --set key=value` or `flwr run . --run-config \"key=value\"`.")
+    return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    def v(name: str) -> str:
+        try:
+            return version(name)
+        except PackageNotFoundError:
+            return "not installed"
+
+    return f"fgl-flower {v('fgl-flower')} (Flower {v('flwr')}, torch {v('torch')})"
 
 
 def parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="fgl", description="Federated graph learning on Flower.")
+    ap.add_argument("--version", action="version", version=_version())
     sub = ap.add_subparsers(dest="command", required=True)
     for name, fn, helptext in (
         ("run", cmd_run, "run a method in Flower's simulation engine (flwr run)"),
@@ -340,6 +408,8 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument("--out", help="output folder (default: ./runs/<name>)")
         p.add_argument("--resume", metavar="DIR", help="continue the run in DIR (crashed or "
                        "stopped) from its last checkpoint, with the config it was started with")
+        p.add_argument("--overwrite", action="store_true", help="reuse an --out folder that "
+                       "holds an earlier run (its results are replaced)")
         if name == "run":
             p.add_argument("--inprocess", action="store_true",
                            help="run the app's clients sequentially in this process instead of "
@@ -362,6 +432,9 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_datasets)
     p = sub.add_parser("methods", help="list methods")
     p.set_defaults(fn=cmd_methods)
+    p = sub.add_parser("config", help="list every run-config key with its default and meaning")
+    p.add_argument("--json", action="store_true", help="print JSON")
+    p.set_defaults(fn=cmd_config)
     p = sub.add_parser("bench", help="run an experiment file's rows and seeds, write its table")
     p.add_argument("files", nargs="+", metavar="FILE",
                    help="experiment TOML(s), e.g. experiments/platform/results.toml; files "
@@ -384,7 +457,11 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
-        return args.fn(args)
+        with warnings.catch_warnings():
+            # deprecation notices of torch.jit, Ray and PyG: nothing a user of fgl can act on
+            for module in ("torch", "ray", "torch_geometric", "flwr"):
+                warnings.filterwarnings("ignore", category=DeprecationWarning, module=module)
+            return args.fn(args)
     except FGLError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

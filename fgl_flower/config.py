@@ -296,8 +296,12 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
                     f"{', '.join(prefix + n for n in sorted(method_defaults)) or 'none'}."
                 )
             method_options[name] = coerce_value(key, value, type(method_defaults[name]))
-        elif "." in key:
-            continue  # another method's option: ignored for this run
+        elif "." in key and key.split(".", 1)[0] in METHODS:
+            other = METHODS.get(key.split(".", 1)[0])
+            name = key.split(".", 1)[1]
+            if name in other.options and value != other.options[name]:
+                raise ConfigError(f"{key}={value!r} is an option of method {other.name!r}, but the "
+                                  f"run's method is {method!r}: drop it, or set method={other.name}.")
         else:
             raise ConfigError(f"Unknown run-config key {key!r}.")
 
@@ -411,6 +415,34 @@ def load_app_defaults() -> dict[str, Scalar]:
     from fgl_flower.paths import app_dir
 
     return _flatten(read_toml(app_dir() / "pyproject.toml")["tool"]["flwr"]["app"]["config"])
+
+
+def describe_keys() -> list[tuple[str, Scalar, str]]:
+    """``(key, default, meaning)`` of every run-config key, in ``pyproject.toml``'s order;
+    the meaning is the key's comment there (the one list of keys), plus its choices."""
+    import re
+
+    from fgl_flower.paths import app_dir
+
+    defaults = load_app_defaults()
+    section, meanings = None, {}
+    for line in (app_dir() / "pyproject.toml").read_text().splitlines():
+        if m := re.match(r"\[tool\.flwr\.app\.config(?:\.([\w.-]+))?\]", line.strip()):
+            section = m.group(1) or ""
+            continue
+        if section is None or line.startswith("["):
+            section = None if line.startswith("[") else section
+            continue
+        if m := re.match(r"\s*([\w-]+)\s*=\s*[^#]*?(?:#\s*(.*))?$", line):
+            key = f"{section}.{m.group(1)}" if section else m.group(1)
+            meanings[key] = (m.group(2) or "").strip()
+    rows = []
+    for key, default in defaults.items():
+        meaning = meanings.get(key, "")
+        if key in CHOICES and not all(c in meaning for c in CHOICES[key][0]):
+            meaning = f"{meaning} [{' | '.join(CHOICES[key][0])}]".strip()
+        rows.append((key, default, meaning))
+    return rows
 
 
 def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Scalar]:

@@ -68,7 +68,8 @@ def minority_metrics(logits: Tensor, target: Tensor, majority: int) -> dict[str,
 
 
 def summarize_clients(
-    values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str]
+    values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str],
+    count_key: Mapping[str, str] | None = None,
 ) -> dict[str, float]:
     r"""Aggregate per-client metrics into weighted mean, plain mean, std and worst client.
 
@@ -78,11 +79,16 @@ def summarize_clients(
     * ``m`` -- weighted mean :math:`\sum_k n_k m_k / \sum_k n_k` (the headline number),
     * ``m_mean`` / ``m_std`` -- unweighted mean and population std over clients,
     * ``m_worst`` -- the minimum (the maximum for losses).
+
+    With ``count_key``, a client whose count ``values[k][count_key[m]]`` is 0 has no value
+    for ``m`` (e.g. minority accuracy on a client without minority test nodes) and is
+    left out of all four; a metric no client has is left out.
     """
     out: dict[str, float] = {}
     for m in metrics:
-        xs = [float(v[m]) for v in values]
-        ws = [float(v[weight_key[m]]) for v in values]
+        have = [v for v in values if count_key is None or float(v.get(count_key[m], 1.0)) > 0]
+        xs = [float(v[m]) for v in have]
+        ws = [float(v[weight_key[m]]) for v in have]
         if not xs:
             continue
         total = sum(ws)

@@ -175,11 +175,12 @@ def _title(cfg: RunConfig) -> str:
 
 
 def _fmt_bytes(n: float) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if abs(n) < 1024 or unit == "GB":
-            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+    """Binary units, as the summary prints them (``3.5 MiB``)."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return f"{n:.1f}GB"
+    return f"{n:.1f} GiB"
 
 
 def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") -> None:
@@ -188,23 +189,28 @@ def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") ->
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    style = {"marker": "o", "markersize": 3}  # a one-round run still shows its points
 
     fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.8))
     xs = [r["round"] for r in rounds if r.get("eval")]
     for key, label in (("val_acc", "val acc"), ("test_acc", "test acc")):
         ys = [r["eval"].get(key) for r in rounds if r.get("eval")]
         if any(y is not None for y in ys):
-            ax_acc.plot(xs, ys, label=label)
+            ax_acc.plot(xs, ys, label=label, **style)
     ax_acc.set_xlabel("round")
     ax_acc.set_ylabel("accuracy (weighted mean)")
     ax_acc.legend()
     for key, src, label in (("train_loss", "train", "train loss"), ("val_loss", "eval", "val loss")):
         pts = [(r["round"], r[src][key]) for r in rounds if key in r.get(src, {})]
         if pts:
-            ax_loss.plot(*zip(*pts), label=label)
+            ax_loss.plot(*zip(*pts), label=label, **style)
     ax_loss.set_xlabel("round")
     ax_loss.set_ylabel("loss")
     ax_loss.legend()
+    for ax in (ax_acc, ax_loss):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # rounds are whole numbers
     fig.suptitle(title, fontsize=9)
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")

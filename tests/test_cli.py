@@ -30,6 +30,9 @@ BAD = [
     (["--gpus-per-client", "1.5"], "gpus-per-client"),
     (["--set", "split=0.01,0.2,0.79", "--set", "data.synthetic.num-nodes=300"],
      "no training node on any client"),
+    (["--set", "fedprox.mu=0.5"], "is an option of method 'fedprox', but the run's method is 'fedavg'"),
+    (["--data-root", "/nonexistent-root"], "data-root /nonexistent-root is not a folder"),
+    (["--out", "/proc/fgl-run"], "cannot write there"),
 ]
 
 
@@ -87,3 +90,19 @@ def test_gpu_requests_without_a_gpu_stop_before_anything_starts(argv, message, c
     code = main(["run", *argv])
     assert code == 2 and message in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "runs").rglob("*") if p.is_file()] == ["error.txt"]
+
+
+def test_a_folder_holding_a_run_is_not_reused_silently(tmp_path, capsys):
+    (tmp_path / "summary.json").write_text("{}")
+    assert main(["run", "--inprocess", "--out", str(tmp_path)]) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # untouched
+
+
+def test_a_one_shot_method_runs_its_one_round_without_being_told():
+    from fgl_flower.cli import build_run_config, parser
+
+    args = parser().parse_args(["run", "--method", "opfgl", "--out", "/tmp/x"])
+    assert build_run_config(args)["num-rounds"] == 1
+    args = parser().parse_args(["run", "--method", "opfgl", "--rounds", "3", "--out", "/tmp/x"])
+    assert build_run_config(args)["num-rounds"] == 3  # and parse_run_config then says why not

@@ -89,3 +89,32 @@ def test_experiment_rows_are_valid_run_configs(path):
         args = parser().parse_args(row.command(0, str(REPO / "runs" / "contract"))[1:])
         cfg = parse_run_config(build_run_config(args))
         check_method_task(cfg)
+
+
+def test_every_run_config_key_has_a_meaning_and_fgl_config_lists_it(capsys):
+    from fgl_flower.cli import main
+    from fgl_flower.config import describe_keys
+
+    rows = describe_keys()
+    assert [k for k, _, m in rows if not m] == []
+    assert {k for k, _, _ in rows} == set(load_app_defaults())
+    assert main(["config"]) == 0
+    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line and not line.startswith("Set ")}
+    assert listed == set(load_app_defaults())
+
+
+def test_cli_partition_choices_are_the_registry():
+    from fgl_flower.cli import PARTITIONS
+    from fgl_flower.datasets import PARTITIONERS
+
+    assert set(PARTITIONS) == set(PARTITIONERS)
+
+
+def test_fgl_version(capsys):
+    import pytest
+
+    from fgl_flower.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--version"])
+    assert capsys.readouterr().out.startswith("fgl-flower 0.1.0 (Flower 1.41")

@@ -56,6 +56,18 @@ def test_pooled_minority_is_weighted_by_minority_counts():
     assert out["test_minority_acc"] == pytest.approx((5 + 30) / 40)
 
 
+def test_clients_without_minority_test_nodes_do_not_drag_mean_and_worst_to_zero():
+    clients = [{"test_minority_acc": 0.8, "num-test-minority": 10.0, "num-local": 50.0},
+               {"test_minority_acc": 0.0, "num-test-minority": 0.0, "num-local": 50.0},
+               {"test_minority_acc": 0.6, "num-test-minority": 30.0, "num-local": 50.0}]
+    counts = {"test_minority_acc": "num-test-minority"}
+    for weights in (counts, {"test_minority_acc": "num-local"}):  # eval-weight split / client-size
+        out = summarize_clients(clients, ["test_minority_acc"], weights, count_key=counts)
+        assert out["test_minority_acc_mean"] == pytest.approx(0.7)
+        assert out["test_minority_acc_worst"] == pytest.approx(0.6)
+    assert summarize_clients(clients[1:2], ["test_minority_acc"], counts, count_key=counts) == {}
+
+
 def test_best_round_by_val_loss_is_the_lowest():
     from fgl_flower.results import summarize_rounds
 

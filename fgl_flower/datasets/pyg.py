@@ -27,7 +27,8 @@ class _Unavailable(Exception):
 
 @functools.cache
 def _guarded(cls: type[Dataset]) -> type[Dataset]:
-    """``cls`` with a download that fails fast offline and cleans up partial files."""
+    """``cls`` with a download that fails fast offline and cleans up partial files, and
+    without PyG's "Processing... Done!" lines (a user cannot act on them)."""
 
     def download(self: Dataset) -> None:
         if is_offline():
@@ -43,7 +44,8 @@ def _guarded(cls: type[Dataset]) -> type[Dataset]:
                     path.unlink(missing_ok=True)
             raise _Unavailable(f"download failed: {type(exc).__name__}: {exc}") from exc
 
-    return type(cls.__name__, (cls,), {"download": download, "__module__": cls.__module__})
+    quiet = property(lambda self: False, lambda self, value: None)  # Dataset.__init__ sets it
+    return type(cls.__name__, (cls,), {"download": download, "log": quiet, "__module__": cls.__module__})
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,8 @@ class MethodSpec:
             :class:`~fgl_flower.errors.ConfigError`); run before anything starts.
         query_actions: The ``query.<action>`` messages its client answers (the ClientApp
             registers a handler for each).
+        fixed_rounds: Rounds the protocol always has (one-shot: 1); ``fgl run`` uses it
+            when no round count is given.
     """
 
     name: str
@@ -58,6 +60,7 @@ class MethodSpec:
     options: Mapping[str, Scalar] = field(default_factory=dict)
     check: Callable[[RunConfig], None] | None = None
     query_actions: tuple[str, ...] = ()
+    fixed_rounds: int | None = None
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
@@ -136,6 +139,7 @@ for _spec in (
         reference="Yan et al., O-pFGL (one-shot personalized FGL)",
         options=opfgl.OPFGLOptions.defaults(),
         check=opfgl.check_config,
+        fixed_rounds=1,
         query_actions=("stats",),
     ),
     MethodSpec(

@@ -17,6 +17,7 @@ message from the same cached data reuses the previous message's adjacency.
 
 from __future__ import annotations
 
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 
@@ -101,7 +102,7 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None
     value = deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
     adj_t = torch.sparse_coo_tensor(torch.stack([col, row]), value, (num_nodes, num_nodes),
                                     check_invariants=False)
-    return adj_t.coalesce().to_sparse_csr()
+    return _csr(adj_t.coalesce())
 
 
 class _CSRMatmul(torch.autograd.Function):
@@ -120,7 +121,14 @@ class _CSRMatmul(torch.autograd.Function):
 def sparse_features(x: Tensor) -> tuple[Tensor, Tensor]:
     """CSR copies of a sparse COO ``x [N, F]`` and of ``x.T [F, N]``."""
     x = x.coalesce()
-    return x.to_sparse_csr(), x.t().coalesce().to_sparse_csr()
+    return _csr(x), _csr(x.t().coalesce())
+
+
+def _csr(t: Tensor) -> Tensor:
+    """``t.to_sparse_csr()`` without torch's "CSR support is in beta" notice each time."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        return t.to_sparse_csr()
 
 
 def feature_matmul(x: Tensor, weight: Tensor, cache: GraphCache) -> Tensor:

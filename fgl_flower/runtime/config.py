@@ -39,6 +39,8 @@ def flower_env(flwr_home: Path, **extra: str) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         RAY_ADDRESS="local",
     )
+    # torch.jit's and Ray's deprecation notices, printed by every Flower process
+    env.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
     env.update(extra)
     return env
 

@@ -29,6 +29,10 @@ COMPLETED = "finished:completed"
 _RUN_ID = re.compile(r"Successfully started run (\d+)")
 _FAILURE_LINE = re.compile(r"ERROR.*Exit Code: \d+|raised an exception")
 _CLI_TIMEOUT_S = 60.0
+#: Lines of Flower's output that a user of ``fgl`` cannot act on: the federation is sized
+#: to the run (``num-supernodes = num-clients``), so the warning about Flower's default
+#: federation size does not apply.
+_NOISE = re.compile(r"default simulated SuperNodes changed")
 
 
 class _OutputPump(threading.Thread):
@@ -39,16 +43,23 @@ class _OutputPump(threading.Thread):
         self._pipe, self._stream, self._log = pipe, stream, log
         self.run_id: int | None = None
         self.saw_failure = False
+        try:
+            self._tty = stream.isatty()
+        except (AttributeError, ValueError):
+            self._tty = False
 
     def run(self) -> None:
         with self._log.open("w", encoding="utf-8") as log:
             for raw in iter(self._pipe.readline, b""):
                 line = raw.decode("utf-8", errors="replace")
-                self._inspect(ANSI_ESCAPE.sub("", line))
-                log.write(line)
+                plain = ANSI_ESCAPE.sub("", line)
+                self._inspect(plain)
+                log.write(plain)
                 log.flush()
+                if _NOISE.search(plain):
+                    continue
                 try:
-                    self._stream.write(line)
+                    self._stream.write(line if self._tty else plain)  # no colour codes in files
                     self._stream.flush()
                 except (OSError, ValueError):
                     pass  # a closed stream must not kill the pump

@@ -151,7 +151,7 @@ class FGLStrategy(Strategy):
         """:meth:`aggregate_evaluate` on per-client metric dicts."""
         metrics = [m for m in EVAL_METRICS if all(m in c for c in per_client)]
         weights = EVAL_METRICS if self.cfg.eval_weight == "split" else dict.fromkeys(EVAL_METRICS, NUM_LOCAL)
-        return summarize_clients(per_client, metrics, weights)
+        return summarize_clients(per_client, metrics, weights, count_key=EVAL_METRICS)
 
     def summary(self) -> None:
         c = self.cfg

@@ -148,34 +148,62 @@ class MeteredGrid:
     def discover(self, num_clients: int, timeout: float = 600.0) -> dict[int, int]:
         """``{partition id: node id}`` of the run's ``num_clients`` clients.
 
-        Waits for the nodes, then asks each for its partition id (``query.partition``: a
-        reply without building a client). Clients are then addressed, sampled and
-        ordered by partition id, the same in simulation and deployment, whatever node ids
-        Flower assigned.
+        Asks each node, as it connects, for its partition id (``query.partition``: a reply
+        without building a client). Clients are then addressed, sampled and ordered by
+        partition id, the same in simulation and deployment, whatever node ids Flower
+        assigned. A node that serves another number of partitions stops the run at once
+        (e.g. ``flwr run .`` with Flower's 2 default SuperNodes and ``num-clients=5``),
+        with the command that fixes it; so do two nodes serving one partition.
         """
-        nodes = self.wait_for_nodes(num_clients, timeout)
-        config = RecordDict({CONFIG: ConfigRecord()})
-        messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
-                            dst_node_id=n) for n in nodes]
+        start = time.monotonic()
         owners: dict[int, int] = {}
-        for reply in self.send_and_receive(messages, timeout=timeout, strict=True):
-            rec = require_record(reply.content, CONFIG, ConfigRecord)
-            pid, num = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
-            if num != num_clients:
-                raise ConfigError(f"SuperNode {reply.metadata.src_node_id} serves partition {pid} "
-                                  f"of num-partitions={num}, but the run has num-clients="
-                                  f"{num_clients}; start the SuperNodes with num-partitions="
-                                  f"{num_clients} or set num-clients={num}.")
-            if pid in owners:
-                raise ConfigError(f"Two SuperNodes serve partition {pid}; give each a distinct "
-                                  "partition-id in --node-config.")
-            owners[pid] = reply.metadata.src_node_id
-        missing = sorted(set(range(num_clients)) - set(owners))
-        if missing:
-            raise ConfigError(f"No SuperNode serves partition(s) {missing[:10]} of {num_clients}.")
+        asked: set[int] = set()
+        while True:
+            new = [n for n in self.get_node_ids() if n not in asked]
+            asked.update(new)
+            for node, pid, num in self._ask_partitions(new, timeout):
+                self._check_partition(node, pid, num, num_clients, owners)
+                owners[pid] = node
+            if len(owners) == num_clients:
+                break
+            if time.monotonic() - start > timeout:
+                missing = sorted(set(range(num_clients)) - set(owners))
+                raise FGLError(
+                    f"Only {len(owners)} of {num_clients} clients connected after {timeout:.0f}s "
+                    f"(no SuperNode serves partition(s) {missing[:10]}): start {num_clients} "
+                    f"SuperNodes (num-clients={num_clients}) or lower num-clients.")
+            time.sleep(0.5)
         self.reset()  # discovery is not part of any round's traffic
         self.partitions = {n: p for p, n in owners.items()}
         return dict(sorted(owners.items()))
+
+    def _ask_partitions(self, nodes: list[int], timeout: float) -> list[tuple[int, int, int]]:
+        """``(node id, partition id, num-partitions)`` of each node in ``nodes``."""
+        if not nodes:
+            return []
+        config = RecordDict({CONFIG: ConfigRecord()})
+        messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
+                            dst_node_id=n) for n in nodes]
+        out = []
+        for reply in self.send_and_receive(messages, timeout=timeout, strict=True):
+            rec = require_record(reply.content, CONFIG, ConfigRecord)
+            out.append((reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])))
+        return out
+
+    @staticmethod
+    def _check_partition(node: int, pid: int, num: int, num_clients: int, owners: dict[int, int]) -> None:
+        if num != num_clients:
+            raise ConfigError(
+                f"The SuperNodes serve num-partitions={num} (node {node}), but the run has "
+                f"num-clients={num_clients}. Either run with num-clients={num} (flwr run . "
+                f"--run-config num-clients={num}), or start {num_clients} SuperNodes (simulation: "
+                f"flwr run . local --federation-config num-supernodes={num_clients}; deployment: "
+                f"--node-config \"partition-id=<i> num-partitions={num_clients}\").")
+        if pid in owners:
+            raise ConfigError(f"Two SuperNodes serve partition {pid}; give each a distinct "
+                              "partition-id in --node-config.")
+        if not 0 <= pid < num_clients:
+            raise ConfigError(f"SuperNode {node} serves partition-id={pid}, outside [0, {num_clients}).")
 
     def rediscover(self, owners: dict[int, int], num_clients: int, timeout: float) -> dict[int, int]:
         """``owners`` updated with the nodes that joined since (e.g. a restarted SuperNode
@@ -183,19 +211,16 @@ class MeteredGrid:
         new = [n for n in self.get_node_ids() if n not in self.partitions]
         if not new:
             return owners
-        config = RecordDict({CONFIG: ConfigRecord()})
-        messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
-                            dst_node_id=n) for n in new]
         owners = dict(owners)
-        for reply in self.grid.send_and_receive(messages, timeout=timeout):
-            if reply.has_error():
-                continue
-            rec = require_record(reply.content, CONFIG, ConfigRecord)
-            pid, num = int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+        try:
+            found = self._ask_partitions(new, timeout)
+        except ClientFailure:
+            return owners  # a node that cannot answer now is asked again after the next failure
+        for node, pid, num in found:
             if num == num_clients and 0 <= pid < num_clients:
-                log(INFO, "Partition %d is now served by node %d", pid, reply.metadata.src_node_id)
-                owners[pid] = reply.metadata.src_node_id
-                self.partitions[reply.metadata.src_node_id] = pid
+                log(INFO, "Partition %d is now served by node %d", pid, node)
+                owners[pid] = node
+                self.partitions[node] = pid
         return dict(sorted(owners.items()))
 
     def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None,

@@ -8,7 +8,7 @@ from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
 from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY, S2FGLClient
 from fgl_flower.clients.state import ClientState
-from fgl_flower.config import parse_run_config
+from fgl_flower.config import load_app_defaults, parse_run_config
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
@@ -27,7 +27,9 @@ def test_both_switches_off_equals_fedavg_with_the_same_seed(flat, tmp_path):
     flat.update(ACM)
     flat.update({"method": "s2fgl", "s2fgl.lambda1": 0.0, "s2fgl.lambda2": 0.0})
     run_inprocess(flat)
-    flat.update({"method": "fedavg", "out-dir": str(tmp_path / "fedavg")})
+    defaults = load_app_defaults()  # s2fgl's options back to their defaults: fedavg has none
+    flat.update({"method": "fedavg", "out-dir": str(tmp_path / "fedavg"),
+                 **{k: defaults[k] for k in ("s2fgl.lambda1", "s2fgl.lambda2")}})
     run_inprocess(flat)
     ours, fedavg = rounds(tmp_path / "run"), rounds(tmp_path / "fedavg")
     assert [r["eval"] for r in ours] == [r["eval"] for r in fedavg]

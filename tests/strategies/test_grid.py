@@ -55,3 +55,22 @@ def test_arrays_of_several_chunks_are_serialized():
     big = RecordDict({"arrays": ArrayRecord({"w": Array(np.ones((1_500_000,), np.float32))})})
     sizer = PayloadSizer()
     assert sizer.size(big) == payload_bytes(big) == sizer.size(big)
+
+
+def test_a_federation_of_another_size_stops_at_once_with_the_fix(flat):
+    """flwr run . with Flower's 2 default SuperNodes and num-clients=5 used to wait 600 s."""
+    import time
+
+    import pytest
+
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.errors import ConfigError
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.server_app import run
+
+    flat["num-clients"] = 5
+    t0 = time.monotonic()
+    with pytest.raises(ConfigError, match=r"num-partitions=2 .* num-clients=5.*--run-config "
+                                          r"num-clients=2.*num-supernodes=5"):
+        run(InProcessGrid(flat, 2), parse_run_config(flat))
+    assert time.monotonic() - t0 < 10
