@@ -95,7 +95,6 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
     """Validate everything that can fail before training, and build the partition cache."""
     from fgl_flower.config import parse_run_config
     from fgl_flower.datasets import validate_data_config
-    from fgl_flower.datasets.federated import check_training_classes
     from fgl_flower.server_app import check_method_task
 
     cfg = parse_run_config(flat)
@@ -105,6 +104,8 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
                           "holding the raw datasets (or unset it to use $FGL_DATA_ROOT).")
     validate_data_config(cfg.data_config())
     check_resources(cfg, engine, gpus)
+    from fgl_flower.datasets.federated import check_training_classes  # torch: after the config
+
     check_training_classes(cfg.data_config())  # builds and caches the whole partition
     return cfg
 

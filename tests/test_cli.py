@@ -106,3 +106,41 @@ def test_a_one_shot_method_runs_its_one_round_without_being_told():
     assert build_run_config(args)["num-rounds"] == 1
     args = parser().parse_args(["run", "--method", "opfgl", "--rounds", "3", "--out", "/tmp/x"])
     assert build_run_config(args)["num-rounds"] == 3  # and parse_run_config then says why not
+
+
+def test_help_shows_defaults_and_every_model_and_partition(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps at hyphens
+    assert "default fedavg" in text and "(default 20;" in text
+    assert "acmgcn" in text and "per-dataset" in text and "fgl config" in text
+
+
+def test_streamed_flower_output_to_a_file_has_no_colour_codes_or_federation_warning(tmp_path):
+    import io
+
+    from fgl_flower.results import _fmt_bytes
+    from fgl_flower.runtime.flwr_cli import _OutputPump
+
+    lines = b"\x1b[92mINFO \x1b[0m:      Starting\n" \
+            b"\x1b[93mWARNING \x1b[0m:   Since flwr 1.32, default simulated SuperNodes changed from 10 to 2.\n"
+    out = io.StringIO()
+    pump = _OutputPump(io.BytesIO(lines), out, tmp_path / "log")
+    pump.run()
+    assert out.getvalue() == "INFO :      Starting\n"
+    assert _fmt_bytes(3.5 * 2**20) == "3.5 MiB" and _fmt_bytes(512) == "512 B"
+
+
+@pytest.mark.parametrize("argv", [["--method", "fedavgg"], ["--dataset", "Coraa"],
+                                  ["--partition", "louvainn"], ["--set", "lr=abc"],
+                                  ["--set", "fedprox.mu=0.5"], ["--rounds", "0"]])
+def test_config_errors_come_before_torch_is_imported(argv, tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys; from fgl_flower.cli import main; c = main(['run', *sys.argv[1:]]); "
+            "print('torch' in sys.modules); sys.exit(c)")
+    res = subprocess.run([sys.executable, "-c", code, *argv], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=120)
+    assert res.returncode == 2 and res.stderr.startswith("error: ")
+    assert res.stdout.strip() == "False"

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from fgl_flower.datasets.features import SparseFeatures
 from fgl_flower.datasets.options import Option, Scalar, resolve_options
 from fgl_flower.datasets.pyg import PyGSource, _Unavailable
 from fgl_flower.datasets.root import cache_dir, resolve_data_root
-from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS, contextual_sbm
+from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS
 from fgl_flower.errors import CorruptDataError, DataUnavailableError, FGLError
 from fgl_flower.registry import Registry
 
@@ -102,7 +101,16 @@ class SyntheticEntry:
     def load(self, root: Path, options: Mapping[str, Scalar]) -> Data:
         kw = {k.replace("-", "_"): v for k, v in options.items()}
         kw["seed"] = kw.pop("data_seed")
+        from fgl_flower.datasets.synthetic import contextual_sbm
+
         return contextual_sbm(**kw)
+
+
+def _sparse_features():
+    """PyG pre-transform storing ``x`` sparse (imports torch when a dataset is built)."""
+    from fgl_flower.datasets.features import SparseFeatures
+
+    return SparseFeatures()
 
 
 @dataclass(frozen=True)
@@ -140,7 +148,7 @@ def _populate() -> None:
     for n in ("Computers", "Photo"):
         _pyg(n, "node", "Amazon", "Amazon", f"{n}/raw", name=n)
     for n in ("CS", "Physics"):  # dense x would be 0.5 / 1.2 GB
-        _pyg(n, "node", "Coauthor", "Coauthor", f"{n}/raw", name=n, pre_transform=SparseFeatures)
+        _pyg(n, "node", "Coauthor", "Coauthor", f"{n}/raw", name=n, pre_transform=_sparse_features)
     for n in ("chameleon", "squirrel"):
         _pyg(n, "node", "WikipediaNetwork", "WikipediaNetwork", f"{n}/geom_gcn/raw",
              name=n, geom_gcn_preprocess=True)

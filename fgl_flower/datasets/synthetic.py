@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from fgl_flower.datasets.options import Option
 from fgl_flower.errors import ConfigError
@@ -65,6 +64,8 @@ def contextual_sbm(
         ``Data`` with ``x`` [n, F] float32, undirected ``edge_index`` [2, E] (both
         directions), ``y`` [n] long and ``num_classes``. Nodes are ordered by class.
     """
+    import torch  # here: the catalog imports this module for its options only
+
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
 

@@ -97,3 +97,18 @@ def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_p
     resumed = json.loads((out / "summary.json").read_text())
     for key in ("final", "best_val", "last", "rounds_completed", "bytes_up_total"):
         assert resumed[key] == whole[key]
+
+
+@pytest.mark.slow
+def test_a_federation_smaller_than_num_clients_fails_within_seconds_with_the_fix(flat, tmp_path):
+    """What plain `flwr run .` does with Flower's 2 default SuperNodes and num-clients=5."""
+    import io
+
+    log = io.StringIO()
+    start = time.monotonic()
+    code = run_simulation(app_dir(), {**flat, "num-clients": 5, "out-dir": str(tmp_path / "out")}, 2,
+                          stream=log, timeout=300)
+    assert code != 0
+    assert time.monotonic() - start < 120  # Flower's start-up; was a 600 s wait
+    assert "--run-config num-clients=2" in log.getvalue()
+    assert "num-supernodes=5" in log.getvalue()
