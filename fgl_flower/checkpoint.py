@@ -118,12 +118,16 @@ def _client_files(folder: Path) -> dict[int, Path]:
 
 
 def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_round: int,
-                      state: RecordDict, every: int) -> None:
+                      state: RecordDict, every: int, first: bool = False) -> None:
     """Checkpoint a client's ``state`` after its train message of ``server_round``, and
     delete the files no resume can need: a server checkpoint (taken every ``every``
     rounds) is at most the last multiple of ``every`` below ``server_round``, and a
-    resume from it needs the client's newest file up to it."""
+    resume from it needs the client's newest file up to it. ``first``: the client's first
+    train message of a new (not resumed) run, whose folder may hold another run's files."""
     folder = client_dir(checkpoint_dir, partition_id)
+    if first:
+        for old in _client_files(folder).values():
+            old.unlink(missing_ok=True)
     write_records(folder / f"round-{server_round:06d}.records", state, durable=False)
     oldest_server_round = every * ((server_round - 1) // every)
     files = _client_files(folder)

@@ -18,9 +18,9 @@ from __future__ import annotations
 import functools
 import itertools
 import uuid
-from pathlib import Path
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
@@ -59,6 +59,8 @@ def _parsed(items: tuple) -> RunConfig:
 
 #: ``context.state`` key of the token that names the state a client saved last.
 LIVE_TOKEN = "fgl.live-token"
+#: ``context.state`` key set once a resumed run has restored the client's checkpoint.
+RESTORED = "fgl.restored"
 
 
 class LiveClients:
@@ -149,9 +151,10 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
     cfg = _parsed(items)
     config = get_record(msg.content, CONFIG, ConfigRecord)
     folder = _checkpoint_dir(context, cfg)
-    if folder is not None and config is not None and RESUME_ROUND in config \
-            and RESTORED not in context.state:
+    resumed = config is not None and RESUME_ROUND in config
+    if folder is not None and resumed and RESTORED not in context.state:
         _restore_state(context, folder, int(config[RESUME_ROUND]))
+    first = not resumed and all(k == LIVE_TOKEN for k in context.state.keys())  # nothing saved yet
     if cfg.reuse_clients:
         key = (context.run_id, context.node_id, items)
         reply = _LIVE.serve(key, context, lambda: build_client(context), handle)
@@ -162,16 +165,13 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
 
         state = RecordDict({k: v for k, v in context.state.items() if k not in (LIVE_TOKEN, RESTORED)})
         try:
-            save_client_state(folder, node_partition(context)[0], _round(msg), state, cfg.checkpoint_every)
+            save_client_state(folder, node_partition(context)[0], _round(msg), state,
+                              cfg.checkpoint_every, first=first)
         except OSError as e:
             raise FGLError(f"Cannot write the client checkpoint in {folder}: {e}. Give this "
                            "SuperNode a writable folder (--node-config \"checkpoint-dir=...\"), "
                            "or run without checkpoints (checkpoint-every=0).") from None
     return reply
-
-
-#: ``context.state`` key set once a resumed run has restored the client's checkpoint.
-RESTORED = "fgl.restored"
 
 
 def _checkpoint_dir(context: Context, cfg: RunConfig) -> str | None:

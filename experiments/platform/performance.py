@@ -210,7 +210,7 @@ torch, the partition-id discovery) was {startup:.0f} s. The floor row is what Fl
 simulation costs for the same number of message batches (100 rounds + the final evaluation)
 with no work at all: {floor_rounds / 101:.2f} s per batch and {floor_wall - floor_rounds:.0f} s
 fixed, i.e. {floor_wall / plain['wall_s']:.1f}x the plain loop before any training. Command: `{flwr['command']}`; the
-other two rows are in `experiments/platform/performance.py`.
+other rows are in `experiments/platform/performance.py`.
 """
 
 

@@ -223,7 +223,11 @@ class FGLStrategy(Strategy):
     def restore(self, records: RecordDict) -> tuple[int, ArrayRecord, dict | None]:
         """Load a checkpoint: ``(its round, the global arrays, the pending record)``."""
         meta = json.loads(str(require_record(records, CONFIG, ConfigRecord)["json"]))
-        ignored = {"resume", "out-dir", "progress", "round-timeout", "accept-failures"}
+        # keys that may change between the interrupted and the resumed run: where and on
+        # what it runs, and how it reacts to faults, not what it computes
+        ignored = {"resume", "out-dir", "progress", "round-timeout", "accept-failures", "data-root",
+                   "device", "cpus-per-client", "gpus-per-client", "reuse-clients",
+                   "checkpoint-every", "checkpoint-dir"}
         saved, now = meta["config"], dict(self.cfg.raw)
         changed = sorted(k for k in set(saved) | set(now) if k not in ignored and saved.get(k) != now.get(k))
         if changed:

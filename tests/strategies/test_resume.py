@@ -88,3 +88,12 @@ def test_resume_refuses_another_config_and_a_folder_without_checkpoint(flat, tmp
         run_inprocess({**flat, "resume": True, "lr": 0.5})
     with pytest.raises(CheckpointError, match="No checkpoint to resume from"):
         run_inprocess({**flat, "resume": True, "out-dir": str(tmp_path / "empty")})
+
+
+def test_a_new_run_in_a_used_folder_starts_without_the_old_client_checkpoints(flat, tmp_path):
+    """Files of an earlier run must never be taken for this run's state on resume."""
+    folder = tmp_path / "run" / "checkpoint" / "clients" / "partition-0"
+    run_inprocess({**flat, "num-rounds": 4})
+    assert sorted(p.name for p in folder.iterdir()) == ["round-000003.records", "round-000004.records"]
+    run_inprocess({**flat, "num-rounds": 1, "seed": 1})
+    assert sorted(p.name for p in folder.iterdir()) == ["round-000001.records"]
