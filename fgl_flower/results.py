@@ -120,8 +120,14 @@ class RunRecorder:
         """Continue a run in this folder: keep the rounds before ``first_round`` (the
         checkpoint's) and drop later ones, which the resumed run records again."""
         path = self.out_dir / "rounds.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        self.rounds = [r for r in map(json.loads, lines) if r["round"] < first_round]
+        self.rounds = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                record = json.loads(line)
+            except ValueError:  # a line cut short by the crash: its round is run again
+                break
+            if record["round"] < first_round:
+                self.rounds.append(record)
         atomic_write_text(path, "".join(strict_json(r, sort_keys=True) + "\n" for r in self.rounds))
 
     def record_round(self, record: dict[str, Any]) -> None:

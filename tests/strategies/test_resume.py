@@ -97,3 +97,15 @@ def test_a_new_run_in_a_used_folder_starts_without_the_old_client_checkpoints(fl
     assert sorted(p.name for p in folder.iterdir()) == ["round-000003.records", "round-000004.records"]
     run_inprocess({**flat, "num-rounds": 1, "seed": 1})
     assert sorted(p.name for p in folder.iterdir()) == ["round-000001.records"]
+
+
+def test_resume_drops_a_round_line_cut_short_by_the_crash(flat, tmp_path):
+    from fgl_flower.results import RunRecorder
+
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "rounds.jsonl").write_text('{"round": 1}\n{"round": 2}\n{"round": 3, "ev')
+    recorder = RunRecorder(out, parse_run_config({**flat, "resume": True}))
+    recorder.resume(3)
+    assert [r["round"] for r in recorder.rounds] == [1, 2]
+    assert (out / "rounds.jsonl").read_text() == '{"round": 1}\n{"round": 2}\n'
