@@ -93,6 +93,9 @@ def read_records(path: Path) -> RecordDict:
     except (OSError, struct.error, ValueError) as e:
         raise CheckpointError(f"Cannot read checkpoint {path}: {e}") from None
     body = memoryview(data)[8 + size:]
+    expected = sum(a[5] for e in header.values() if e["kind"] == "array" for a in e["arrays"])
+    if len(body) != expected:
+        raise CheckpointError(f"Checkpoint {path} is truncated ({len(body)} of {expected} bytes).")
     records = RecordDict()
     for name, entry in header.items():
         if entry["kind"] == "array":

@@ -109,3 +109,21 @@ def test_resume_drops_a_round_line_cut_short_by_the_crash(flat, tmp_path):
     recorder.resume(3)
     assert [r["round"] for r in recorder.rounds] == [1, 2]
     assert (out / "rounds.jsonl").read_text() == '{"round": 1}\n{"round": 2}\n'
+
+
+def test_checkpoint_files_round_trip_and_a_truncated_one_is_refused(tmp_path):
+    import numpy as np
+    from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
+
+    from fgl_flower.checkpoint import read_records, write_records
+
+    state = RecordDict({"m": ArrayRecord({"w": Array(np.arange(6, dtype=np.float32).reshape(2, 3))}),
+                        "meta": ConfigRecord({"json": "{}", "n": 3})})
+    path = tmp_path / "x.records"
+    write_records(path, state)
+    back = read_records(path)
+    assert np.array_equal(back["m"]["w"].numpy(), state["m"]["w"].numpy())
+    assert dict(back["meta"]) == {"json": "{}", "n": 3}
+    path.write_bytes(path.read_bytes()[:-4])
+    with pytest.raises(CheckpointError, match="truncated"):
+        read_records(path)
