@@ -430,8 +430,9 @@ def describe_keys() -> list[tuple[str, Scalar, str]]:
         if m := re.match(r"\[tool\.flwr\.app\.config(?:\.([\w.-]+))?\]", line.strip()):
             section = m.group(1) or ""
             continue
-        if section is None or line.startswith("["):
-            section = None if line.startswith("[") else section
+        if line.startswith("["):  # a table outside the app config
+            section = None
+        if section is None:
             continue
         if m := re.match(r"\s*([\w-]+)\s*=\s*[^#]*?(?:#\s*(.*))?$", line):
             key = f"{section}.{m.group(1)}" if section else m.group(1)
