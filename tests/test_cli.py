@@ -53,11 +53,14 @@ def test_bad_input_is_one_line_exit_2(argv, message, capsys, data_root, tmp_path
 def test_missing_data_offline_names_dataset_and_folder(capsys, tmp_path, monkeypatch):
     monkeypatch.setenv("FGL_OFFLINE", "1")
     monkeypatch.setenv("FGL_CACHE_DIR", str(tmp_path / "cache"))  # no cached partition either
+    monkeypatch.chdir(tmp_path)
     empty = tmp_path / "data"
     empty.mkdir()
     code = main(["run", "--dataset", "Cora", "--partition", "louvain", "--data-root", str(empty)])
     err = capsys.readouterr().err
     assert code == 2 and "'Cora'" in err and str(empty) in err and "FGL_DATA_ROOT" in err
+    [written] = (tmp_path / "runs").rglob("*.txt")  # the run folder holds the error alone
+    assert written.name == "error.txt" and "'Cora'" in written.read_text()
 
 
 def test_datasets_and_methods_listings(capsys, data_root):
