@@ -26,16 +26,15 @@ then the arrays' bytes. No pickle.
 from __future__ import annotations
 
 import json
-import os
 import re
 import struct
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
 
 from fgl_flower.errors import FGLError
+from fgl_flower.results import atomic_write_bytes
 
 SERVER_FILE = "server.records"
 _ROUND_FILE = re.compile(r"round-(\d+)\.records$")
@@ -67,21 +66,7 @@ def write_records(path: Path, records: RecordDict, durable: bool = True) -> None
                 raise CheckpointError(f"Record {name!r} cannot be checkpointed: {e}") from None
             header[name] = {"kind": kind, "items": items}
     head = json.dumps(header).encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(struct.pack("<Q", len(head)))
-            f.write(head)
-            for blob in blobs:
-                f.write(blob)
-            if durable:
-                f.flush()
-                os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_bytes(path, [struct.pack("<Q", len(head)), head, *blobs], durable=durable)
 
 
 def read_records(path: Path) -> RecordDict:

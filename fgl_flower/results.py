@@ -16,7 +16,7 @@ import json
 import math
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from logging import INFO
 from pathlib import Path
 from typing import Any
@@ -54,19 +54,27 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and ``os.replace``."""
+def atomic_write_bytes(path: Path, chunks: Iterable[bytes], durable: bool = True) -> None:
+    """Write ``chunks`` to ``path`` via a temporary file and ``os.replace`` (``durable``:
+    fsync before the rename, so the file also survives a crash of the machine)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+        with os.fdopen(fd, "wb") as f:
+            for chunk in chunks:
+                f.write(chunk)
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically and durably (:func:`atomic_write_bytes`)."""
+    atomic_write_bytes(path, [text.encode()])
 
 
 def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
