@@ -131,20 +131,6 @@ class MeteredGrid:
     def get_node_ids(self) -> list[int]:
         return sorted(self.grid.get_node_ids())
 
-    def wait_for_nodes(self, n: int, timeout: float = 600.0) -> list[int]:
-        """Block until at least ``n`` nodes are connected; returns the sorted node ids."""
-        start = time.monotonic()
-        ids = self.get_node_ids()
-        while len(ids) < n:
-            if time.monotonic() - start > timeout:
-                raise FGLError(
-                    f"Only {len(ids)} of {n} clients connected after {timeout:.0f}s: start "
-                    f"{n} SuperNodes (num-clients={n}) or lower num-clients."
-                )
-            time.sleep(0.5)
-            ids = self.get_node_ids()
-        return ids
-
     def discover(self, num_clients: int, timeout: float = 600.0) -> dict[int, int]:
         """``{partition id: node id}`` of the run's ``num_clients`` clients.
 
