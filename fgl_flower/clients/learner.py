@@ -26,6 +26,8 @@ from fgl_flower.registry import Registry
 
 #: ``extra_loss(model) -> scalar``: a method's regulariser added to every local step.
 ExtraLoss = Callable[[nn.Module], Tensor]
+#: ``build(num_features, num_classes) -> model``: a method's own model (seeded by the learner).
+ModelBuilder = Callable[[int, int], nn.Module]
 
 LEARNERS: Registry[type[Learner]] = Registry("learner")
 
@@ -71,17 +73,26 @@ class Learner(ABC):
     task: str
 
     def __init__(self, cfg: RunConfig, data: NodeClientData | GraphClientData,
-                 device: torch.device | None = None) -> None:
+                 device: torch.device | None = None, build: ModelBuilder | None = None,
+                 share: tuple[str, ...] | None = None) -> None:
         self.cfg = cfg
         self.data = data
         self.device = torch.device("cpu") if device is None else device
-        self.model = seeded_model(cfg, self.task, data.num_features, data.num_classes).to(self.device)
+        if build is None:
+            model = seeded_model(cfg, self.task, data.num_features, data.num_classes)
+        else:
+            with cpu_seeded(cfg.seed):
+                model = build(data.num_features, data.num_classes)
+        self.model = model.to(self.device)
+        self.share = share
         self.optimizer = make_optimizer(self.model.parameters(), cfg)
 
     # -- what is federated -----------------------------------------------------------------
     def shared_keys(self) -> list[str]:
-        """Names of the parameters exchanged with the server (default: all)."""
-        return list(self.model.state_dict())
+        """Names of the parameters exchanged with the server: those under the ``share``
+        prefixes if given, else all."""
+        keys = list(self.model.state_dict())
+        return keys if self.share is None else [k for k in keys if k.startswith(self.share)]
 
     def get_shared(self) -> dict[str, Tensor]:
         sd = self.model.state_dict()
@@ -201,11 +212,26 @@ class GraphLearner(Learner):
     """Mini-batch training over the client's training graphs.
 
     In cross-dataset settings (one dataset per client) only the backbone's
-    ``shared_prefixes`` are federated; input and output layers stay local.
+    ``shared_prefixes`` are federated (unless the method names its own ``share``); input
+    and output layers stay local. A model reads per-node ``graph_inputs`` besides ``x``
+    (e.g. ``stc_enc``), attached to the client's graphs once
+    (:func:`~fgl_flower.datasets.encodings.attach_graph_inputs`).
     """
 
     task = "graph"
     data: GraphClientData
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.inputs: tuple[str, ...] = tuple(getattr(self.model, "graph_inputs", ()))
+        if self.inputs:
+            from fgl_flower.datasets.encodings import attach_graph_inputs
+
+            attach_graph_inputs(self.data, self.inputs)
+
+    def forward(self, batch) -> Tensor:
+        """Logits ``[B, C]`` of a mini-batch of graphs."""
+        return self.model(batch.x, batch.edge_index, batch.batch, *(batch[k] for k in self.inputs))
 
     @property
     def num_train(self) -> int:
@@ -222,9 +248,9 @@ class GraphLearner(Learner):
     def shared_keys(self) -> list[str]:
         keys = list(self.model.state_dict())
         prefixes = getattr(self.model, "shared_prefixes", None)
-        if self.cross_dataset and prefixes:
-            keys = [k for k in keys if k.startswith(tuple(prefixes))]
-        return keys
+        if self.share is None and self.cross_dataset and prefixes:
+            return [k for k in keys if k.startswith(tuple(prefixes))]
+        return super().shared_keys()
 
     def _loader(self, graphs, shuffle: bool):
         from torch_geometric.loader import DataLoader
@@ -238,7 +264,7 @@ class GraphLearner(Learner):
             for batch in self._loader(self.data.train, shuffle=True):
                 batch = batch.to(self.device)
                 self.optimizer.zero_grad()
-                out = self.model(batch.x, batch.edge_index, batch.batch)
+                out = self.forward(batch)
                 loss = F.cross_entropy(out, batch.y)
                 (loss + extra_loss(self.model) if extra_loss is not None else loss).backward()
                 self.optimizer.step()
@@ -255,7 +281,7 @@ class GraphLearner(Learner):
             outs, ys = [], []
             for batch in self._loader(graphs, shuffle=False):
                 batch = batch.to(self.device)
-                outs.append(self.model(batch.x, batch.edge_index, batch.batch))
+                outs.append(self.forward(batch))
                 ys.append(batch.y)
             out = torch.cat(outs) if outs else torch.zeros(0, self.data.num_classes, device=self.device)
             y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long, device=self.device)
@@ -267,7 +293,10 @@ class GraphLearner(Learner):
 
 
 def make_learner(cfg: RunConfig, data: NodeClientData | GraphClientData,
-                 device: torch.device | None = None) -> Learner:
-    """The learner for ``data``'s task, on ``device`` (default: the CPU)."""
+                 device: torch.device | None = None, build: ModelBuilder | None = None,
+                 share: tuple[str, ...] | None = None) -> Learner:
+    """The learner for ``data``'s task, on ``device`` (default: the CPU), with the run's
+    backbone or ``build``'s model, federating the ``share`` prefixes (default: all, or
+    the backbone's ``shared_prefixes`` across datasets)."""
     task = "graph" if isinstance(data, GraphClientData) else "node"
-    return LEARNERS.get(task)(cfg, data, device)
+    return LEARNERS.get(task)(cfg, data, device, build, share)

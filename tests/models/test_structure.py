@@ -54,3 +54,20 @@ def test_dse_one_hot_of_the_clipped_degree():
     assert dse[24].argmax() == 0  # degree 0 shares index 0 with degree 1
     enc = structure_encoding(ei, 25)
     assert enc.shape == (25, 32) and torch.equal(enc[:, 16:], dse)
+
+
+def test_rwse_of_a_cycle_is_the_closed_walk_count():
+    """On the 7-cycle a k-step walk returns with probability C(k, k/2) / 2^k for even
+    k < 7, 0 for odd k < 7, and 2 / 2^7 at k = 7 (once around, either way); every node alike."""
+    n = 7
+    ei = torch.tensor([list(range(n)) + [(i + 1) % n for i in range(n)],
+                       [(i + 1) % n for i in range(n)] + list(range(n))])
+    rwse = random_walk_encoding(ei, n, 7)
+    expected = torch.tensor([0, 2 / 4, 0, 6 / 16, 0, 20 / 64, 2 / 128])
+    torch.testing.assert_close(rwse, expected.expand(n, 7).float())
+
+
+def test_an_edgeless_graph_encodes_to_zeros_and_the_first_degree_column():
+    enc = structure_encoding(torch.zeros(2, 0, dtype=torch.long), 3)
+    assert not enc.isnan().any()
+    assert (enc[:, :16] == 0).all() and (enc[:, 16] == 1).all() and enc[:, 17:].sum() == 0

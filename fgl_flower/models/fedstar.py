@@ -1,0 +1,109 @@
+r"""FedStar's dual-channel GIN (Tan et al., AAAI 2023; FedDense spec §3.3).
+
+A feature channel (GIN over ``[x || s]``) and a structure channel (GCN over the structural
+encoding :math:`\mathbf s_v` of :mod:`fgl_flower.models.structure`), per layer
+
+.. math::
+    \mathbf x^{(\ell)} = \mathrm{Dropout}\big(\mathrm{ReLU}\big(
+        \mathrm{GIN}_\ell([\mathbf x^{(\ell-1)} \,\|\, \mathbf s^{(\ell-1)}])\big)\big),
+    \qquad
+    \mathbf s^{(\ell)} = \tanh\big(\mathrm{GCN}_\ell(\mathbf s^{(\ell-1)})\big)
+
+from :math:`\mathbf x^{(0)} = W_x\mathbf x_v`, :math:`\mathbf s^{(0)} = W_s\mathbf s_v`;
+then :math:`\mathbf z_v = W_{hp}[\mathbf x^{(L)} \| \mathbf s^{(L)}]`, a sum readout and the
+head ``Linear(h, h)`` + ReLU + Dropout + ``Linear(h, C)``.
+
+Parameter names carry the channel: ``struct.*`` (the structural encoder, the only part
+FedStar shares), ``feat.*`` and ``head.*`` (local). FedStar's code selects the shared keys
+with the substring test ``'_s' in key``; here :attr:`FedStarGIN.shared_prefixes` names them.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GCNConv, GINConv, global_add_pool
+
+#: Width of the structural encoding (RWSE 16 + DSE 16, spec §2.3).
+STRUCTURE_DIM = 32
+
+
+def gin_conv(in_channels: int, hidden: int, out_channels: int) -> GINConv:
+    """``GINConv(MLP: Linear(in, hidden), ReLU, Linear(hidden, out))`` with :math:`\\epsilon = 0`."""
+    return GINConv(nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(),
+                                 nn.Linear(hidden, out_channels)))
+
+
+class GraphHead(nn.Module):
+    r"""Per-node projection, sum readout and classifier (FedStar's ``Whp``/``post``/``readout``).
+
+    .. math::
+        \hat y_G = W_{cls}\,\mathrm{Dropout}\big(\mathrm{ReLU}(W_{post}
+            \textstyle\sum_{v\in G} (W_{hp}\mathbf h_v + b_{hp}) + b_{post})\big) + b_{cls}
+
+    ``h [N, in_channels]`` and ``batch [N]`` -> logits ``[B, C]``.
+    """
+
+    def __init__(self, in_channels: int, hidden: int, out_channels: int, dropout: float) -> None:
+        super().__init__()
+        self.dropout = dropout
+        self.proj = nn.Linear(in_channels, hidden)
+        self.post = nn.Linear(hidden, hidden)
+        self.cls = nn.Linear(hidden, out_channels)
+
+    def forward(self, h: Tensor, batch: Tensor) -> Tensor:
+        g = global_add_pool(self.proj(h), batch)
+        g = F.dropout(F.relu(self.post(g)), self.dropout, self.training)
+        return self.cls(g)
+
+
+class StructureChannel(nn.Module):
+    r"""The shared structural encoder: ``init: Linear(32 -> d0)`` then ``num_layers``
+    ``GCNConv`` with tanh, :math:`\mathbf s^{(\ell)} = \tanh(\mathrm{GCN}_\ell(\mathbf s^{(\ell-1)}))`.
+
+    :meth:`forward` returns the ``num_layers + 1`` maps :math:`\mathbf s^{(0)},\dots,\mathbf s^{(L)}`
+    (``[N, d0]`` then ``[N, width]`` each).
+    """
+
+    def __init__(self, d0: int, width: int, num_layers: int) -> None:
+        super().__init__()
+        self.init = nn.Linear(STRUCTURE_DIM, d0)
+        self.convs = nn.ModuleList(GCNConv(d0 if i == 0 else width, width) for i in range(num_layers))
+
+    def forward(self, stc_enc: Tensor, edge_index: Tensor) -> list[Tensor]:
+        maps = [self.init(stc_enc)]
+        for conv in self.convs:
+            maps.append(torch.tanh(conv(maps[-1], edge_index)))
+        return maps
+
+
+class FedStarGIN(nn.Module):
+    """FedStar's ``GIN_dc``: ``(x [N, F], edge_index, batch [N], stc_enc [N, 32])`` -> logits ``[B, C]``.
+
+    The structure channel is built first, so clients seeded alike start from the same
+    shared weights whatever their feature and class counts (FedStar's server broadcasts
+    its own initial structure encoder for the same effect).
+    """
+
+    shared_prefixes = ("struct.",)
+    #: Per-node inputs besides ``x``/``edge_index``/``batch`` (attached by the learner).
+    graph_inputs = ("stc_enc",)
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 3, dropout: float = 0.5) -> None:
+        super().__init__()
+        h = hidden_channels
+        self.dropout = dropout
+        self.struct = StructureChannel(h, h, num_layers)
+        self.feat = nn.Module()
+        self.feat.init = nn.Linear(in_channels, h)
+        self.feat.convs = nn.ModuleList(gin_conv(2 * h, h, h) for _ in range(num_layers))
+        self.head = GraphHead(2 * h, h, out_channels, dropout)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
+        s = self.struct(stc_enc, edge_index)
+        h = self.feat.init(x)
+        for conv, s_prev in zip(self.feat.convs, s):  # layer l reads s^(l-1)
+            h = F.dropout(F.relu(conv(torch.cat([h, s_prev], -1), edge_index)), self.dropout, self.training)
+        return self.head(torch.cat([h, s[-1]], -1), batch)
