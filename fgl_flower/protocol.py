@@ -26,3 +26,6 @@ PARTITION_QUERY = "partition"
 #: Config key of every message of a resumed run: the server round it resumed after; a
 #: client whose state is not restored yet loads its checkpoint of that round first.
 RESUME_ROUND = "resume-round"
+#: Prefix of the resource metrics (``res.params``, ``res.shared-params``, ``res.flops``)
+#: that a client's first train reply of a run carries.
+RESOURCES = "res."

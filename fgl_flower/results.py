@@ -99,14 +99,50 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
     common = set.intersection(*(set(r["eval"]) for r in tail))
     last = {k: sum(float(r["eval"][k]) for r in tail) / len(tail) for k in sorted(common)
             if all(_finite(r["eval"][k]) for r in tail)}
-    return {
+    out = {
         "rounds_completed": len(rounds),
         "final": {"round": final["round"], **final["eval"]},
+        "final_clients": final.get("clients", {}),
         "best_val": {"round": best["round"], "selected_by": select_key, **best["eval"]},
         "last": {"rounds": [r["round"] for r in tail], **last},
         "total_time_s": sum(r.get("time_s", 0.0) for r in rounds),
         "bytes_up_total": sum(r.get("bytes_up", 0) for r in rounds),
         "bytes_down_total": sum(r.get("bytes_down", 0) for r in rounds),
+    }
+    if resources := summarize_resources(rounds):
+        out["resources"] = resources
+    return out
+
+
+def summarize_resources(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The run's resource accounting from the clients' ``resources`` reports (FedDense spec
+    §7), means over the clients that reported:
+
+    * ``params``, ``model_kib``: parameters of a client's whole model, and 4 bytes each in KiB;
+    * ``shared_params``, ``payload_kib``: parameters uploaded per round, and in KiB (the
+      paper's count: one float32 copy, one direction);
+    * ``upload_bytes``: serialized bytes uploaded per training client and round, as
+      metered (median over rounds; arrays with their keys and headers, plus metrics);
+    * ``gflops``: FLOPs of one round's local training, forward and backward, in 1e9;
+    * ``clients``: each client's own report.
+    """
+    clients: dict[str, dict[str, float]] = {}
+    for r in rounds:
+        for pid, values in r.get("resources", {}).items():
+            clients.setdefault(pid, values)
+    if not clients:
+        return {}
+    mean = lambda key: sum(c[key] for c in clients.values()) / len(clients)  # noqa: E731
+    per_client_up = sorted(r["bytes_up"] / len(r["train_clients"]) for r in rounds
+                           if r.get("train_clients") and "bytes_up" in r)
+    return {
+        "params": mean("params"),
+        "model_kib": 4 * mean("params") / 1024,
+        "shared_params": mean("shared-params"),
+        "payload_kib": 4 * mean("shared-params") / 1024,
+        "upload_bytes": per_client_up[len(per_client_up) // 2] if per_client_up else None,
+        "gflops": mean("flops") / 1e9,
+        "clients": dict(sorted(clients.items(), key=lambda kv: int(kv[0]))),
     }
 
 

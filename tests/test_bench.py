@@ -128,3 +128,28 @@ def test_rows_of_one_doc_may_not_share_a_run_folder_with_different_commands(tmp_
         check_run_folders([a])
     exp("b", "lr = 0.2", 'set = { "partition-seed" = 1 }\n')  # told apart by the row's own set
     check_run_folders([a])
+
+
+def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
+    """FedDense's columns: client mean ± FedStar's std (per-client sample std over seeds,
+    then the mean), the run std, the first round reaching 65 % and the resource means."""
+    spec = tmp_path / "exp.toml"
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [1, 2, 3]\n'
+        'columns = ["acc-paper", "acc-paper-runstd", "first65", "payload-kib", "gflops"]\n'
+        '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n'
+    )
+    exp = load_experiment(spec, root=tmp_path)
+    client_accs = {1: (0.6, 0.8), 2: (0.7, 0.8), 3: (0.8, 0.5)}
+    for seed, (a, b) in client_accs.items():
+        out = exp.out / exp.rows[0].slug / f"seed{seed}"
+        out.mkdir(parents=True)
+        rounds = [{"round": r, "eval": {"test_acc_mean": v}} for r, v in ((1, 0.5), (2, 0.66 if seed < 3 else 0.6))]
+        (out / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+        ev = {"round": 2, "test_acc_mean": (a + b) / 2}
+        (out / "summary.json").write_text(json.dumps({
+            "final": ev, "best_val": ev, "final_clients": {"0": {"test_acc": a}, "1": {"test_acc": b}},
+            "resources": {"payload_kib": 14.4375, "gflops": 2.0 + seed}}))
+    line = render(exp).splitlines()[-1]
+    # client means 0.70, 0.75, 0.65; per-client stds 0.1 and 0.1732 -> mean 0.1366
+    assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 14.44 | 4.00 |" in line

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from methods_data import for_method
 import torch
 from flwr.app import Context, RecordDict
 
@@ -139,7 +140,7 @@ def test_live_clients_reuse_a_client_only_for_the_state_it_saved():
 
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("keep", [True, False])
-def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_path, monkeypatch):
+def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_path, monkeypatch, request):
     """A client kept alive between messages computes what one rebuilt from context.state
     computes, for every method, with and without persistent optimizer state."""
     import fgl_flower.client_app as client_app
@@ -147,7 +148,8 @@ def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_p
     builds = []
     real = client_app.build_client
     monkeypatch.setattr(client_app, "build_client", lambda ctx: builds.append(1) or real(ctx))
-    flat.update({"method": method, "num-clients": 3, "num-rounds": 3, "keep-optimizer-state": keep,
+    for_method(flat, method, request)
+    flat.update({"num-clients": 3, "num-rounds": 3, "keep-optimizer-state": keep,
                  **({"fedavg.finetune-epochs": 2} if method == "fedavg" else {}), **NEEDS.get(method, {})})
     if method == "fedspray":
         flat["fedspray.variant"] = "paper" if keep else "official"

@@ -13,7 +13,7 @@ import itertools
 import torch
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 
-from fgl_flower.clients.learner import Learner, make_learner
+from fgl_flower.clients.learner import Learner, ModelBuilder, make_learner
 from fgl_flower.clients.state import ClientState
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
@@ -23,6 +23,9 @@ from fgl_flower.records import get_record, record_torch, torch_record
 from fgl_flower.seeds import derive_seed
 
 __all__ = ["FGLClient", "LearnerClient", "derive_seed"]
+
+#: State key marking that this client reported its resources in this run.
+RESOURCES_REPORTED = "fgl.resources-reported"
 
 
 class FGLClient:
@@ -80,13 +83,28 @@ class FGLClient:
 
 
 class LearnerClient(FGLClient):
-    """A client that trains one :class:`Learner` whose state persists across rounds."""
+    """A client that trains one :class:`Learner` whose state persists across rounds.
+
+    A method with its own model overrides :meth:`model_builder` (and :meth:`shared_prefixes`
+    to federate only part of it).
+    """
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.learner: Learner = make_learner(self.cfg, self.data, self.device)
+        self.learner: Learner = make_learner(self.cfg, self.data, self.device,
+                                             self.model_builder(), self.shared_prefixes())
         self.learner.restore(self.state)
         self._loaded: tuple | None = None  # (record, parameter versions, tensors) last loaded
+
+    def model_builder(self) -> ModelBuilder | None:
+        """``build(num_features, num_classes)`` of this method's model (default ``None``:
+        the run's ``model``)."""
+        return None
+
+    def shared_prefixes(self) -> tuple[str, ...] | None:
+        """Prefixes of the parameters this method federates (default ``None``: all, or the
+        backbone's ``shared_prefixes`` across datasets)."""
+        return None
 
     def refresh(self) -> None:
         if not self.cfg.keep_optimizer_state:
@@ -118,7 +136,13 @@ class LearnerClient(FGLClient):
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})
 
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:
-        """Persist the learner and reply with its shared arrays (or none)."""
+        """Persist the learner and reply with its shared arrays (or none); the client's
+        first reply of a run also reports its resources (:mod:`~fgl_flower.clients.resources`)."""
+        if RESOURCES_REPORTED not in self.state:
+            from fgl_flower.clients.resources import resource_metrics
+
+            train_metrics = {**train_metrics, **resource_metrics(self.learner, self.cfg.local_epochs, upload)}
+            self.state.set_json(RESOURCES_REPORTED, True)
         self.learner.save(self.state)
         arrays = torch_record(self.learner.get_shared()) if upload else ArrayRecord()
         return RecordDict(

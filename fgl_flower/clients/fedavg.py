@@ -30,9 +30,13 @@ class FedAvgClient(LearnerClient):
         """Regulariser added to the local loss (none for FedAvg)."""
         return None
 
+    def finetune_epochs(self) -> int:
+        """Epochs of FedAvg+ft's fine-tuned evaluation (0 for methods without the option)."""
+        return int(dict(self.cfg.method_options).get("finetune-epochs", 0))
+
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
-        epochs = int(self.cfg.option("finetune-epochs"))
+        epochs = self.finetune_epochs()
         if epochs <= 0:
             return self.evaluation_reply()
         learner = self.learner

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods import fedspray, opfgl, s2fgl
+from fgl_flower.methods import feddense, fedspray, fedstar, gcfl, opfgl, s2fgl
 from fgl_flower.registry import Registry, import_object
 
 if TYPE_CHECKING:
@@ -152,6 +152,38 @@ for _spec in (
         reference="Tan et al., ICML 2025",
         options=s2fgl.S2FGLOptions.defaults(),
         check=s2fgl.check_config,
+    ),
+    MethodSpec(
+        name="fedstar",
+        strategy="fgl_flower.strategies.fedstar:FedStarStrategy",
+        client="fgl_flower.clients.fedstar:FedStarClient",
+        tasks=("graph",),
+        summary="Dual-channel GIN (features + structural encodings); only the structure "
+        "encoder is shared.",
+        reference="Tan et al., AAAI 2023",
+        check=fedstar.check_config,
+    ),
+    MethodSpec(
+        name="gcfl",
+        strategy="fgl_flower.strategies.gcfl:GCFLStrategy",
+        client="fgl_flower.clients.gcfl:GCFLClient",
+        tasks=("node", "graph"),
+        summary="Clustered FedAvg: clusters split by a min cut of the clients' update "
+        "similarities when their updates cancel out.",
+        reference="Xie et al., NeurIPS 2021",
+        options=gcfl.GCFLOptions.defaults(),
+        check=gcfl.check_config,
+    ),
+    MethodSpec(
+        name="feddense",
+        strategy="fgl_flower.strategies.feddense:FedDenseStrategy",
+        client="fgl_flower.clients.feddense:FedDenseClient",
+        tasks=("graph",),
+        summary="Dual-densely connected GNN: feature layers read every earlier map of both "
+        "channels; only the narrow structural channel is shared.",
+        reference="Wang et al., arXiv:2408.11662 (2024)",
+        options=feddense.FedDenseOptions.defaults(),
+        check=feddense.check_config,
     ),
 ):
     register_method(_spec)

@@ -30,7 +30,7 @@ from fgl_flower.errors import ConfigError, DivergedError
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.protocol import (
     ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL,
-    PARTITION_ID, RESUME_ROUND, SERVER_ROUND,
+    PARTITION_ID, RESOURCES, RESUME_ROUND, SERVER_ROUND,
 )
 from fgl_flower.records import get_record, require_record
 from fgl_flower.results import RunRecorder, strict_json
@@ -61,6 +61,17 @@ def nonfinite_metrics(reply: Message) -> list[str]:
             for k, v in rec.items() if isinstance(v, float) and not math.isfinite(v)]
 
 
+def client_resources(replies: Iterable[Message]) -> dict[str, dict[str, float]]:
+    """``{partition id: {"params": ..., "shared-params": ..., "flops": ...}}`` from the
+    replies that report resources (each client's first train reply of a run)."""
+    out = {}
+    for pid, m in client_metrics(replies).items():
+        res = {k[len(RESOURCES):]: v for k, v in m.items() if k.startswith(RESOURCES)}
+        if res:
+            out[str(pid)] = res
+    return out
+
+
 def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
     """``{partition id: metrics}`` from the ``metrics`` record of each reply."""
     out = {}
@@ -88,6 +99,9 @@ class FGLStrategy(Strategy):
     #: changes nothing that train reads: the evaluation then rides in that train message
     #: (``fused-evaluation``), halving the messages, with the same numbers.
     evaluate_with_next_train: bool = False
+
+    #: Per-client evaluation metrics summarized each round, and the count each is weighted by.
+    eval_metrics: dict[str, str] = EVAL_METRICS
 
     #: Attributes that hold server state across rounds (arrays, tensors or ``None``), kept
     #: in the run's checkpoint besides the global arrays (e.g. FedSpray's proxies).
@@ -127,7 +141,7 @@ class FGLStrategy(Strategy):
         per_client = list(client_metrics(replies).values())
         keys = sorted(
             k for k in {k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES}
-            if k not in EVAL_METRICS and not k.startswith("num-")  # evaluation rides along
+            if k not in self.eval_metrics and not k.startswith(("num-", RESOURCES))  # evaluation rides along
         )
         total = sum(m[NUM_EXAMPLES] for m in per_client) or 1.0
         return MetricRecord(
@@ -149,9 +163,15 @@ class FGLStrategy(Strategy):
 
     def aggregate_evaluate_values(self, per_client: list[dict[str, float]]) -> dict[str, float]:
         """:meth:`aggregate_evaluate` on per-client metric dicts."""
-        metrics = [m for m in EVAL_METRICS if all(m in c for c in per_client)]
-        weights = EVAL_METRICS if self.cfg.eval_weight == "split" else dict.fromkeys(EVAL_METRICS, NUM_LOCAL)
-        return summarize_clients(per_client, metrics, weights, count_key=EVAL_METRICS)
+        metrics = [m for m in self.eval_metrics if all(m in c for c in per_client)]
+        weights = (self.eval_metrics if self.cfg.eval_weight == "split"
+                   else dict.fromkeys(self.eval_metrics, NUM_LOCAL))
+        return summarize_clients(per_client, metrics, weights, count_key=self.eval_metrics)
+
+    def round_record(self, server_round: int) -> dict:
+        """Extra fields of this round's record in ``rounds.jsonl``, read after its
+        aggregation (e.g. GCFL's clusters; default none)."""
+        return {}
 
     def summary(self) -> None:
         c = self.cfg
@@ -339,11 +359,14 @@ class FGLStrategy(Strategy):
             if pending is not None:
                 finish(pending, evaluation_replies(replies))
                 pending = None
+            if resources := client_resources(replies):
+                record["resources"] = resources
             new_arrays, train_metrics = self.aggregate_train(rnd, replies)
             if new_arrays is not None:
                 arrays = result.arrays = new_arrays
             record["train"] = dict(train_metrics or {})
             record["train_clients"] = clients
+            record.update(self.round_record(rnd))
             record["_arrays"] = arrays
             if train_metrics is not None:
                 result.train_metrics_clientapp[rnd] = train_metrics

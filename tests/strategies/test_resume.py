@@ -6,6 +6,7 @@ import json
 
 import pytest
 from faults import fail_partition
+from methods_data import for_method
 
 from fgl_flower.checkpoint import CheckpointError
 from fgl_flower.client_app import make_app
@@ -41,8 +42,9 @@ def interrupted(flat, fail_round: int, partition: int = 1) -> None:
 
 
 @pytest.mark.parametrize("method", list(METHODS))
-def test_interrupted_and_resumed_equals_uninterrupted(flat, method, tmp_path):
-    flat.update({"method": method, "num-rounds": 4, "fraction-train": 0.67,
+def test_interrupted_and_resumed_equals_uninterrupted(flat, method, tmp_path, request):
+    for_method(flat, method, request)
+    flat.update({"num-rounds": 4, "fraction-train": 0.67,
                  **({"fedavg.finetune-epochs": 1} if method == "fedavg" else {}), **NEEDS.get(method, {})})
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     out = tmp_path / "resumed"

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+from methods_data import for_method
 
 from fgl_flower.config import parse_run_config
 from fgl_flower.errors import ConfigError
@@ -49,8 +50,9 @@ def test_partial_participation_trains_and_evaluates_the_sampled_clients(flat, tm
 
 
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if m != "opfgl"])
-def test_sampling_works_for_every_multi_round_method(flat, method):
-    flat.update({"method": method, "num-clients": 4, "num-rounds": 2, "fraction-train": 0.5,
+def test_sampling_works_for_every_multi_round_method(flat, method, request):
+    for_method(flat, method, request)
+    flat.update({"num-clients": 4, "num-rounds": 2, "fraction-train": 0.5,
                  **NEEDS.get(method, {})})
     assert run_inprocess(flat)["rounds_completed"] == 2
 
@@ -75,11 +77,12 @@ def test_bad_participation_and_resource_values(flat, key, value, match):
 
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("fraction", [1.0, 0.5])
-def test_fused_evaluation_gives_the_same_numbers(flat, method, fraction, tmp_path):
+def test_fused_evaluation_gives_the_same_numbers(flat, method, fraction, tmp_path, request):
     """Evaluating round r in round r+1's train message equals a separate evaluate message."""
     if method == "opfgl" and fraction < 1:
         pytest.skip("one-shot")
-    flat.update({"method": method, "num-clients": 4, "num-rounds": 3, "fraction-train": fraction,
+    for_method(flat, method, request)
+    flat.update({"num-clients": 4, "num-rounds": 3, "fraction-train": fraction,
                  **({"fedavg.finetune-epochs": 2} if method == "fedavg" else {}), **NEEDS.get(method, {})})
     fused = run_inprocess(dict(flat, **{"out-dir": str(tmp_path / "f")}))
     plain = run_inprocess(dict(flat, **{"fused-evaluation": False, "out-dir": str(tmp_path / "p")}))

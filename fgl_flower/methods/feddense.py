@@ -1,0 +1,38 @@
+"""FedDense's run options (``feddense.*``) and their validation (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.methods.fedstar import check_feature_channel
+
+#: Where the ReLU + Dropout of the dense connections sit (spec §3.1.2).
+ACTIVATIONS = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class FedDenseOptions(MethodOptions):
+    """FedDense hyperparameters (spec §3.1, §8); ``num-layers`` and ``dropout`` are the run's."""
+
+    width: int = 16  # r: output width of every GNN layer (the paper: 10, 16, 32)
+    d0: int = 64  # width of both initialisation layers; 0 = width (fully narrow, spec §3.1.4)
+    head: int = 64  # readout projection and head width
+    activation: str = "pre"  # pre (Eqs. 6-8) | post (FedStar-style), spec's ddc_activation
+
+    @property
+    def init_width(self) -> int:
+        return self.d0 or self.width
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings FedDense cannot run before anything starts."""
+    check_feature_channel(cfg)
+    o = FedDenseOptions.from_config(cfg)
+    o.require_at_least_one("feddense", "width", "head")
+    if o.d0 < 0:
+        raise ConfigError(f"feddense.d0 must be positive, or 0 for d0 = width (got {o.d0}).")
+    if o.activation not in ACTIVATIONS:
+        raise ConfigError(f"feddense.activation={o.activation!r}: use one of {', '.join(ACTIVATIONS)} "
+                          "(ReLU+Dropout on the dense concatenations, or after each layer).")

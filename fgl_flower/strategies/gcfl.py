@@ -1,0 +1,188 @@
+r"""GCFL server (Xie et al., NeurIPS 2021): clustered FL driven by the clients' updates.
+
+The server keeps a partition of the clients into clusters (one cluster of all at first)
+and one model :math:`W_c` per cluster. Each round every client trains from its cluster's
+model; with :math:`W_i` its upload, :math:`dW_i = W_i - W_{c(i)}`. A cluster :math:`c` is
+split in two when
+
+.. math::
+    \Big\lVert \tfrac{1}{|c|}\textstyle\sum_{i\in c} dW_i \Big\rVert < \varepsilon_1,\quad
+    \max_{i\in c}\lVert dW_i\rVert > \varepsilon_2,\quad |c| \ge 3,\quad t > 20
+
+(the clients' updates cancel out although some are large: they pull apart), by a
+Stoer-Wagner minimum cut of the complete graph on :math:`c` with edge weights
+:math:`\cos(dW_i, dW_j) + 1`. Then every cluster averages its clients' uploads,
+
+.. math::
+    W_c \leftarrow W_c + \sum_{j\in c} \frac{n_j}{n_c}\, dW_j = \sum_{j\in c} \frac{n_j}{n_c}\, W_j .
+
+GCFL reports, per client, the best of the test accuracies cached at its cluster's splits
+(those of the last evaluation before the split) and the final one: ``test_acc_gcfl``
+beside the usual final accuracy (spec §12 item 15). The cluster models travel in one
+:class:`ArrayRecord` under ``cluster<k>.<key>``, so a checkpoint holds them with the
+assignment; each round's record lists the clusters and the splits.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
+from flwr.serverapp import Grid
+
+from fgl_flower.config import RunConfig
+from fgl_flower.methods.gcfl import GCFLOptions
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.records import array_numpy, require_record
+from fgl_flower.strategies.aggregation import weighted_mean_arrays
+from fgl_flower.strategies.base import EVAL_METRICS, FGLStrategy, client_metrics
+from fgl_flower.strategies.grid import reply_partition_id
+
+
+def cluster_key(cluster: int, key: str) -> str:
+    return f"cluster{cluster}.{key}"
+
+
+def flat_update(upload: ArrayRecord, base: ArrayRecord) -> np.ndarray:
+    """:math:`dW = W - W_c`, flattened over the keys in order (float64)."""
+    return np.concatenate([(array_numpy(upload[k]).astype(np.float64)
+                            - array_numpy(base[k]).astype(np.float64)).ravel() for k in upload])
+
+
+def similarity(updates: np.ndarray) -> np.ndarray:
+    r"""``[m, m]`` :math:`\cos(dW_i, dW_j) + 1` of the rows of ``updates [m, P]`` (GCFL's
+    ``pairwise_angles``: norms' product clipped below at 1e-12)."""
+    norms = np.linalg.norm(updates, axis=1)
+    return updates @ updates.T / np.maximum(np.outer(norms, norms), 1e-12) + 1.0
+
+
+def min_cut_split(weights: np.ndarray) -> tuple[list[int], list[int]]:
+    """The two sides (row indices, ascending) of a Stoer-Wagner minimum cut of the complete
+    graph with edge weights ``weights [m, m]``."""
+    import networkx as nx
+
+    g = nx.Graph()
+    m = weights.shape[0]
+    g.add_nodes_from(range(m))
+    g.add_weighted_edges_from((i, j, float(weights[i, j])) for i in range(m) for j in range(i + 1, m))
+    _, (a, b) = nx.stoer_wagner(g)
+    a, b = sorted(a), sorted(b)
+    return (a, b) if a[0] < b[0] else (b, a)
+
+
+class GCFLStrategy(FGLStrategy):
+    """Clustered FedAvg with GCFL's gradient-sequence-free split rule (spec §10)."""
+
+    evaluate_with_next_train = True
+    checkpointed = ("clusters", "cached_acc", "last_acc")
+    eval_metrics = {**EVAL_METRICS, "test_acc_gcfl": "num-test"}
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.opts = GCFLOptions.from_config(cfg)
+        n = cfg.num_clients
+        self.clusters = np.zeros(n, dtype=np.int64)  # cluster id of each partition
+        self.cached_acc = np.full(n, np.nan)  # best test acc cached at a split
+        self.last_acc = np.full(n, np.nan)  # test acc of the last evaluation
+        self.models = ArrayRecord()  # every cluster's model, keys cluster<k>.<key>
+        self.selected: list[int] = []
+        self.splits: list[dict] = []  # this round's splits (for the round record)
+
+    # -- per-cluster messages --------------------------------------------------------------
+    def select(self, partition_ids: Iterable[int]) -> list[int]:
+        self.selected = list(partition_ids)
+        return super().select(self.selected)
+
+    @staticmethod
+    def cluster_arrays(arrays: ArrayRecord, cluster: int) -> ArrayRecord:
+        """Cluster ``cluster``'s model from the record of all (empty before round 1's
+        aggregation: the clients start from the same seeded model)."""
+        prefix = cluster_key(cluster, "")
+        return ArrayRecord({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+
+    def _per_cluster(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                     message_type: str) -> list[Message]:
+        messages = []
+        for pid, node in zip(self.selected, self.node_ids):
+            content = self.round_content(server_round, self.cluster_arrays(arrays, int(self.clusters[pid])), config)
+            messages += self.broadcast(content, message_type, [node])
+        return messages
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        return self._per_cluster(server_round, arrays, config, MessageType.TRAIN)
+
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        return self._per_cluster(server_round, arrays, config, MessageType.EVALUATE)
+
+    # -- clustering and aggregation --------------------------------------------------------
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        self.splits = []
+        uploads = {reply_partition_id(r): require_record(r.content, ARRAYS, ArrayRecord) for r in replies}
+        weights = {reply_partition_id(r): float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES])
+                   for r in replies}
+        out: dict = {}
+        next_id = int(self.clusters.max()) + 1
+        for c in sorted(set(self.clusters.tolist())):
+            members = [int(p) for p in np.flatnonzero(self.clusters == c)]
+            base = self.cluster_arrays(self.models, c)
+            groups = [(c, members)]
+            if self._should_split(server_round, members, uploads, base):
+                a, b = self._split(c, members, uploads, base, next_id)
+                groups = [(c, a), (next_id, b)]
+                next_id += 1
+            for cid, group in groups:
+                self.clusters[group] = cid
+                trained = [p for p in group if p in uploads]
+                model = (weighted_mean_arrays([uploads[p] for p in trained], [weights[p] for p in trained])
+                         if trained else base)  # a cluster none of whose clients trained keeps its model
+                out.update({cluster_key(cid, k): v for k, v in model.items()})
+        self.models = ArrayRecord(out)
+        return self.models, self.aggregate_train_metrics(replies)
+
+    def _should_split(self, server_round: int, members: list[int],
+                      uploads: dict[int, ArrayRecord], base: ArrayRecord) -> bool:
+        o = self.opts
+        if server_round <= o.split_after or len(members) < o.min_split_size or not len(base):
+            return False
+        if any(p not in uploads for p in members):  # only on a full view of the cluster
+            return False
+        updates = np.stack([flat_update(uploads[p], base) for p in members])
+        mean_norm = float(np.linalg.norm(updates.mean(axis=0)))
+        max_norm = float(np.linalg.norm(updates, axis=1).max())
+        return mean_norm < o.eps1 and max_norm > o.eps2
+
+    def _split(self, cluster: int, members: list[int], uploads: dict[int, ArrayRecord],
+               base: ArrayRecord, new_id: int) -> tuple[list[int], list[int]]:
+        updates = np.stack([flat_update(uploads[p], base) for p in members])
+        a, b = min_cut_split(similarity(updates))
+        for p in members:  # GCFL caches the accuracies of the last evaluation
+            if np.isfinite(self.last_acc[p]):
+                self.cached_acc[p] = np.nanmax([self.cached_acc[p], self.last_acc[p]])
+        kept, moved = [members[i] for i in a], [members[i] for i in b]
+        self.splits.append({"cluster": cluster, "kept": kept, "new_cluster": new_id, "moved": moved})
+        return kept, moved
+
+    def restore(self, records):
+        done, arrays, pending = super().restore(records)
+        self.models = arrays
+        return done, arrays, pending
+
+    def round_record(self, server_round: int) -> dict:
+        clusters = [[int(p) for p in np.flatnonzero(self.clusters == c)] for c in sorted(set(self.clusters.tolist()))]
+        return {"clusters": clusters, **({"splits": self.splits} if self.splits else {})}
+
+    # -- evaluation ------------------------------------------------------------------------
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
+        """The usual metrics plus ``test_acc_gcfl``: per client the best of its cached
+        accuracies and this one."""
+        per_client = client_metrics(replies)
+        for pid, m in per_client.items():
+            self.last_acc[pid] = m["test_acc"]
+            m["test_acc_gcfl"] = float(np.nanmax([self.cached_acc[pid], m["test_acc"]]))
+        return MetricRecord(self.aggregate_evaluate_values(list(per_client.values())))

@@ -1,0 +1,24 @@
+"""Run-config changes that let a test run any registered method (imported by tests)."""
+
+from __future__ import annotations
+
+import pytest
+
+from fgl_flower.methods import METHODS
+
+#: A small graph-classification federation (MUTAG, 188 graphs) for graph-only methods.
+GRAPH_TASK = {"dataset": "MUTAG", "partition": "dirichlet", "model": "gin", "num-layers": 2,
+              "hidden": 16, "split-mode": "stratified", "data.dirichlet.min-size": 5}
+
+
+def graph_only(method: str) -> bool:
+    return "node" not in METHODS.get(method).tasks
+
+
+def for_method(flat: dict, method: str, request: pytest.FixtureRequest) -> dict:
+    """``flat`` with ``method``, on MUTAG if the method has no node task (skips the test
+    without the offline data)."""
+    flat["method"] = method
+    if graph_only(method):
+        flat.update(GRAPH_TASK, **{"data-root": str(request.getfixturevalue("data_root"))})
+    return flat
