@@ -20,7 +20,8 @@ GCFL reports, per client, the best of the test accuracies cached at its cluster'
 (those of the last evaluation before the split) and the final one: ``test_acc_gcfl``
 beside the usual final accuracy (spec §12 item 15). The cluster models travel in one
 :class:`ArrayRecord` under ``cluster<k>.<key>``, so a checkpoint holds them with the
-assignment; each round's record lists the clusters and the splits.
+assignment; each round's record lists the clusters, each cluster's mean and largest update
+norm (``update_norms``, what the split rule reads) and the splits.
 """
 
 from __future__ import annotations
@@ -88,6 +89,7 @@ class GCFLStrategy(FGLStrategy):
         self.models = ArrayRecord()  # every cluster's model, keys cluster<k>.<key>
         self.selected: list[int] = []
         self.splits: list[dict] = []  # this round's splits (for the round record)
+        self.norms: list[dict] = []  # this round's update norms per cluster (ditto)
 
     # -- per-cluster messages --------------------------------------------------------------
     def select(self, partition_ids: Iterable[int]) -> list[int]:
@@ -122,7 +124,7 @@ class GCFLStrategy(FGLStrategy):
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
-        self.splits = []
+        self.splits, self.norms = [], []
         uploads = {reply_partition_id(r): require_record(r.content, ARRAYS, ArrayRecord) for r in replies}
         weights = {reply_partition_id(r): float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES])
                    for r in replies}
@@ -132,10 +134,16 @@ class GCFLStrategy(FGLStrategy):
             members = [int(p) for p in np.flatnonzero(self.clusters == c)]
             base = self.cluster_arrays(self.models, c)
             groups = [(c, members)]
-            if self._should_split(server_round, members, uploads, base):
-                a, b = self._split(c, members, uploads, base, next_id)
-                groups = [(c, a), (next_id, b)]
-                next_id += 1
+            # updates only on a full view of the cluster, once the server holds its model
+            if len(base) and all(p in uploads for p in members):
+                updates = np.stack([flat_update(uploads[p], base) for p in members])
+                mean_norm = float(np.linalg.norm(updates.mean(axis=0)))
+                max_norm = float(np.linalg.norm(updates, axis=1).max())
+                self.norms.append({"cluster": c, "mean_norm": mean_norm, "max_norm": max_norm})
+                if self._splits_now(server_round, len(members), mean_norm, max_norm):
+                    a, b = self._split(c, members, updates, next_id)
+                    groups = [(c, a), (next_id, b)]
+                    next_id += 1
             for cid, group in groups:
                 self.clusters[group] = cid
                 trained = [p for p in group if p in uploads]
@@ -145,21 +153,14 @@ class GCFLStrategy(FGLStrategy):
         self.models = ArrayRecord(out)
         return self.models, self.aggregate_train_metrics(replies)
 
-    def _should_split(self, server_round: int, members: list[int],
-                      uploads: dict[int, ArrayRecord], base: ArrayRecord) -> bool:
+    def _splits_now(self, server_round: int, size: int, mean_norm: float, max_norm: float) -> bool:
+        """GCFL's criterion: late enough, big enough, updates cancelling out but large."""
         o = self.opts
-        if server_round <= o.split_after or len(members) < o.min_split_size or not len(base):
-            return False
-        if any(p not in uploads for p in members):  # only on a full view of the cluster
-            return False
-        updates = np.stack([flat_update(uploads[p], base) for p in members])
-        mean_norm = float(np.linalg.norm(updates.mean(axis=0)))
-        max_norm = float(np.linalg.norm(updates, axis=1).max())
-        return mean_norm < o.eps1 and max_norm > o.eps2
+        return (server_round > o.split_after and size >= o.min_split_size
+                and mean_norm < o.eps1 and max_norm > o.eps2)
 
-    def _split(self, cluster: int, members: list[int], uploads: dict[int, ArrayRecord],
-               base: ArrayRecord, new_id: int) -> tuple[list[int], list[int]]:
-        updates = np.stack([flat_update(uploads[p], base) for p in members])
+    def _split(self, cluster: int, members: list[int], updates: np.ndarray,
+               new_id: int) -> tuple[list[int], list[int]]:
         a, b = min_cut_split(similarity(updates))
         for p in members:  # GCFL caches the accuracies of the last evaluation
             if np.isfinite(self.last_acc[p]):
@@ -175,7 +176,8 @@ class GCFLStrategy(FGLStrategy):
 
     def round_record(self, server_round: int) -> dict:
         clusters = [[int(p) for p in np.flatnonzero(self.clusters == c)] for c in sorted(set(self.clusters.tolist()))]
-        return {"clusters": clusters, **({"splits": self.splits} if self.splits else {})}
+        return {"clusters": clusters, **({"update_norms": self.norms} if self.norms else {}),
+                **({"splits": self.splits} if self.splits else {})}
 
     # -- evaluation ------------------------------------------------------------------------
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:

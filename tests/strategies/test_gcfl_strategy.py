@@ -42,7 +42,10 @@ def test_opposite_updates_split_the_cluster_by_min_cut(strategy):
     n = [10.0, 30.0, 20.0, 20.0]
     arrays, _ = strategy.aggregate_train(21, [reply(p, base + ups[p], n[p]) for p in range(4)])
     assert strategy.clusters.tolist() == [0, 0, 1, 1]
-    assert strategy.round_record(21)["clusters"] == [[0, 1], [2, 3]]
+    record = strategy.round_record(21)
+    assert record["clusters"] == [[0, 1], [2, 3]]
+    [norms] = record["update_norms"]  # what the rule read, for the one cluster before the split
+    assert norms["mean_norm"] < 0.01 and norms["max_norm"] == pytest.approx(0.2, rel=1e-2)
     assert strategy.splits == [{"cluster": 0, "kept": [0, 1], "new_cluster": 1, "moved": [2, 3]}]
     c0 = arrays["cluster0.w"].numpy()  # each side averages its own uploads, weighted
     np.testing.assert_allclose(c0, base + (10 * ups[0] + 30 * ups[1]) / 40, rtol=1e-6)
