@@ -146,5 +146,10 @@ class LearnerClient(FGLClient):
         self.learner.save(self.state)
         arrays = torch_record(self.learner.get_shared()) if upload else ArrayRecord()
         return RecordDict(
-            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.learner.num_examples)}
+            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.aggregation_weight())}
         )
+
+    def aggregation_weight(self) -> float:
+        """This client's ``num-examples``, its weight in the server's average (default: the
+        learner's, set by ``agg-weight``)."""
+        return float(self.learner.num_examples)

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods import feddense, fedspray, fedstar, gcfl, opfgl, s2fgl
+from fgl_flower.methods import feddense, fedhero, fedspray, fedstar, gcfl, opfgl, s2fgl
 from fgl_flower.registry import Registry, import_object
 
 if TYPE_CHECKING:
@@ -184,6 +184,17 @@ for _spec in (
         reference="Wang et al., arXiv:2408.11662 (2024)",
         options=feddense.FedDenseOptions.defaults(),
         check=feddense.check_config,
+    ),
+    MethodSpec(
+        name="fedhero",
+        strategy="fgl_flower.strategies.fedhero:FedHEROStrategy",
+        client="fgl_flower.clients.fedhero:FedHEROClient",
+        tasks=("node",),
+        summary="Dual-channel GNN for heterophilic graphs: a latent kNN graph from a shared "
+        "structure learner beside the original graph; only the latent-graph channel is shared.",
+        reference="Chen et al., FedHERO, arXiv:2504.21206 (2025)",
+        options=fedhero.FedHEROOptions.defaults(),
+        check=fedhero.check_config,
     ),
 ):
     register_method(_spec)

@@ -110,3 +110,40 @@ class MLP(_Stacked):
 
     def _layer(self, conv, x, edge_index, edge_weight):
         return conv(x)
+
+
+class ConcatGCN(nn.Module):
+    r"""Feature projection, ``L`` GCN layers and a classifier on every layer's output
+    (H2GCN-style combination; FedHERO's local channel alone, its spec §7 baseline backbone).
+
+    .. math::
+        \mathbf Z^0 = \mathrm{ReLU}(\mathbf X\mathbf W_0 + b_0),\quad
+        \mathbf Z^l = \mathrm{ReLU}(\hat{\mathbf A}\mathbf Z^{l-1}\mathbf W_l + b_l),\quad
+        \hat{\mathbf Y} = [\mathbf X \| \mathbf Z^0 \| \dots \| \mathbf Z^L]\,\mathbf W_c + b_c
+
+    with dropout after every :math:`\mathbf Z^l`. ``x [N, F]`` (dense or sparse) -> ``[N, C]``.
+    """
+
+    uses_edges = True
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, dropout: float = 0.5) -> None:
+        super().__init__()
+        self.proj = nn.Linear(in_channels, hidden_channels)
+        self.convs = nn.ModuleList(GCNLayer(hidden_channels, hidden_channels) for _ in range(num_layers))
+        self.cls = nn.Linear(in_channels + (num_layers + 1) * hidden_channels, out_channels)
+        self.dropout = dropout
+        self._cache = GraphCache()
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        n = x.size(0)
+        adj_t = self._cache.get(f"adjacency/{n}", (edge_index, edge_weight),
+                                lambda: gcn_adjacency(edge_index, n, edge_weight))
+        xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
+        z = F.dropout(F.relu(self.proj(xd)), self.dropout, self.training)
+        outs = [xd, z]
+        for conv in self.convs:
+            z = adj_t @ (z @ conv.lin.weight.t()) + conv.bias
+            z = F.dropout(F.relu(z), self.dropout, self.training)
+            outs.append(z)
+        return self.cls(torch.cat(outs, dim=1))

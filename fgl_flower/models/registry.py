@@ -44,6 +44,7 @@ MODELS: Registry[ModelSpec] = Registry("model")
 for _names, _cls, _task, _embeds in (
     (("gcn",), "fgl_flower.models.node:GCN", "node", False),
     (("mlp",), "fgl_flower.models.node:MLP", "node", False),
+    (("gcn-concat",), "fgl_flower.models.node:ConcatGCN", "node", False),
     (("sgc",), "fgl_flower.models.pyg:SGC", "node", False),
     (("graphsage", "sage"), "fgl_flower.models.pyg:GraphSAGE", "node", False),
     (("gat",), "fgl_flower.models.pyg:GAT", "node", False),

@@ -1,0 +1,260 @@
+r"""FedHERO's dual-channel GNN with a latent-graph structure learner (spec §2).
+
+**Structure learner** :math:`g_L` (``struct.*``): one GCN layer on the original graph,
+:math:`\mathbf S = \mathrm{ReLU}(\hat{\mathbf A}\,\mathrm{Dropout}(\mathbf X)\mathbf W_s + b_s)`,
+then a multi-head similarity (Eq. 3, ``metric="weighted-cos"``)
+
+.. math::
+    \tilde a_{uv} = \frac{1}{N_H}\sum_{h=1}^{N_H}
+        \cos\big(\mathbf w^1_h \odot \mathbf s_u,\; \mathbf w^2_h \odot \mathbf s_v\big),
+
+kept on the top-:math:`k` entries of every row (Eq. 4, with their values so that gradients
+reach :math:`g_L`), then :math:`\tilde{\mathbf A} \leftarrow (\mathrm{ReLU}(\tilde{\mathbf A})
++ \mathrm{ReLU}(\tilde{\mathbf A})^\top)/2` and :math:`\tilde{\mathbf A}_{norm} =
+\mathbf D_{\tilde A}^{-1}\tilde{\mathbf A}`. The latent graph is rebuilt in every forward.
+
+**Layers** (Eq. 5), from :math:`\mathbf Z^0 = \mathrm{Dropout}(\mathrm{ReLU}(\mathbf X \mathbf W_0
++ b_0))` (``proj``):
+
+.. math::
+    \mathbf Z^l = \mathrm{Dropout}\big(\mathrm{ReLU}\big(\alpha\,(\hat{\mathbf A}\mathbf Z^{l-1}
+        \mathbf W^l_{loc} + b^l_{loc}) + (1-\alpha)(\tilde{\mathbf A}_{norm}\mathbf Z^{l-1}
+        \mathbf W^l_g + b^l_g)\big)\big)
+
+(global channel ``gconv.*``, local channel ``lconv.*``; without the dual channel both
+terms use :math:`\mathbf W^l_g`), and the classifier ``cls`` on
+:math:`[\mathbf X \| \mathbf Z^0 \| \dots \| \mathbf Z^L]` (Eq. 6).
+
+**Regulariser** (Eqs. 7-8) on the symmetric :math:`\tilde{\mathbf A}` before normalisation:
+
+.. math::
+    \mathcal L_{smooth} = \frac{\lambda}{c}\sum_{u,v}\tilde A_{uv}\|\mathbf x_u-\mathbf x_v\|_2^2
+        + \frac{\mu}{c}\|\tilde{\mathbf A}\|_F^2, \qquad c = N^2 \text{ or } 1.
+
+The similarity is computed in row blocks and only the :math:`N\times k` kept entries
+live beyond a block, so memory grows as :math:`O(Nk + N_H d N)`, not :math:`O(N^2)`; time
+is :math:`O(N_H d N^2)` per forward.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from fgl_flower.models.node import GCNLayer
+from fgl_flower.models.sparse import GraphCache, gcn_adjacency
+
+#: Elements of one row block of the dense similarity (float32: 16 MiB).
+BLOCK_ELEMENTS = 1 << 22
+
+
+class LatentGraph:
+    r"""A kNN latent graph: row ``u`` keeps ``weight[u, j]`` towards ``index[u, j]``.
+
+    The graph it stands for is :math:`\tilde{\mathbf A} = (\mathbf K + \mathbf K^\top)/2`
+    with :math:`\mathbf K` the kept entries (``index``, ``weight`` ``[N, k]``).
+    """
+
+    def __init__(self, index: Tensor, weight: Tensor) -> None:
+        self.index, self.weight = index, weight
+
+    @property
+    def num_nodes(self) -> int:
+        return self.index.size(0)
+
+    def _transpose_sum(self, values: Tensor) -> Tensor:
+        """:math:`\\mathbf K^\\top` applied to per-entry ``values [N, k, ...]``: summed into
+        the entry's column node."""
+        out = values.new_zeros((self.num_nodes, *values.shape[2:]))
+        return out.index_add_(0, self.index.reshape(-1), values.reshape(-1, *values.shape[2:]))
+
+    def degree(self) -> Tensor:
+        """Row sums of :math:`\\tilde{\\mathbf A}` ``[N]``."""
+        return (self.weight.sum(1) + self._transpose_sum(self.weight)) / 2
+
+    def propagate(self, z: Tensor) -> Tensor:
+        r""":math:`\mathbf D^{-1}\tilde{\mathbf A}\mathbf z` for ``z [N, d]`` (degrees clamped at 1e-12)."""
+        msg = self.weight.unsqueeze(-1) * z[self.index]  # K z, per entry
+        out = msg.sum(1) + self._transpose_sum(self.weight.unsqueeze(-1) * z.unsqueeze(1))
+        return out / (2 * self.degree().clamp_min(1e-12)).unsqueeze(-1)
+
+    def mutual_weight(self) -> Tensor:
+        """Per entry ``(u, v)`` the weight of ``(v, u)`` if it was kept too, else 0 ``[N, k]``."""
+        n = self.num_nodes
+        rows = torch.arange(n, device=self.index.device).unsqueeze(1).expand_as(self.index)
+        keys = (rows * n + self.index).reshape(-1)
+        order = torch.argsort(keys)
+        sorted_keys = keys[order]
+        rev = (self.index * n + rows).reshape(-1)
+        pos = torch.searchsorted(sorted_keys, rev).clamp_max(keys.numel() - 1)
+        found = sorted_keys[pos] == rev
+        flat = self.weight.reshape(-1)
+        return torch.where(found, flat[order[pos]], torch.zeros_like(flat)).view_as(self.weight)
+
+    def frobenius_sq(self) -> Tensor:
+        r""":math:`\|\tilde{\mathbf A}\|_F^2 = \tfrac12\sum K_{uv}^2 + \tfrac12\sum K_{uv}K_{vu}`."""
+        return ((self.weight ** 2).sum() + (self.weight * self.mutual_weight()).sum()) / 2
+
+    def to_dense(self) -> Tensor:
+        """:math:`\\tilde{\\mathbf A}` as a dense ``[N, N]`` matrix (tests, small graphs)."""
+        k = torch.zeros(self.num_nodes, self.num_nodes, dtype=self.weight.dtype, device=self.weight.device)
+        k.scatter_(1, self.index, self.weight)
+        return (k + k.t()) / 2
+
+
+def pair_sq_distances(x: Tensor, index: Tensor) -> Tensor:
+    r""":math:`\|\mathbf x_u - \mathbf x_{index[u, j]}\|_2^2` ``[N, k]`` for dense ``x [N, F]``,
+    in row blocks (no gradient: features are data)."""
+    n, k = index.shape
+    block = max(1, BLOCK_ELEMENTS // max(1, k * x.size(1)))
+    out = x.new_empty(n, k)
+    with torch.no_grad():
+        for s in range(0, n, block):
+            diff = x[s:s + block].unsqueeze(1) - x[index[s:s + block]]
+            out[s:s + block] = (diff * diff).sum(-1)
+    return out
+
+
+class StructureLearner(nn.Module):
+    """:math:`g_L`: the GCN encoder and the similarity ``metric`` (spec §2.1, §2.7).
+
+    ``weighted-cos`` (Eq. 3): per-head scalings ``w1``, ``w2`` ``[N_H, d]``; ``cos``: plain
+    cosine, no parameters; ``att``: :math:`\\frac1{N_H}\\sum_h \\mathrm{ReLU}(\\mathbf S\\mathbf
+    W_h)\\mathrm{ReLU}(\\mathbf S\\mathbf W_h)^\\top` (``att [N_H, d, d]``); ``gat``:
+    :math:`\\frac1{N_H}\\sum_h \\mathrm{LeakyReLU}_{0.2}(\\mathbf a_{h,1}^\\top\\mathbf s_u +
+    \\mathbf a_{h,2}^\\top\\mathbf s_v)` (``a1``, ``a2`` ``[N_H, d]``).
+    """
+
+    def __init__(self, in_channels: int, hidden: int, heads: int, metric: str = "weighted-cos") -> None:
+        super().__init__()
+        self.encoder = GCNLayer(in_channels, hidden)
+        self.metric, self.heads = metric, heads
+        shapes = {"weighted-cos": {"w1": (heads, hidden), "w2": (heads, hidden)},
+                  "cos": {}, "att": {"att": (heads, hidden, hidden)},
+                  "gat": {"a1": (heads, hidden), "a2": (heads, hidden)}}
+        if metric not in shapes:
+            raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(shapes)}")
+        for name, shape in shapes[metric].items():
+            p = nn.Parameter(torch.empty(shape))
+            nn.init.xavier_uniform_(p.view(shape[0], -1) if len(shape) > 2 else p)
+            self.register_parameter(name, p)
+
+    def embed(self, x: Tensor, adj_t: Tensor) -> Tensor:
+        """``S = ReLU(Â x W_s + b_s)`` ``[N, d]`` for dense ``x [N, F]``."""
+        return F.relu(adj_t @ (x @ self.encoder.lin.weight.t()) + self.encoder.bias)
+
+    def _factors(self, s: Tensor) -> tuple[Tensor, Tensor]:
+        """``P, Q`` with ``ã = P Qᵀ`` (the head mean folded into ``P``)."""
+        if self.metric == "cos":
+            p = F.normalize(s, dim=-1, eps=1e-8)
+            return p, p
+        if self.metric == "weighted-cos":
+            p = F.normalize(s.unsqueeze(1) * self.w1, dim=-1, eps=1e-8)  # [N, H, d]
+            q = F.normalize(s.unsqueeze(1) * self.w2, dim=-1, eps=1e-8)
+        else:  # att
+            p = q = F.relu(torch.einsum("nd,hde->nhe", s, self.att))
+        return p.flatten(1) / self.heads, q.flatten(1)
+
+    def knn(self, s: Tensor, k: int) -> LatentGraph:
+        """Top-``k`` similarities of every row (self included), ReLU'd, as a :class:`LatentGraph`."""
+        n = s.size(0)
+        k = min(k, n)
+        block = max(1, BLOCK_ELEMENTS // (n * (self.heads if self.metric == "gat" else 1)))
+        if self.metric == "gat":
+            e1, e2 = s @ self.a1.t(), s @ self.a2.t()  # [N, H]
+            sim_rows = lambda a, b: F.leaky_relu(e1[a:b].unsqueeze(1) + e2.unsqueeze(0), 0.2).mean(-1)  # noqa: E731
+        else:
+            p, q = self._factors(s)
+            sim_rows = lambda a, b: p[a:b] @ q.t()  # noqa: E731
+        values, index = zip(*(sim_rows(a, min(a + block, n)).topk(k, dim=1) for a in range(0, n, block)))
+        return LatentGraph(torch.cat(index), F.relu(torch.cat(values)))
+
+
+class _LastForward:
+    """What :meth:`FedHERONet.regularizer` needs from the last forward; not copied with the
+    model (its tensors belong to that forward's autograd graph)."""
+
+    def __init__(self) -> None:
+        self.value: tuple[LatentGraph, Tensor] | None = None
+
+    def __deepcopy__(self, memo: dict) -> _LastForward:
+        return _LastForward()
+
+
+class FedHERONet(nn.Module):
+    """FedHERO's model for one client's graph: ``forward(x, edge_index) -> [N, C]`` logits.
+
+    Parameters: ``struct.*`` and ``gconv.*`` (the global channel, federated), ``proj``,
+    ``lconv.*`` and ``cls`` (local). With ``in_channels = F``, ``hidden = d``, ``L`` layers,
+    ``H`` heads and ``C`` classes there are :math:`(Fd + d) + 2Hd + L(d^2 + d)` global and
+    :math:`(Fd + d) + L(d^2 + d) + (F + (L+1)d)C + C` local parameters (spec §2.6).
+    :meth:`regularizer` is the latent-graph loss of the last forward.
+    """
+
+    def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2,
+                 dropout: float = 0.5, *, alpha: float = 0.2, k: int = 20, heads: int = 4,
+                 metric: str = "weighted-cos", dual_channel: bool = True, lam: float = 0.1,
+                 mu: float = 0.1, reg_norm: str = "n2") -> None:
+        super().__init__()
+        # Global channel first: clients seeded alike build it alike whatever their local parts.
+        self.struct = StructureLearner(in_channels, hidden, heads, metric)
+        self.gconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers))
+        self.proj = nn.Linear(in_channels, hidden)
+        self.lconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers)) if dual_channel else None
+        self.cls = nn.Linear(in_channels + (num_layers + 1) * hidden, out_channels)
+        self.alpha, self.k, self.dropout = alpha, k, dropout
+        self.lam, self.mu, self.reg_norm = lam, mu, reg_norm
+        self._cache = GraphCache()
+        self._last = _LastForward()
+
+    def dense_features(self, x: Tensor) -> Tensor:
+        return self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
+
+    def latent_graph(self, x: Tensor, edge_index: Tensor) -> LatentGraph:
+        """The structure learner's graph for this input (dropout on ``x`` in training)."""
+        xd = self.dense_features(x)
+        adj_t = self._adjacency(edge_index, xd.size(0))
+        s = self.struct.embed(F.dropout(xd, self.dropout, self.training), adj_t)
+        return self.struct.knn(s, self.k)
+
+    def _adjacency(self, edge_index: Tensor, n: int) -> Tensor:
+        return self._cache.get(f"adjacency/{n}", (edge_index,), lambda: gcn_adjacency(edge_index, n))
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        xd = self.dense_features(x)
+        adj_t = self._adjacency(edge_index, xd.size(0))
+        latent = self.latent_graph(x, edge_index)
+        self._last.value = (latent, xd)
+        z = F.dropout(F.relu(self.proj(xd)), self.dropout, self.training)
+        outs = [xd, z]
+        for i, g in enumerate(self.gconv):
+            loc = g if self.lconv is None else self.lconv[i]
+            h = latent.propagate(z @ g.lin.weight.t()) + g.bias
+            e = adj_t @ (z @ loc.lin.weight.t()) + loc.bias
+            z = F.dropout(F.relu(self.alpha * e + (1 - self.alpha) * h), self.dropout, self.training)
+            outs.append(z)
+        return self.cls(torch.cat(outs, dim=1))
+
+    def regularizer(self) -> Tensor:
+        """:math:`\\mathcal L_{smooth}` of the latent graph built by the last forward."""
+        if self._last.value is None:
+            raise RuntimeError("regularizer() needs a forward pass first")
+        latent, xd = self._last.value
+        scale = 1.0 / latent.num_nodes ** 2 if self.reg_norm == "n2" else 1.0
+        smooth = (latent.weight * pair_sq_distances(xd, latent.index)).sum()
+        return scale * (self.lam * smooth + self.mu * latent.frobenius_sq())
+
+
+def latent_graph_bytes(num_nodes: int, k: int) -> int:
+    """Bytes the kept latent graph holds (int64 index + float32 weight per entry)."""
+    return num_nodes * min(k, num_nodes) * (8 + 4)
+
+
+def similarity_block_rows(num_nodes: int) -> int:
+    """Rows of one block of the dense similarity (its transient peak is this × ``N`` floats)."""
+    return max(1, BLOCK_ELEMENTS // num_nodes)
+
+
+__all__ = ["FedHERONet", "LatentGraph", "StructureLearner", "latent_graph_bytes",
+           "pair_sq_distances", "similarity_block_rows"]

@@ -1,0 +1,101 @@
+"""FedHERO through the ServerApp/ClientApp: what travels, its weights, and bad options."""
+
+import numpy as np
+import pytest
+import torch
+from test_feddense_family import run_recorded
+
+from fgl_flower.config import parse_run_config
+from fgl_flower.errors import ConfigError
+from fgl_flower.protocol import NUM_EXAMPLES
+
+
+@pytest.fixture
+def hero_flat(flat):
+    flat.update({"method": "fedhero", "hidden": 16, "num-layers": 2, "num-rounds": 2,
+                 "fedhero.k": 5})
+    return flat
+
+
+def global_channel_size(f: int, d: int, heads: int, layers: int) -> int:
+    return (f * d + d) + 2 * heads * d + layers * (d * d + d)
+
+
+@pytest.mark.parametrize("share,share_f0,prefixes", [
+    ("global", False, ("struct.", "gconv.")),
+    ("global", True, ("struct.", "gconv.", "proj.")),
+    ("gcn", False, ("proj.", "gconv.", "lconv.", "cls.")),
+    ("all", False, ("struct.", "gconv.", "proj.", "lconv.", "cls.")),
+    ("none", False, ()),
+])
+def test_only_the_selected_channel_travels(hero_flat, share, share_f0, prefixes):
+    hero_flat.update({"fedhero.share": share, "fedhero.share-f0": share_f0})
+    summary, uploads, grid = run_recorded(hero_flat)
+    assert len(uploads) == 2 * 3
+    for record in uploads:
+        assert {k.split(".")[0] + "." for k in record} == set(prefixes)
+    if share == "global":
+        f = grid.context(0).state["learner.model"].to_torch_state_dict()["proj.weight"].shape[1]
+        expected = global_channel_size(f, 16, 4, 2) + (f * 16 + 16 if share_f0 else 0)
+        assert all(sum(int(np.prod(a.shape)) for a in r.values()) == expected for r in uploads)
+        assert summary["resources"]["shared_params"] == expected
+        states = [grid.context(p).state["learner.model"].to_torch_state_dict() for p in range(3)]
+        assert not torch.equal(states[0]["cls.weight"], states[1]["cls.weight"])  # local channel
+
+
+def test_clients_are_weighted_by_all_their_nodes(hero_flat):
+    from fgl_flower.client_app import make_app
+    from fgl_flower.datasets import load_client_data
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.protocol import METRICS, PARTITION_ID
+    from fgl_flower.server_app import run
+
+    weights: dict[int, float] = {}
+
+    def mod(msg, context, call_next):
+        reply = call_next(msg, context)
+        if msg.metadata.message_type == "train":
+            m = reply.content[METRICS]
+            weights[int(m[PARTITION_ID])] = m[NUM_EXAMPLES]
+        return reply
+
+    cfg = parse_run_config(hero_flat)
+    run(InProcessGrid(hero_flat, 3, client_app=make_app([mod])), cfg)
+    for k in range(3):
+        data = load_client_data(cfg.data_config(), k).data
+        assert weights[k] == data.num_nodes > int(data.train_mask.sum())
+
+
+def test_a_client_above_max_nodes_stops_with_a_clear_error(hero_flat):
+    from fgl_flower.clients.fedhero import FedHEROClient
+    from fgl_flower.clients.state import ClientState
+    from fgl_flower.datasets import load_client_data
+    from flwr.app import RecordDict
+
+    hero_flat["fedhero.max-nodes"] = 10
+    cfg = parse_run_config(hero_flat)
+    with pytest.raises(ConfigError, match="fedhero.max-nodes=10"):
+        FedHEROClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
+
+
+@pytest.mark.parametrize("update,match", [
+    ({"fedhero.metric": "dot"}, "fedhero.metric"),
+    ({"fedhero.share": "struct"}, "fedhero.share"),
+    ({"fedhero.reg-norm": "n"}, "fedhero.reg-norm"),
+    ({"fedhero.k": 0}, "fedhero.k must be at least 1"),
+    ({"fedhero.alpha": 1.5}, "fedhero.alpha"),
+    ({"fedhero.lam": -0.1}, "non-negative"),
+    ({"fedhero.share": "none", "fedhero.share-f0": True}, "share-f0"),
+    ({"fedhero.heads": 0}, "fedhero.heads"),
+])
+def test_bad_options_stop_before_training(hero_flat, update, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_run_config({**hero_flat, **update})
+
+
+def test_fedhero_refuses_graph_datasets(hero_flat):
+    from fgl_flower.server_app import check_method_task
+
+    hero_flat.update({"dataset": "MUTAG", "model": "gin"})
+    with pytest.raises(ConfigError, match="supports node-level tasks"):
+        check_method_task(parse_run_config(hero_flat))
