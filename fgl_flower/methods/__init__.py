@@ -157,7 +157,7 @@ for _spec in (
         name="fedstar",
         strategy="fgl_flower.strategies.fedstar:FedStarStrategy",
         client="fgl_flower.clients.fedstar:FedStarClient",
-        tasks=("graph",),
+        tasks=("graph", "node"),
         summary="Dual-channel GIN (features + structural encodings); only the structure "
         "encoder is shared.",
         reference="Tan et al., AAAI 2023",

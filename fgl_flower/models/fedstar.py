@@ -25,6 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import GCNConv, GINConv, global_add_pool
 
+from fgl_flower.models.sparse import GraphCache
+
 #: Width of the structural encoding (RWSE 16 + DSE 16, spec §2.3).
 STRUCTURE_DIM = 32
 
@@ -101,9 +103,46 @@ class FedStarGIN(nn.Module):
         self.feat.convs = nn.ModuleList(gin_conv(2 * h, h, h) for _ in range(num_layers))
         self.head = GraphHead(2 * h, h, out_channels, dropout)
 
-    def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
+    def node_states(self, x: Tensor, edge_index: Tensor, stc_enc: Tensor) -> Tensor:
+        """``[x^(L) || s^(L)]`` ``[N, 2h]``: both channels' last node representations."""
         s = self.struct(stc_enc, edge_index)
         h = self.feat.init(x)
         for conv, s_prev in zip(self.feat.convs, s):  # layer l reads s^(l-1)
             h = F.dropout(F.relu(conv(torch.cat([h, s_prev], -1), edge_index)), self.dropout, self.training)
-        return self.head(torch.cat([h, s[-1]], -1), batch)
+        return torch.cat([h, s[-1]], -1)
+
+    def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
+        return self.head(self.node_states(x, edge_index, stc_enc), batch)
+
+
+class NodeHead(GraphHead):
+    r"""FedStar's head without the readout, per node:
+    :math:`\hat y_v = W_{cls}\,\mathrm{Dropout}(\mathrm{ReLU}(W_{post}(W_{hp}\mathbf h_v + b_{hp})
+    + b_{post})) + b_{cls}`."""
+
+    def forward(self, h: Tensor, batch: Tensor | None = None) -> Tensor:
+        return self.cls(F.dropout(F.relu(self.post(self.proj(h))), self.dropout, self.training))
+
+
+class FedStarNodeGIN(FedStarGIN):
+    """FedStar for node classification on one client graph (FedHERO's baseline, its spec
+    §7): the same channels and parameter names, a per-node head, and the structural
+    encoding of the client's graph computed on first use and memoised per graph.
+    ``forward(x [N, F] dense or sparse, edge_index) -> [N, C]``."""
+
+    graph_inputs = ()
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 3, dropout: float = 0.5) -> None:
+        super().__init__(in_channels, hidden_channels, out_channels, num_layers, dropout)
+        self.head = NodeHead(2 * hidden_channels, hidden_channels, out_channels, dropout)
+        self._cache = GraphCache()
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        from fgl_flower.models.structure import structure_encoding
+
+        n = x.size(0)
+        xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
+        stc = self._cache.get(f"stc_enc/{n}", (edge_index,),
+                              lambda: structure_encoding(edge_index.cpu(), n).to(x.device))
+        return self.head(self.node_states(xd, edge_index, stc))

@@ -99,3 +99,16 @@ def test_fedhero_refuses_graph_datasets(hero_flat):
     hero_flat.update({"dataset": "MUTAG", "model": "gin"})
     with pytest.raises(ConfigError, match="supports node-level tasks"):
         check_method_task(parse_run_config(hero_flat))
+
+
+def test_fedstar_on_node_tasks_shares_only_its_structure_channel(flat):
+    """FedHERO's FedStar baseline: the graph model's channels with a per-node head."""
+    flat.update({"method": "fedstar", "hidden": 16, "num-layers": 2, "num-rounds": 2})
+    summary, uploads, grid = run_recorded(flat)
+    shared = (32 * 16 + 16) + 2 * (16 * 16 + 16)  # init Linear(32, h) + L GCN(h, h)
+    for record in uploads:
+        assert all(k.startswith("struct.") for k in record)
+        assert sum(int(np.prod(a.shape)) for a in record.values()) == shared
+    assert 0 < summary["final"]["test_acc"] <= 1
+    states = [grid.context(p).state["learner.model"].to_torch_state_dict() for p in range(3)]
+    assert not torch.equal(states[0]["head.cls.weight"], states[1]["head.cls.weight"])
