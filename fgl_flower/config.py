@@ -75,8 +75,8 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
     "split-mode": (("random", "stratified", "stratified-sequential"),
                    "per-client splits at random, per class, or per class from one stream over the clients"),
     "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
-    "eval-weight": (("split", "client-size"), "pool each metric over the clients' val/test "
-                    "examples, or weight clients by their size"),
+    "eval-weight": (("split", "client-size", "client"), "pool each metric over the clients' "
+                    "val/test examples, weight clients by their size, or count each client once"),
     "optimizer": (("adam", "sgd"), "the local optimizer: Adam, or plain SGD without momentum"),
     "agg-weight": (("train", "local"), "weight each upload in FedAvg-style averaging by the "
                    "client's training examples or by all its local examples (nodes/graphs)"),

@@ -68,13 +68,13 @@ def minority_metrics(logits: Tensor, target: Tensor, majority: int) -> dict[str,
 
 
 def summarize_clients(
-    values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str],
+    values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str | None],
     count_key: Mapping[str, str] | None = None,
 ) -> dict[str, float]:
     r"""Aggregate per-client metrics into weighted mean, plain mean, std and worst client.
 
     For each ``m`` in ``metrics`` (e.g. ``"test_acc"``), with weights :math:`n_k` read from
-    ``values[k][weight_key[m]]``:
+    ``values[k][weight_key[m]]`` (1 for every client if that key is ``None``):
 
     * ``m`` -- weighted mean :math:`\sum_k n_k m_k / \sum_k n_k` (the headline number),
     * ``m_mean`` / ``m_std`` -- unweighted mean and population std over clients,
@@ -88,7 +88,7 @@ def summarize_clients(
     for m in metrics:
         have = [v for v in values if count_key is None or float(v.get(count_key[m], 1.0)) > 0]
         xs = [float(v[m]) for v in have]
-        ws = [float(v[weight_key[m]]) for v in have]
+        ws = [1.0 if weight_key[m] is None else float(v[weight_key[m]]) for v in have]
         if not xs:
             continue
         total = sum(ws)

@@ -56,6 +56,13 @@ def test_pooled_minority_is_weighted_by_minority_counts():
     assert out["test_minority_acc"] == pytest.approx((5 + 30) / 40)
 
 
+def test_eval_weight_client_counts_every_client_once():
+    clients = [{"val_acc": 0.5, "num-val": 10.0}, {"val_acc": 1.0, "num-val": 30.0}]
+    out = summarize_clients(clients, ["val_acc"], {"val_acc": None})
+    assert out["val_acc"] == out["val_acc_mean"] == pytest.approx(0.75)
+    assert summarize_clients(clients, ["val_acc"], {"val_acc": "num-val"})["val_acc"] == pytest.approx(0.875)
+
+
 def test_clients_without_minority_test_nodes_do_not_drag_mean_and_worst_to_zero():
     clients = [{"test_minority_acc": 0.8, "num-test-minority": 10.0, "num-local": 50.0},
                {"test_minority_acc": 0.0, "num-test-minority": 0.0, "num-local": 50.0},

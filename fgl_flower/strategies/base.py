@@ -157,15 +157,16 @@ class FGLStrategy(Strategy):
         """Weighted mean, mean, std and worst client of every evaluation metric.
 
         The weight is the metric's own count (``eval-weight=split``: pooled over the
-        clients' val/test examples) or the client's size (``client-size``: ``num-local``).
+        clients' val/test examples), the client's size (``client-size``: ``num-local``) or 1
+        (``client``: the unweighted client mean, e.g. FedHERO's model selection).
         """
         return MetricRecord(self.aggregate_evaluate_values(list(client_metrics(replies).values())))
 
     def aggregate_evaluate_values(self, per_client: list[dict[str, float]]) -> dict[str, float]:
         """:meth:`aggregate_evaluate` on per-client metric dicts."""
         metrics = [m for m in self.eval_metrics if all(m in c for c in per_client)]
-        weights = (self.eval_metrics if self.cfg.eval_weight == "split"
-                   else dict.fromkeys(self.eval_metrics, NUM_LOCAL))
+        weights = {"split": self.eval_metrics, "client-size": dict.fromkeys(self.eval_metrics, NUM_LOCAL),
+                   "client": dict.fromkeys(self.eval_metrics)}[self.cfg.eval_weight]
         return summarize_clients(per_client, metrics, weights, count_key=self.eval_metrics)
 
     def round_record(self, server_round: int) -> dict:
