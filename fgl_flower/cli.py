@@ -4,7 +4,7 @@
 ``fgl deploy-local``   the same on a local SuperLink + N SuperNodes (real deployment path)
 ``fgl datasets``       list datasets and whether their files are present offline
 ``fgl methods``        list registered methods
-``fgl partition-stats`` per-client nodes, edges, class counts and homophily
+``fgl partition-stats`` per-client nodes, edges, class counts and homophily (mean ± std over clients)
 ``fgl bench``          run an experiment file (rows x seeds) and write its results table
 
 Every config problem is reported as one line before anything starts (exit code 2).
@@ -92,7 +92,11 @@ def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
 
 
 def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequence[str] = ()):
-    """Validate everything that can fail before training, and build the partition cache."""
+    """Validate everything that can fail before training, and build the partition cache.
+
+    Returns the run's config with ``num-clients = 0`` resolved to the partition's natural
+    count (:func:`resolve_num_clients`); run it with ``cfg.flat()``.
+    """
     from fgl_flower.config import parse_run_config
     from fgl_flower.datasets import validate_data_config
     from fgl_flower.server_app import check_method_task
@@ -104,10 +108,23 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
                           "holding the raw datasets (or unset it to use $FGL_DATA_ROOT).")
     validate_data_config(cfg.data_config())
     check_resources(cfg, engine, gpus)
+    cfg = resolve_num_clients(cfg)
     from fgl_flower.datasets.federated import check_training_classes  # torch: after the config
 
     check_training_classes(cfg.data_config())  # builds and caches the whole partition
     return cfg
+
+
+def resolve_num_clients(cfg):
+    """``cfg`` with ``num-clients = 0`` replaced by the partition's natural number of clients
+    (a dataset group's size, ``louvain-merge``'s large communities), parsed again so every
+    check sees the count; ``cfg`` itself otherwise. Builds that partition's cache."""
+    if cfg.num_clients != 0:
+        return cfg
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import natural_num_clients
+
+    return parse_run_config({**cfg.flat(), "num-clients": natural_num_clients(cfg.data_config())})
 
 
 def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
@@ -217,6 +234,7 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     try:
         check_out_dir(out, resume=bool(args.resume), overwrite=getattr(args, "overwrite", False))
         cfg = prepare(flat, engine, gpus)
+        flat = cfg.flat()  # num-clients resolved
     except FGLError as e:  # the run folder says why it holds no results, and nothing else
         if not out.exists() or not any(out.iterdir()):
             try:
@@ -286,22 +304,43 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 
 def cmd_partition_stats(args: argparse.Namespace) -> int:
+    """Per-client statistics, then their mean ± (population) std over the clients."""
     from fgl_flower.config import parse_run_config
-    from fgl_flower.datasets import partition_stats
+    from fgl_flower.datasets import partition_stats, validate_data_config
 
     args.out = None
     cfg = parse_run_config(build_run_config(args))
-    stats = partition_stats(cfg.data_config())
+    validate_data_config(cfg.data_config())
+    stats = partition_stats(resolve_num_clients(cfg).data_config())
     if args.json:
         print(json.dumps(stats, indent=2))
         return 0
-    keys = [k for k in stats[0] if k not in ("class_counts",)] if stats else []
-    print("  ".join(f"{k:>10}" for k in ["client", *keys[1:]] if k) + "  class counts")
-    for i, s in enumerate(stats):
-        vals = [i] + [s[k] for k in keys[1:]]
-        print("  ".join(f"{v:>10.3f}" if isinstance(v, float) else f"{v!s:>10}" for v in vals)
-              + "  " + str(s.get("class_counts")))
+    print(stats_table(stats))
     return 0
+
+
+def stats_table(stats: Sequence[Mapping[str, Any]]) -> str:
+    """``partition_stats`` as text: one row per client, then ``mean ± std`` over the clients of
+    every numeric column (population std, as Table 7 of FedHERO: spread over the clients)."""
+    import statistics
+
+    keys = [k for k in (stats[0] if stats else {}) if k not in ("client", "class_counts")]
+    numeric = [k for k in keys if all(isinstance(s[k], (int, float)) for s in stats)]
+
+    def cell(v: Any) -> str:
+        return f"{v:.3f}" if isinstance(v, float) else str(v)
+
+    def spread(k: str) -> str:
+        values = [float(s[k]) for s in stats]
+        fmt = ".3f" if any(isinstance(s[k], float) for s in stats) else ".1f"
+        return f"{statistics.fmean(values):{fmt}} ± {statistics.pstdev(values):{fmt}}"
+
+    rows = [[str(s["client"]), *(cell(s[k]) for k in keys), str(s.get("class_counts", ""))] for s in stats]
+    rows.append(["mean ± std", *(spread(k) if k in numeric else "" for k in keys), ""])
+    header = ["client", *keys, "class counts"]
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
+    return "\n".join(("  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip()
+                     for r in [header, *rows])
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -341,8 +380,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: ``--partition`` choices (kept equal to the partitioner registry by a test; listing the
 #: registry here would import it, and torch, for every command).
-PARTITIONS = ("louvain", "louvain-topk", "louvain-plus", "metis", "metis-plus", "random",
-              "dirichlet", "files", "per-dataset")
+PARTITIONS = ("louvain", "louvain-topk", "louvain-plus", "louvain-merge", "metis", "metis-plus",
+              "random", "dirichlet", "files", "per-dataset")
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
@@ -353,7 +392,8 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--method", help=f"method name (see `fgl methods`; default {d['method']})")
     p.add_argument("--dataset", help=f"dataset name or group (see `fgl datasets`; default {d['dataset']})")
     p.add_argument("--partition", help=f"partitioner: {', '.join(PARTITIONS)} (default {d['partition']})")
-    p.add_argument("--clients", type=int, help=f"number of clients (= SuperNodes; default {d['num-clients']})")
+    p.add_argument("--clients", type=int, help=f"number of clients (= SuperNodes; default "
+                   f"{d['num-clients']}); 0: the partition's natural count (louvain-merge, dataset groups)")
     p.add_argument("--rounds", type=int, help=f"communication rounds (default {d['num-rounds']}; "
                    "one-shot methods: 1)")
     p.add_argument("--seed", type=int, help=f"run seed (model init, training, splits; default {d['seed']})")

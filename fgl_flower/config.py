@@ -37,6 +37,8 @@ CORE_KEYS: dict[str, type] = {
     "split": str,
     "split-mode": str,
     "split-seed": int,
+    "split-fold": int,
+    "edge-flip": float,
     "data-root": str,
     "out-dir": str,
     "model": str,
@@ -72,8 +74,9 @@ CORE_KEYS: dict[str, type] = {
 #: Core keys with a fixed set of values: the values and what the key chooses
 #: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
-    "split-mode": (("random", "stratified", "stratified-sequential"),
-                   "per-client splits at random, per class, or per class from one stream over the clients"),
+    "split-mode": (("random", "stratified", "stratified-sequential", "five-group"),
+                   "per-client splits at random, per class, per class from one stream over the "
+                   "clients, or five node groups of the whole graph rotated by split-fold"),
     "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
     "eval-weight": (("split", "client-size", "client"), "pool each metric over the clients' "
                     "val/test examples, weight clients by their size, or count each client once"),
@@ -91,7 +94,9 @@ class RunConfig:
 
     ``split_seed`` of ``-1`` in the flat config means "use ``seed``", so by default each
     seed draws its own per-client splits while the partition (``partition_seed``) stays
-    fixed across seeds, as in most FGL papers.
+    fixed across seeds, as in most FGL papers. ``split_fold`` of ``-1`` means "``seed`` mod
+    5" (``split-mode=five-group``: seeds 0-4 rotate the five folds). ``num_clients`` of 0
+    asks for the partition's natural count; ``fgl run`` resolves it before the run starts.
     """
 
     method: str
@@ -134,6 +139,8 @@ class RunConfig:
     checkpoint_every: int = 1
     checkpoint_dir: str = ""
     resume: bool = False
+    split_fold: int = 0
+    edge_flip: float = 0.0
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -175,6 +182,8 @@ class RunConfig:
             split_seed=self.split_seed,
             data_root=self.data_root or None,
             options=tuple(sorted(options.items())),
+            split_fold=self.split_fold,
+            edge_flip=self.edge_flip,
         )
 
     def to_json(self) -> str:
@@ -208,6 +217,16 @@ class MethodOptions:
         for name in names:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{method}.{name.replace('_', '-')} must be at least 1.")
+
+
+#: Folds of ``split-mode=five-group`` (``split-fold`` -1: the run seed mod this).
+FOLDS = 5
+
+
+def _check_split_fold(fold: int) -> None:
+    if not -1 <= fold < FOLDS:
+        raise ConfigError(f"split-fold must be -1 (the run seed mod {FOLDS}) or a fold 0-{FOLDS - 1} "
+                          f"of split-mode=five-group (got {fold}).")
 
 
 def parse_split(text: str) -> tuple[float, float, float]:
@@ -305,10 +324,17 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         else:
             raise ConfigError(f"Unknown run-config key {key!r}.")
 
-    for key in ("num-clients", "num-rounds", "hidden", "num-layers", "local-epochs", "batch-size",
+    for key in ("num-rounds", "hidden", "num-layers", "local-epochs", "batch-size",
                 "cpus-per-client", "min-train-clients"):
         if int(core[key]) < 1:
             raise ConfigError(f"{key} must be at least 1 (got {core[key]}).")
+    if int(core["num-clients"]) < 0:
+        raise ConfigError(f"num-clients must be at least 1, or 0 for the partition's natural number "
+                          f"of clients (got {core['num-clients']}).")
+    _check_split_fold(int(core["split-fold"]))
+    if not 0.0 <= float(core["edge-flip"]) < 1.0:
+        raise ConfigError(f"edge-flip must be in [0, 1) (got {core['edge-flip']}): the probability "
+                          "that each edge of a client is replaced by a random non-edge.")
     for key in ("lr",):
         if float(core[key]) <= 0:
             raise ConfigError(f"{key} must be positive (got {core[key]}).")
@@ -332,7 +358,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     if float(core["round-timeout"]) <= 0:
         raise ConfigError(f"round-timeout must be positive (got {core['round-timeout']}): seconds "
                           "the server waits for a round's replies.")
-    if int(core["min-train-clients"]) > int(core["num-clients"]):
+    if 0 < int(core["num-clients"]) < int(core["min-train-clients"]):
         raise ConfigError(f"min-train-clients={core['min-train-clients']} exceeds "
                           f"num-clients={core['num-clients']}.")
     if float(core["gpus-per-client"]) < 0:
@@ -350,6 +376,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     INITS.get(str(core["model-init"]))
     seed = int(core["seed"])
     split_seed = int(core["split-seed"])
+    split_fold = int(core["split-fold"])
     cfg = RunConfig(
         method=method,
         dataset=str(core["dataset"]),
@@ -391,6 +418,8 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         checkpoint_every=int(core["checkpoint-every"]),
         checkpoint_dir=str(core["checkpoint-dir"]),
         resume=bool(core["resume"]),
+        split_fold=seed % FOLDS if split_fold < 0 else split_fold,
+        edge_flip=float(core["edge-flip"]),
         data_options=tuple(sorted(data_options.items())),
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),

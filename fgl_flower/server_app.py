@@ -53,6 +53,10 @@ def check_method_task(cfg: RunConfig) -> None:
 def run(grid: Grid, cfg: RunConfig) -> dict:
     """Run ``cfg`` on ``grid`` and write its results; returns the summary."""
     check_method_task(cfg)
+    if cfg.num_clients == 0:  # the SuperNodes were started for some count: it must be known
+        raise ConfigError(f"num-clients=0 (the natural number of clients of {cfg.partition}) must be "
+                          "resolved before the run starts: `fgl run` does; with `flwr run`, set "
+                          "num-clients to the count `fgl partition-stats --clients 0` shows.")
     out_dir = resolve_out_dir(cfg)
     recorder = RunRecorder(out_dir, cfg)
     log(INFO, "Writing results to %s", out_dir)

@@ -33,6 +33,16 @@ BAD = [
     (["--set", "fedprox.mu=0.5"], "is an option of method 'fedprox', but the run's method is 'fedavg'"),
     (["--data-root", "/nonexistent-root"], "data-root /nonexistent-root is not a folder"),
     (["--out", "/proc/fgl-run"], "cannot write there"),
+    (["--set", "split-fold=5"], "split-fold must be -1 (the run seed mod 5) or a fold 0-4"),
+    (["--set", "edge-flip=1.5"], "edge-flip must be in [0, 1)"),
+    (["--clients", "-2"], "num-clients must be at least 1, or 0"),
+    (["--clients", "0"], "partition 'metis' splits into as many clients as asked"),
+    (["--set", "split-mode=five-group", "--set", "split=0.8,0.1,0.1"],
+     "split=0.8,0.1,0.1 with split-mode=five-group"),
+    (["--partition", "louvain-merge", "--clients", "3", "--set", "data.synthetic.homophily=0.95"],
+     "set num-clients=4 or 0"),
+    (["--dataset", "syn-cora", "--partition", "per-dataset", "--clients", "5"],
+     "set num-clients=10 or 0"),
 ]
 
 
@@ -77,8 +87,22 @@ def test_partition_stats_table(capsys, data_root):
     assert main(["partition-stats", "--dataset", "Cora", "--partition", "louvain",
                  "--clients", "10", "--data-root", str(data_root)]) == 0
     lines = capsys.readouterr().out.strip().splitlines()
-    assert len(lines) == 11  # header + 10 clients
-    assert "homophily" in lines[0]
+    assert len(lines) == 12  # header + 10 clients + mean ± std
+    assert "edge_homophily" in lines[0] and "node_homophily" in lines[0]
+    assert lines[-1].split()[:3] == ["mean", "±", "std"] and lines[-1].count("±") == 5
+
+
+def test_zero_clients_is_the_partitions_natural_count(capsys, flat):
+    import json
+
+    from fgl_flower.cli import prepare
+    from fgl_flower.datasets import DataConfig, natural_num_clients
+
+    count = natural_num_clients(DataConfig("synthetic", "louvain-merge", 0))
+    assert main(["partition-stats", "--partition", "louvain-merge", "--clients", "0", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)) == count
+    cfg = prepare({**flat, "partition": "louvain-merge", "num-clients": 0})
+    assert cfg.num_clients == count and cfg.flat()["num-clients"] == count
 
 
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="needs a machine without a GPU")
@@ -136,7 +160,9 @@ def test_streamed_flower_output_to_a_file_has_no_colour_codes_or_federation_warn
 
 @pytest.mark.parametrize("argv", [["--method", "fedavgg"], ["--dataset", "Coraa"],
                                   ["--partition", "louvainn"], ["--set", "lr=abc"],
-                                  ["--set", "fedprox.mu=0.5"], ["--rounds", "0"]])
+                                  ["--set", "fedprox.mu=0.5"], ["--rounds", "0"],
+                                  ["--set", "split-fold=7"], ["--set", "edge-flip=2"], ["--clients", "0"],
+                                  ["--set", "split-mode=five-group", "--set", "split=0.8,0.1,0.1"]])
 def test_config_errors_come_before_torch_is_imported(argv, tmp_path):
     import subprocess
     import sys

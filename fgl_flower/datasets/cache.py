@@ -20,7 +20,8 @@ from fgl_flower.datasets.root import cache_dir, file_lock
 
 #: Bump when the stored format changes (part of every cache tag; a partitioner whose
 #: output changes bumps its own ``Partitioner.version`` instead).
-FORMAT_VERSION = 1
+#: 2: node parts hold ``num_nodes_total`` (the whole graph's node count).
+FORMAT_VERSION = 2
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -63,6 +64,11 @@ def ensure_partition(
         info = {**meta, "format": FORMAT_VERSION, "num_parts": count}
         atomic_write(done, lambda p: p.write_text(json.dumps(info, indent=1, sort_keys=True)))
     return folder
+
+
+def num_parts(folder: Path) -> int:
+    """The number of clients of the complete partition in ``folder`` (from its ``meta.json``)."""
+    return int(json.loads((folder / "meta.json").read_text())["num_parts"])
 
 
 def load_part(folder: Path, partition_id: int) -> dict[str, Any]:

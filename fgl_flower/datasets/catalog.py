@@ -2,8 +2,10 @@
 
 Each entry of :data:`DATASETS` knows its task (``"node"`` or ``"graph"``), the options it
 accepts, and how to load itself below a data root. :data:`DATASET_GROUPS` holds the
-cross-dataset graph-classification settings of FedDense (client ``k`` owns member ``k``).
-Lookups are case-insensitive and suggest close names.
+cross-dataset settings whose client ``k`` owns member ``k``: FedDense's graph-classification
+groups (``tu-*``) and FedHERO's node-classification ``syn-cora`` (ten H2GCN graphs of
+homophily 0.0-0.9, :mod:`fgl_flower.datasets.syncora`). Lookups are case-insensitive and
+suggest close names.
 """
 
 from __future__ import annotations
@@ -17,6 +19,8 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from fgl_flower.datasets.options import Option, Scalar, resolve_options
 from fgl_flower.datasets.pyg import PyGSource, _Unavailable
 from fgl_flower.datasets.root import cache_dir, resolve_data_root
+from fgl_flower.datasets.syncora import FOLDER as SYN_CORA_FOLDER
+from fgl_flower.datasets.syncora import HOMOPHILY_LEVELS, REPLICAS, file_name, load_syn_cora
 from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS
 from fgl_flower.errors import CorruptDataError, DataUnavailableError, FGLError
 from fgl_flower.registry import Registry
@@ -106,6 +110,23 @@ class SyntheticEntry:
         return contextual_sbm(**kw)
 
 
+@dataclass(frozen=True)
+class SynCoraEntry:
+    """One H2GCN syn-cora graph, ``<root>/syn-cora/raw/<file>`` (no download: PyG has no class)."""
+
+    name: str
+    file: str
+    task: Task = "node"
+    options: Mapping[str, Option] = field(default_factory=lambda: dict(NODE_OPTIONS))
+
+    def status(self, root: Path) -> tuple[bool, Path]:
+        return (root / SYN_CORA_FOLDER / self.file).is_file(), root / SYN_CORA_FOLDER
+
+    def load(self, root: Path, options: Mapping[str, Scalar]) -> Data:
+        """The graph (already undirected, so ``undirected`` changes nothing)."""
+        return load_syn_cora(self.name, root / SYN_CORA_FOLDER / self.file)
+
+
 def _sparse_features():
     """PyG pre-transform storing ``x`` sparse (imports torch when a dataset is built)."""
     from fgl_flower.datasets.features import SparseFeatures
@@ -115,7 +136,8 @@ def _sparse_features():
 
 @dataclass(frozen=True)
 class DatasetGroup:
-    """Several graph datasets federated together; client ``k`` owns ``members[k]``."""
+    """Several datasets federated together; client ``k`` owns ``members[k]`` (whole: a graph
+    dataset's graphs, or a node dataset's graph)."""
 
     name: str
     members: tuple[str, ...]
@@ -161,6 +183,9 @@ def _populate() -> None:
     _pyg("WikiCS", "node", "WikiCS", "WikiCS", "raw", is_undirected=True)
     _pyg("Flickr", "node", "Flickr", "Flickr", "raw")
     DATASETS.register("synthetic", SyntheticEntry())
+    for h in HOMOPHILY_LEVELS:
+        for r in REPLICAS:
+            DATASETS.register(f"syn-cora-h{h}-r{r}", SynCoraEntry(f"syn-cora-h{h}-r{r}", file_name(h, r)))
 
     # --- graph classification (features as FedDense §2.2) --------------------------------
     tu_plain = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1", "PROTEINS", "DD", "ENZYMES")
@@ -184,6 +209,9 @@ def _populate() -> None:
         ("tu-multi", molecules + bio + social + vision),
     ):
         DATASET_GROUPS.register(g, DatasetGroup(g, members))
+    # --- FedHERO: one H2GCN graph per client, homophily 0.0 ... 0.9, replica 1 (spec A16) -
+    syn_cora = tuple(f"syn-cora-h{h}-r1" for h in HOMOPHILY_LEVELS[:10])
+    DATASET_GROUPS.register("syn-cora", DatasetGroup("syn-cora", syn_cora, task="node"))
 
 
 _populate()

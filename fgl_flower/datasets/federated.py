@@ -3,7 +3,13 @@
 A partition is a deterministic function of (dataset, partitioner, options, number of
 clients, partition seed). It is computed once, cached on disk with one file per client
 (see :mod:`fgl_flower.datasets.cache`) and memoised in-process; splits are recomputed
-from ``(split, split_mode, split_seed)`` on every load (they are cheap).
+from ``(split, split_mode, split_seed, split_fold)`` on every load (they are cheap), and so
+is the edge-flip noise (:mod:`fgl_flower.datasets.noise`, from ``split_seed`` and the client).
+
+A partitioner with a natural number of clients (``louvain-merge``) is cached once under
+``num_clients = 0``; :func:`natural_num_clients` builds it and reads its size, and a
+config asking for another count is refused with the right one. Members of a node dataset
+group (``syn-cora``) are whole graphs, loaded by their client without a cache.
 
 Client ``x`` is stored sparse (COO, coalesced) where its density is below 10 %, see
 :mod:`fgl_flower.datasets.features`. Loading a node client's cached part imports no PyG
@@ -18,22 +24,29 @@ import json
 import random
 from collections.abc import Iterator
 from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
 from torch import Tensor
 
-from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part
+from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part, num_parts
 from fgl_flower.datasets.catalog import DATASETS, load_dataset
 from fgl_flower.datasets.features import compact_features, select_rows
+from fgl_flower.datasets.homophily import edge_homophily, node_homophily
+from fgl_flower.datasets.noise import EDGE_FLIP_STREAM, flip_edges
 from fgl_flower.datasets.partition import PartitionInput
 from fgl_flower.datasets.resolve import DataConfig, _resolve, _Resolved, task_of, validate_data_config
-from fgl_flower.datasets.splits import NODE_SPLITS, SEQUENTIAL_SPLITS, NodeSplitFn, Ratios, check_ratios, graph_split
+from fgl_flower.datasets.splits import (
+    GLOBAL_SPLITS, NODE_SPLITS, SEQUENTIAL_SPLITS, NodeGroups, NodeSplitFn, Ratios, check_ratios, graph_split,
+    node_groups,
+)
 from fgl_flower.errors import ConfigError
 
 __all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "check_training_classes",
-           "load_client_data", "partition_stats", "task_of", "validate_data_config"]
+           "load_client_data", "natural_num_clients", "partition_stats", "task_of",
+           "validate_data_config", "with_natural_clients"]
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -123,60 +136,110 @@ def _check_parts(r: _Resolved, parts: list[np.ndarray], num_clients: int) -> Non
                           "use fewer clients or other options.")
 
 
-def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
+def _split_items(r: _Resolved, cfg: DataConfig, inp: PartitionInput, what: str) -> list[np.ndarray]:
+    """The partitioner's clients of ``inp`` (natural partitioners: as many as the data give)."""
+    opts = dict(r.part_opts)
+    if r.partitioner.natural_clients:
+        return r.partitioner.natural_split(inp, cfg.partition_seed, opts)
+    if cfg.num_clients > inp.num_items:
+        raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {inp.num_items} {what} of {r.dataset!r}.")
+    parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, opts)
+    _check_parts(r, parts, cfg.num_clients)
+    return parts
+
+
+def _node_part(data: Data, ids: np.ndarray) -> dict[str, Any]:
+    """The stored part of the nodes ``ids`` of ``data``: their induced subgraph (local ids)."""
     from torch_geometric.utils import subgraph
 
-    data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
     n = data.num_nodes
-    if cfg.num_clients > n:
-        raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {n} nodes of {r.dataset!r}.")
-    inp = PartitionInput(r.dataset, data.y.numpy(), undirected_edges(data.edge_index, n))
-    parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, dict(r.part_opts))
-    _check_parts(r, parts, cfg.num_clients)
-    for ids in parts:
-        idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
-        edge_index, _ = subgraph(idx, data.edge_index, relabel_nodes=True, num_nodes=n)
-        yield {"x": compact_features(select_rows(data.x, idx)), "edge_index": edge_index,
-               "y": data.y[idx], "global_id": idx, "num_classes": int(data.num_classes)}
+    idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
+    edge_index, _ = subgraph(idx, data.edge_index, relabel_nodes=True, num_nodes=n)
+    return {"x": compact_features(select_rows(data.x, idx)), "edge_index": edge_index,
+            "y": data.y[idx], "global_id": idx, "num_classes": int(data.num_classes),
+            "num_nodes_total": int(n)}
+
+
+def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
+    data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
+    inp = PartitionInput(r.dataset, data.y.numpy(), undirected_edges(data.edge_index, data.num_nodes))
+    for ids in _split_items(r, cfg, inp, "nodes"):
+        yield _node_part(data, ids)
 
 
 def _graph_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
     dataset = load_dataset(r.dataset, cfg.data_root)
-    if cfg.num_clients > len(dataset):
-        raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {len(dataset)} graphs of {r.dataset!r}.")
     y = dataset.y.view(-1).numpy()
-    parts = r.partitioner.split(PartitionInput(r.dataset, y), cfg.num_clients, cfg.partition_seed,
-                                dict(r.part_opts))
-    _check_parts(r, parts, cfg.num_clients)
-    for ids in parts:
+    for ids in _split_items(r, cfg, PartitionInput(r.dataset, y), "graphs"):
         yield {"graphs": [dataset[int(i)].to_dict() for i in ids], "dataset": r.dataset,
                "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
 
 
 def _tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
-    meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": cfg.num_clients,
+    """The cache tag and metadata of ``cfg``'s partition (natural partitioners: ``num_clients`` 0)."""
+    num_clients = 0 if r.partitioner.natural_clients else cfg.num_clients
+    meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": num_clients,
             "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts),
             "format": FORMAT_VERSION, "partitioner_version": r.partitioner.version}
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{r.dataset}-{r.partition}-{cfg.num_clients}-{digest}", meta
+    return f"{r.dataset}-{r.partition}-{num_clients}-{digest}", meta
 
 
 def _part_config(cfg: DataConfig) -> DataConfig:
-    """``cfg`` without the split fields: the key of a partition."""
+    """``cfg`` without the split and noise fields: the key of a partition."""
     return DataConfig(cfg.dataset, cfg.partition, cfg.num_clients, cfg.partition_seed,
                       data_root=cfg.data_root, options=cfg.options)
+
+
+def _partition_folder(cfg: DataConfig) -> Path:
+    """The cached partition of ``cfg`` (built if absent); natural partitioners: any count."""
+    r = _resolve(cfg)
+    tag, meta = _tag(r, cfg)
+    build = _node_parts if r.task == "node" else _graph_parts
+    return ensure_partition(tag, meta, lambda: build(r, cfg))
+
+
+def natural_num_clients(cfg: DataConfig) -> int | None:
+    """The number of clients ``cfg``'s partition gives by itself, whatever ``cfg.num_clients``:
+    a dataset group's member count, or the clients of a natural partitioner such as
+    ``louvain-merge`` (its partition is built and cached on first call); ``None`` for
+    partitioners that split into as many clients as asked."""
+    r = _resolve(cfg)
+    if r.members is not None:
+        return len(r.members)
+    if not r.partitioner.natural_clients:
+        return None
+    return num_parts(_partition_folder(replace(_part_config(cfg), num_clients=0)))
+
+
+def with_natural_clients(cfg: DataConfig) -> DataConfig:
+    """``cfg`` with ``num_clients = 0`` replaced by :func:`natural_num_clients` (else ``cfg``)."""
+    if cfg.num_clients != 0:
+        return cfg
+    count = natural_num_clients(cfg)
+    assert count is not None  # validation refuses 0 for partitioners without a natural count
+    return replace(cfg, num_clients=count)
+
+
+def _group_part(r: _Resolved, cfg: DataConfig, partition_id: int) -> dict[str, Any]:
+    """Client ``partition_id`` of a dataset group: member ``partition_id``, whole."""
+    member = r.members[partition_id]  # type: ignore[index]
+    loaded = load_dataset(member, cfg.data_root)
+    if r.task == "node":
+        return _node_part(loaded, np.arange(loaded.num_nodes))
+    return {"graphs": list(loaded), "dataset": DATASETS.canonical(member),
+            "num_classes": int(loaded.num_classes), "num_features": int(loaded.num_features)}
 
 
 @functools.lru_cache(maxsize=64)
 def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     r = _resolve(cfg)
     if r.members is not None:  # dataset groups: client k loads only its own dataset
-        dataset = load_dataset(r.members[partition_id], cfg.data_root)
-        return {"graphs": list(dataset), "dataset": DATASETS.canonical(r.members[partition_id]),
-                "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
-    tag, meta = _tag(r, cfg)
-    build = _node_parts if r.task == "node" else _graph_parts
-    folder = ensure_partition(tag, meta, lambda: build(r, cfg))
+        return _group_part(r, cfg, partition_id)
+    folder = _partition_folder(cfg)
+    if r.partitioner.natural_clients and num_parts(folder) != cfg.num_clients:
+        raise r.partitioner.count_error(r.partition, r.dataset, num_parts(folder), cfg.num_clients,
+                                        dict(r.part_opts))
     part = load_part(folder, partition_id)
     if r.task == "graph":
         from torch_geometric.data import Data
@@ -185,17 +248,34 @@ def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     return part
 
 
-def _rng(
-    cfg: DataConfig, partition_id: int, split: NodeSplitFn, ratios: Ratios
-) -> np.random.Generator | random.Random:
+def _split_source(
+    cfg: DataConfig, partition_id: int, split: NodeSplitFn, ratios: Ratios, part: dict[str, Any]
+) -> np.random.Generator | random.Random | NodeGroups:
     """The split's random source; for :data:`SEQUENTIAL_SPLITS` the shared stream after
-    ``split`` has drawn clients ``0..partition_id-1``."""
-    if NODE_SPLITS.canonical(cfg.split_mode) not in SEQUENTIAL_SPLITS:
+    ``split`` has drawn clients ``0..partition_id-1``; for :data:`GLOBAL_SPLITS` the groups
+    of the client's nodes in the whole graph and the fold."""
+    mode = NODE_SPLITS.canonical(cfg.split_mode)
+    if mode in GLOBAL_SPLITS:
+        groups = node_groups(int(part["num_nodes_total"]), cfg.split_seed)
+        return NodeGroups(groups[part["global_id"].numpy()], cfg.split_fold)
+    if mode not in SEQUENTIAL_SPLITS:
         return np.random.default_rng([cfg.split_seed, partition_id])
     rng = random.Random(cfg.split_seed)
     for k in range(partition_id):  # replay the earlier clients' draws
         split(_client_part(_part_config(cfg), k)["y"].numpy(), ratios, rng)
     return rng
+
+
+def _noisy_edges(edge_index: Tensor, num_nodes: int, p: float, seed: list[int]) -> Tensor:
+    """``edge_index`` after :func:`~fgl_flower.datasets.noise.flip_edges` with probability ``p``
+    (drawn from ``default_rng(seed)``): both directions of every edge, self-loops kept; the
+    input itself if ``p == 0``."""
+    if not p:
+        return edge_index
+    edges = flip_edges(undirected_edges(edge_index, num_nodes), num_nodes, p, np.random.default_rng(seed))
+    loops = edge_index[:, edge_index[0] == edge_index[1]].numpy()
+    both = np.concatenate([edges, edges[::-1], loops], axis=1)
+    return torch.from_numpy(np.ascontiguousarray(both[:, np.lexsort((both[1], both[0]))]))
 
 
 def _mask(n: int, idx: np.ndarray) -> torch.Tensor:
@@ -206,13 +286,19 @@ def _mask(n: int, idx: np.ndarray) -> torch.Tensor:
 
 @functools.lru_cache(maxsize=64)
 def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | GraphClientData:
-    """Client ``partition_id``'s data, split by ``cfg.split`` / ``split_mode`` / ``split_seed``.
+    """Client ``partition_id``'s data, split by ``cfg.split`` / ``split_mode`` / ``split_seed``
+    / ``split_fold``, its edges flipped with probability ``cfg.edge_flip``.
 
     The first call for a partition may load the full dataset and write the cache;
     later calls (in any process) read only this client's file. The result is memoised
     per process (a simulation actor serves many messages): treat it as read-only.
+    ``cfg.num_clients`` must be known: resolve 0 first (:func:`with_natural_clients`).
     """
     r = _resolve(cfg)
+    if cfg.num_clients == 0:
+        raise ConfigError("num_clients=0 (the partition's natural number of clients) must be resolved "
+                          "before loading a client: use with_natural_clients(cfg) (fgl run and "
+                          "fgl partition-stats do), or set num-clients to the count.")
     if not 0 <= partition_id < cfg.num_clients:
         raise ConfigError(f"partition_id {partition_id} not in [0, {cfg.num_clients}).")
     part = _client_part(_part_config(cfg), partition_id)
@@ -228,8 +314,10 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     y = part["y"]
     n = y.numel()
     split = NODE_SPLITS.get(cfg.split_mode)
-    tr, va, te = split(y.numpy(), ratios, _rng(cfg, partition_id, split, ratios))
-    data = NodeGraph(x=part["x"], edge_index=part["edge_index"], y=y, global_id=part["global_id"],
+    tr, va, te = split(y.numpy(), ratios, _split_source(cfg, partition_id, split, ratios, part))
+    edge_index = _noisy_edges(part["edge_index"], n, cfg.edge_flip,
+                              [cfg.split_seed, partition_id, EDGE_FLIP_STREAM])
+    data = NodeGraph(x=part["x"], edge_index=edge_index, y=y, global_id=part["global_id"],
                      train_mask=_mask(n, tr), val_mask=_mask(n, va), test_mask=_mask(n, te))
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
 
@@ -237,7 +325,8 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
 def check_training_classes(cfg: DataConfig) -> None:
     """Every class that occurs in the data has a training example on some client (else no
     model can learn it): one :class:`ConfigError` naming the classes. Dataset groups are
-    checked per member dataset (their label spaces differ)."""
+    checked per member dataset (their label spaces differ). ``num_clients = 0`` is resolved first."""
+    cfg = with_natural_clients(cfg)
     present: dict[str, set[int]] = {}
     trained: dict[str, set[int]] = {}
     for k in range(cfg.num_clients):
@@ -266,10 +355,9 @@ def _node_stats(c: NodeClientData) -> dict[str, Any]:
     d = c.data
     edges = undirected_edges(d.edge_index, d.num_nodes)
     y = d.y.numpy()
-    same = y[edges[0]] == y[edges[1]]
     return {"client": c.partition_id, "nodes": int(d.num_nodes), "edges": int(edges.shape[1]),
             "class_counts": np.bincount(y, minlength=c.num_classes).tolist(),
-            "edge_homophily": float(same.mean()) if same.size else float("nan")}
+            "edge_homophily": edge_homophily(edges, y), "node_homophily": node_homophily(edges, y)}
 
 
 def _graph_stats(c: GraphClientData) -> dict[str, Any]:
@@ -279,7 +367,9 @@ def _graph_stats(c: GraphClientData) -> dict[str, Any]:
 
 
 def partition_stats(cfg: DataConfig) -> list[dict[str, Any]]:
-    """Per client: nodes, undirected edges, class counts and edge homophily (node tasks),
-    or graphs, class counts and dataset name (graph tasks)."""
+    """Per client: nodes, undirected edges, class counts, edge and node homophily
+    (:mod:`~fgl_flower.datasets.homophily`; node tasks, after any edge flip), or graphs, class
+    counts and dataset name (graph tasks). ``num_clients = 0`` is resolved first."""
+    cfg = with_natural_clients(cfg)
     clients = [load_client_data(cfg, k) for k in range(cfg.num_clients)]
     return [_node_stats(c) if isinstance(c, NodeClientData) else _graph_stats(c) for c in clients]

@@ -1,8 +1,11 @@
 """What defines the clients' data, and its validation: no torch, no data read.
 
 :class:`DataConfig` names a dataset (or group), a partitioner with its options, the
-number of clients and the splits; :func:`validate_data_config` checks names, ratios and
-options against the registries, so a bad config is refused before torch is imported.
+number of clients, the splits and the edge noise; :func:`validate_data_config` checks names,
+ratios and options against the registries, so a bad config is refused before torch is
+imported. ``num_clients = 0`` asks for the partition's natural number of clients (dataset
+groups: one per member; ``louvain-merge``: its large communities), see
+:func:`fgl_flower.datasets.federated.natural_num_clients`.
 """
 
 from __future__ import annotations
@@ -11,10 +14,10 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry
+from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, DatasetGroup
 from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
 from fgl_flower.datasets.partition import PARTITIONERS, Partitioner
-from fgl_flower.datasets.splits import NODE_SPLITS, check_ratios
+from fgl_flower.datasets.splits import GLOBAL_SPLITS, NODE_SPLITS, check_five_group, check_ratios
 from fgl_flower.errors import ConfigError
 
 
@@ -24,13 +27,15 @@ class DataConfig:
 
     dataset: str  # catalog name, group name or "synthetic"
     partition: str  # partitioner name
-    num_clients: int
+    num_clients: int  # 0: the partition's natural number of clients
     partition_seed: int = 0
     split: tuple[float, float, float] = (0.6, 0.2, 0.2)
-    split_mode: str = "random"  # "random" | "stratified"
+    split_mode: str = "random"  # a name in NODE_SPLITS ("random", "stratified", "five-group", ...)
     split_seed: int = 0
     data_root: str | None = None
     options: tuple[tuple[str, Scalar], ...] = ()  # partitioner/dataset options, sorted
+    split_fold: int = 0  # five-group: test on group j, validate on group j + 1 (0..4)
+    edge_flip: float = 0.0  # probability that a client edge is replaced by a random non-edge
 
 
 # --- resolution and validation ----------------------------------------------------------
@@ -68,12 +73,46 @@ def _split_options(
     return part, data
 
 
+def _check_splits(cfg: DataConfig, task: str) -> None:
+    """Ratios, split mode (``five-group``: node tasks, fixed ratios, a fold) and edge flip."""
+    ratios = check_ratios(cfg.split)
+    mode = NODE_SPLITS.canonical(cfg.split_mode)
+    if mode in GLOBAL_SPLITS:
+        if task != "node":
+            raise ConfigError(f"split-mode={mode} splits the nodes of a graph; {cfg.dataset!r} is a "
+                              "graph-classification dataset: use split-mode=random or stratified.")
+        check_five_group(ratios, cfg.split_fold)
+    p = cfg.edge_flip
+    if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
+        raise ConfigError(f"edge-flip={p!r}: give the probability in [0, 1) that each edge of a "
+                          "client is replaced by a random non-edge (0: none).")
+    if p and task != "node":
+        raise ConfigError(f"edge-flip={p} rewires the edges of node-classification clients; "
+                          f"{cfg.dataset!r} is a graph-classification dataset: set edge-flip=0.")
+
+
+def _check_num_clients(cfg: DataConfig, name: str, group: DatasetGroup | None,
+                       partitioner: Partitioner, partition: str) -> None:
+    """``num_clients`` is >= 1, or 0 where the partition has a natural count; groups: their size."""
+    n = cfg.num_clients
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ConfigError(f"num_clients must be an integer >= 1 (or 0: the partition's natural "
+                          f"number of clients), got {n!r}.")
+    if group and n not in (0, len(group.members)):
+        raise ConfigError(
+            f"Dataset group {name!r} has {len(group.members)} datasets ({', '.join(group.members)}), "
+            f"one per client, but num_clients={n}; set num-clients={len(group.members)} or 0."
+        )
+    if n == 0 and not group and not partitioner.natural_clients:
+        natural = sorted(k for k, p in PARTITIONERS.items() if p.natural_clients)
+        raise ConfigError(
+            f"num-clients=0 asks for the partition's natural number of clients, but partition "
+            f"{partition!r} splits into as many clients as asked: set num-clients >= 1 (a natural "
+            f"count comes from {', '.join(natural)} and from dataset groups with per-dataset).")
+
+
 @functools.lru_cache(maxsize=128)
 def _resolve(cfg: DataConfig) -> _Resolved:
-    if not isinstance(cfg.num_clients, int) or cfg.num_clients < 1:
-        raise ConfigError(f"num_clients must be an integer >= 1, got {cfg.num_clients!r}.")
-    check_ratios(cfg.split)
-    NODE_SPLITS.get(cfg.split_mode)
     group = DATASET_GROUPS.get(cfg.dataset) if cfg.dataset in DATASET_GROUPS else None
     entry = None if group else DATASETS.get(cfg.dataset)
     name, task = (group.name, group.task) if group else (entry.name, entry.task)  # type: ignore[union-attr]
@@ -86,11 +125,8 @@ def _resolve(cfg: DataConfig) -> _Resolved:
         raise ConfigError(
             f"Partitioner {partition!r} cannot split {name!r}, {what}. Use one of: {', '.join(usable)}."
         )
-    if group and cfg.num_clients != len(group.members):
-        raise ConfigError(
-            f"Dataset group {name!r} has {len(group.members)} datasets ({', '.join(group.members)}), "
-            f"one per client, but num_clients={cfg.num_clients}."
-        )
+    _check_num_clients(cfg, name, group, partitioner, partition)
+    _check_splits(cfg, task)
     part_opts, data_opts = _split_options(cfg, entry, partitioner, partition)
     partitioner.check(name, cfg.num_clients, part_opts)
     return _Resolved(name, task, group.members if group else None, partitioner, partition,
@@ -98,5 +134,6 @@ def _resolve(cfg: DataConfig) -> _Resolved:
 
 
 def validate_data_config(cfg: DataConfig) -> None:
-    """Cheap checks (names, ratios, ``num_clients``, options, partition files); ``ConfigError``."""
+    """Cheap checks (names, ratios, split mode and fold, edge flip, ``num_clients``, options,
+    partition files); ``ConfigError``."""
     _resolve(cfg)

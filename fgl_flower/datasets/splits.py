@@ -1,4 +1,4 @@
-"""Per-client train/val/test splits.
+r"""Per-client train/val/test splits.
 
 Node splits (:data:`NODE_SPLITS`) return three disjoint index arrays covering all nodes:
 
@@ -8,6 +8,20 @@ Node splits (:data:`NODE_SPLITS`) return three disjoint index arrays covering al
 * ``stratified-sequential``: the same cut, drawn as the O-pFGL reference code draws it: one
   Python ``random.Random(split_seed)`` runs over clients ``0..m-1`` in order (so client
   ``k``'s split depends on the earlier clients, see :data:`SEQUENTIAL_SPLITS`).
+* ``five-group`` (FedHERO §1.3, see :data:`GLOBAL_SPLITS`): before partitioning, every node
+  of the *whole* graph falls in one of 5 groups (:func:`node_groups`: a permutation of all
+  :math:`N` nodes by ``default_rng(split_seed)``, cut into 5 near-equal parts
+  :math:`G_0..G_4`). Fold :math:`j` (run-config ``split-fold``; ``-1``: the run seed mod 5,
+  so seeds 0-4 rotate the folds) splits a client with nodes :math:`V_k` into
+
+  .. math::
+
+     \mathrm{test} = V_k \cap G_j,\quad \mathrm{val} = V_k \cap G_{(j+1) \bmod 5},\quad
+     \mathrm{train} = V_k \setminus (\mathrm{test} \cup \mathrm{val}).
+
+  The groups depend on neither the partition nor the number of clients, and the ratios
+  are fixed at ``0.6,0.2,0.2`` (any other ``split`` is refused). Each member of a node
+  dataset group (e.g. ``syn-cora``) is a whole graph, cut into its own 5 groups.
 
 Graph splits (:func:`graph_split`) follow FedDense §2.4: sklearn ``train_test_split``
 of train vs. the rest, then of the rest into val/test.
@@ -15,10 +29,12 @@ of train vs. the rest, then of the rest into val/test.
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 import warnings
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,13 +43,45 @@ from fgl_flower.registry import Registry
 
 Ratios = tuple[float, float, float]
 Split = tuple[np.ndarray, np.ndarray, np.ndarray]
-NodeSplitFn = Callable[[np.ndarray, Ratios, "np.random.Generator | random.Random"], Split]
+NodeSplitFn = Callable[[np.ndarray, Ratios, "np.random.Generator | random.Random | NodeGroups"], Split]
 
 NODE_SPLITS: Registry[NodeSplitFn] = Registry("split mode")
 
 #: Split modes drawing from one ``random.Random(split_seed)`` shared by the clients in
 #: order; the loader replays clients ``0..k-1`` to split client ``k``.
 SEQUENTIAL_SPLITS = frozenset({"stratified-sequential"})
+
+#: Split modes fixed on the whole graph before partitioning; the loader hands them the
+#: client's :class:`NodeGroups` instead of a random source.
+GLOBAL_SPLITS = frozenset({"five-group"})
+
+#: Groups of the ``five-group`` split, and the only ratios it accepts (3 / 1 / 1 groups).
+NUM_GROUPS = 5
+FIVE_GROUP_RATIOS: Ratios = (0.6, 0.2, 0.2)
+
+
+@dataclass(frozen=True)
+class NodeGroups:
+    """One client's input to a :data:`GLOBAL_SPLITS` split.
+
+    Attributes:
+        group: ``[n]`` group (``0..NUM_GROUPS-1``) of each of the client's nodes.
+        fold: The experiment ``j``: test on group ``j``, validate on group ``j + 1``.
+    """
+
+    group: np.ndarray
+    fold: int
+
+
+@functools.lru_cache(maxsize=16)
+def node_groups(num_nodes: int, seed: int, num_groups: int = NUM_GROUPS) -> np.ndarray:
+    """``[N]`` group of every node of a graph: ``default_rng(seed).permutation(N)`` cut by
+    ``np.array_split`` into ``num_groups`` near-equal parts (read-only, memoised)."""
+    group = np.empty(num_nodes, dtype=np.int64)
+    for g, chunk in enumerate(np.array_split(np.random.default_rng(seed).permutation(num_nodes), num_groups)):
+        group[chunk] = g
+    group.setflags(write=False)
+    return group
 
 
 def check_ratios(ratios: Sequence[float]) -> Ratios:
@@ -90,6 +138,28 @@ def stratified_sequential(y: np.ndarray, ratios: Ratios, rng: random.Random) -> 
         return np.asarray(items, dtype=np.int64)
 
     return _per_class(y, ratios, shuffled)
+
+
+@NODE_SPLITS.register("five-group")
+def five_group_split(y: np.ndarray, ratios: Ratios, source: NodeGroups) -> Split:
+    """Fold ``j``: train on the groups other than ``j`` and ``j + 1``, validate on group
+    ``(j + 1) mod 5``, test on group ``j`` (``ratios`` are fixed, see :data:`FIVE_GROUP_RATIOS`)."""
+    test_group, val_group = source.fold % NUM_GROUPS, (source.fold + 1) % NUM_GROUPS
+    test = np.flatnonzero(source.group == test_group)
+    val = np.flatnonzero(source.group == val_group)
+    train = np.flatnonzero((source.group != test_group) & (source.group != val_group))
+    return train, val, test
+
+
+def check_five_group(ratios: Ratios, fold: int) -> None:
+    """``split-mode=five-group`` takes ratios ``0.6,0.2,0.2`` and a fold in ``0..4``; else ``ConfigError``."""
+    if not isinstance(fold, int) or not 0 <= fold < NUM_GROUPS:
+        raise ConfigError(f"split-fold={fold!r}: split-mode=five-group needs a fold 0-{NUM_GROUPS - 1} "
+                          "(or -1 in the run config: the run seed mod 5).")
+    if any(abs(a - b) > 1e-9 for a, b in zip(ratios, FIVE_GROUP_RATIOS)):
+        raise ConfigError(f"split={','.join(f'{r:g}' for r in ratios)} with split-mode=five-group: its "
+                          "folds train on 3 of 5 groups, validate on 1 and test on 1 (0.6,0.2,0.2). "
+                          "Leave split at 0.6,0.2,0.2, or use split-mode=random for other ratios.")
 
 
 def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> tuple[np.ndarray, np.ndarray]:

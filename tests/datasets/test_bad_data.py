@@ -5,9 +5,9 @@ import shutil
 
 import pytest
 
-from fgl_flower.datasets import DataConfig, load_client_data, load_dataset
+from fgl_flower.datasets import DATASETS, DataConfig, dataset_status, load_client_data, load_dataset
 from fgl_flower.datasets.federated import check_training_classes
-from fgl_flower.errors import ConfigError, CorruptDataError
+from fgl_flower.errors import ConfigError, CorruptDataError, DataUnavailableError
 
 
 def test_corrupt_raw_files_name_the_folder_and_the_fix(tmp_path, data_root):
@@ -53,3 +53,15 @@ def test_a_class_without_training_nodes_anywhere_is_refused():
                      options=(("num-nodes", 300),))
     with pytest.raises(ConfigError, match=r"synthetic: class\(es\) \[\d.*no training node on any client"):
         check_training_classes(bad)
+
+
+@pytest.mark.parametrize("name", ["Flickr", "WikiCS", "questions", "Physics", "COLLAB", "syn-cora-h0.99-r3"])
+def test_a_missing_dataset_names_itself_its_folder_and_the_data_root(name, tmp_path, monkeypatch):
+    monkeypatch.setenv("FGL_OFFLINE", "1")
+    present, folder = dataset_status(name, tmp_path)
+    assert not present
+    with pytest.raises(DataUnavailableError) as err:
+        load_dataset(name, tmp_path)
+    message = str(err.value)
+    assert repr(DATASETS.canonical(name)) in message and str(folder) in message
+    assert "FGL_DATA_ROOT" in message

@@ -5,6 +5,7 @@ name                      tasks   options
 ========================  ======  ===================================================
 ``louvain-topk``          node    ``resolution``
 ``louvain``               node    ``resolution``
+``louvain-merge``         node    ``resolution``, ``min-size`` (natural client count)
 ``louvain-plus``          node    ``num-communities``, ``part-delta``, ``resolution``
 ``metis-plus``            node    ``num-communities``
 ``metis``                 node    --

@@ -3,7 +3,9 @@
 A partitioner maps a dataset's *items* (nodes of one graph, graphs of one dataset, or
 the member datasets of a group) to ``num_clients`` disjoint sets. It sees only a
 :class:`PartitionInput`, so it is a pure, deterministic function of the input, the
-number of clients, the seed and its options.
+number of clients, the seed and its options. A partitioner whose data decide the number
+of clients (:attr:`Partitioner.natural_clients`, e.g. ``louvain-merge``) implements
+:meth:`Partitioner.natural_split` instead; ``num-clients = 0`` asks for that number.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import TYPE_CHECKING, ClassVar, Literal
 import numpy as np
 
 from fgl_flower.datasets.options import Option, Scalar
+from fgl_flower.errors import ConfigError
 from fgl_flower.registry import Registry
 
 if TYPE_CHECKING:
@@ -69,6 +72,9 @@ class Partitioner(abc.ABC):
     #: Bump when ``split`` returns different clients for the same input, so that
     #: partitions cached by an older version are not reused.
     version: ClassVar[int] = 1
+    #: Whether the data decide the number of clients (then ``split`` is not used: the
+    #: loader calls :meth:`natural_split` and checks the count it gives).
+    natural_clients: ClassVar[bool] = False
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
         """Cheap validation before any data is loaded; raise ``ConfigError``."""
@@ -78,6 +84,23 @@ class Partitioner(abc.ABC):
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
         """Return ``num_clients`` disjoint arrays of item ids."""
+
+    def natural_split(
+        self, inp: PartitionInput, seed: int, opts: Mapping[str, Scalar | None]
+    ) -> list[np.ndarray]:
+        """The clients the data give (:attr:`natural_clients` partitioners only)."""
+        raise NotImplementedError(f"{type(self).__name__} has no natural number of clients")
+
+    def natural_rule(self, opts: Mapping[str, Scalar | None]) -> str:
+        """What makes a client, for messages (e.g. "Louvain communities of >= 50 nodes")."""
+        return "its natural clients"
+
+    def count_error(self, name: str, dataset: str, found: int, num_clients: int,
+                    opts: Mapping[str, Scalar | None]) -> ConfigError:
+        """The error for an explicit ``num_clients`` that differs from the ``found`` natural count."""
+        return ConfigError(f"{name} of {dataset!r} gives {found} clients ({self.natural_rule(opts)}), "
+                           f"not num-clients={num_clients}; set num-clients={found} or 0 (the natural "
+                           "count).")
 
 
 PARTITIONERS: Registry[type[Partitioner]] = Registry("partitioner")

@@ -284,3 +284,57 @@ class Metis(Partitioner):
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
         return metis(inp, num_clients, seed)
+
+
+@PARTITIONERS.register("louvain-merge")
+class LouvainMerge(Partitioner):
+    """FedHERO / FedPub: every Louvain community of ``>= min-size`` nodes is a client; every
+    smaller community joins a uniformly random large one.
+
+    Louvain is networkx's (``resolution``, ``seed = partition-seed``); the large communities
+    are ordered largest first (ties: smallest node id), so client 0 is built on the largest,
+    and the small ones (in the same order) each draw their client from
+    ``default_rng(partition-seed)``. The number of clients is the number of large
+    communities (``num-clients = 0`` asks for it).
+    """
+
+    tasks = frozenset({"node"})
+    natural_clients = True
+    options = {
+        "resolution": _RESOLUTION,
+        "min-size": Option(int, 50, "smallest community that becomes a client; smaller ones are "
+                           "merged into a random large one"),
+    }
+
+    def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
+        if int(opts["min-size"]) < 1 or float(opts["resolution"]) <= 0:  # type: ignore[arg-type]
+            raise ConfigError("louvain-merge: need min-size >= 1 and resolution > 0 "
+                              f"(got min-size={opts['min-size']}, resolution={opts['resolution']}).")
+
+    def natural_rule(self, opts: Mapping[str, Scalar | None]) -> str:
+        return f"Louvain communities of >= {opts['min-size']} nodes at resolution {opts['resolution']:g}"
+
+    def natural_split(
+        self, inp: PartitionInput, seed: int, opts: Mapping[str, Scalar | None]
+    ) -> list[np.ndarray]:
+        min_size = int(opts["min-size"])  # type: ignore[arg-type]
+        comms = louvain(inp, float(opts["resolution"]), seed)  # type: ignore[arg-type]
+        large = [c for c in comms if c.size >= min_size]
+        if not large:
+            raise ConfigError(
+                f"louvain-merge: no Louvain community of {inp.dataset!r} has >= {min_size} nodes "
+                f"(the largest has {comms[0].size if comms else 0}); lower "
+                "data.louvain-merge.min-size or the resolution.")
+        owner = np.random.default_rng(seed).integers(len(large), size=len(comms) - len(large))
+        parts = [[c] for c in large]
+        for comm, k in zip(comms[len(large):], owner):
+            parts[int(k)].append(comm)
+        return [np.sort(np.concatenate(p)) for p in parts]
+
+    def split(
+        self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
+    ) -> list[np.ndarray]:
+        parts = self.natural_split(inp, seed, opts)
+        if num_clients not in (0, len(parts)):
+            raise self.count_error("louvain-merge", inp.dataset, len(parts), num_clients, opts)
+        return parts
