@@ -140,6 +140,7 @@ COLUMNS: dict[str, Column] = {
     "acc-gcfl": Column("client mean, GCFL's rule (final)", _at("final", "test_acc_gcfl_mean")),
     "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds),
     "gflops": Column("GFLOPs /client/round", _at("resources", "gflops"), _plain(".2f")),
+    "mp-gflops": Column("message-passing GFLOPs /client/round", _at("resources", "mp_gflops"), _plain(".2f")),
     "payload-kib": Column("payload KiB (4 B × shared params)", _at("resources", "payload_kib"), _plain(".2f")),
     "upload-bytes": Column("upload B /client/round (metered)", _at("resources", "upload_bytes"), _plain(".0f")),
     "model-kib": Column("model KiB (client mean)", _at("resources", "model_kib"), _plain(".2f")),

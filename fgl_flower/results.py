@@ -123,7 +123,10 @@ def summarize_resources(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:
       paper's count: one float32 copy, one direction);
     * ``upload_bytes``: serialized bytes uploaded per training client and round, as
       metered (median over rounds; arrays with their keys and headers, plus metrics);
-    * ``gflops``: FLOPs of one round's local training, forward and backward, in 1e9;
+    * ``gflops``: FLOPs of one round's local training, forward and backward, in 1e9: the
+      layers' dense matrix products;
+    * ``mp_gflops``: the same round's message passing (sparse products with an adjacency),
+      counted apart (0 where a client reports none);
     * ``clients``: each client's own report.
     """
     clients: dict[str, dict[str, float]] = {}
@@ -142,6 +145,7 @@ def summarize_resources(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:
         "payload_kib": 4 * mean("shared-params") / 1024,
         "upload_bytes": per_client_up[len(per_client_up) // 2] if per_client_up else None,
         "gflops": mean("flops") / 1e9,
+        "mp_gflops": sum(c.get("mp-flops", 0.0) for c in clients.values()) / len(clients) / 1e9,
         "clients": dict(sorted(clients.items(), key=lambda kv: int(kv[0]))),
     }
 

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fgl_flower.models.fedstar import GraphHead, StructureChannel, gin_conv
+from fgl_flower.models.fedstar import GraphHead, StructureChannel, adjacencies, gin_conv
 
 ACTIVATIONS = ("pre", "post")
 
@@ -76,9 +76,10 @@ class DDCGNN(nn.Module):
         return torch.cat(xs + ss, -1)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
-        ss = self.struct(stc_enc, edge_index)
+        sum_adj, gcn_adj = adjacencies(edge_index, x.size(0))
+        ss = self.struct(stc_enc, gcn_adj)
         xs = [self.feat.init(x)]
         for i, conv in enumerate(self.feat.convs):
-            out = conv(self._dense(xs, ss[: i + 1]), edge_index)
+            out = conv(self._dense(xs, ss[: i + 1]), sum_adj)
             xs.append(self._phi(out) if self.activation == "post" else out)
         return self.head(self._dense(xs, ss), batch)

@@ -23,8 +23,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GCNConv, GINConv, global_add_pool
+from torch_geometric.nn import global_add_pool
 
+from fgl_flower.models.propagate import Adjacency, GCNConv, GINConv
 from fgl_flower.models.sparse import GraphCache
 
 #: Width of the structural encoding (RWSE 16 + DSE 16, spec §2.3).
@@ -60,12 +61,20 @@ class GraphHead(nn.Module):
         return self.cls(g)
 
 
+def adjacencies(edge_index: Tensor, num_nodes: int) -> tuple[Adjacency, Adjacency]:
+    """A graph's (or mini-batch's) two propagation matrices: the plain sum of the GIN
+    channel and the GCN-normalized one of the structure channel, built once per forward
+    (:mod:`fgl_flower.models.propagate`)."""
+    return Adjacency.sum(edge_index, num_nodes), Adjacency.gcn(edge_index, num_nodes)
+
+
 class StructureChannel(nn.Module):
     r"""The shared structural encoder: ``init: Linear(32 -> d0)`` then ``num_layers``
     ``GCNConv`` with tanh, :math:`\mathbf s^{(\ell)} = \tanh(\mathrm{GCN}_\ell(\mathbf s^{(\ell-1)}))`.
 
-    :meth:`forward` returns the ``num_layers + 1`` maps :math:`\mathbf s^{(0)},\dots,\mathbf s^{(L)}`
-    (``[N, d0]`` then ``[N, width]`` each).
+    :meth:`forward` takes the GCN-normalized adjacency (:func:`adjacencies`) and returns the
+    ``num_layers + 1`` maps :math:`\mathbf s^{(0)},\dots,\mathbf s^{(L)}` (``[N, d0]``
+    then ``[N, width]`` each).
     """
 
     def __init__(self, d0: int, width: int, num_layers: int) -> None:
@@ -73,10 +82,10 @@ class StructureChannel(nn.Module):
         self.init = nn.Linear(STRUCTURE_DIM, d0)
         self.convs = nn.ModuleList(GCNConv(d0 if i == 0 else width, width) for i in range(num_layers))
 
-    def forward(self, stc_enc: Tensor, edge_index: Tensor) -> list[Tensor]:
+    def forward(self, stc_enc: Tensor, gcn_adj: Adjacency) -> list[Tensor]:
         maps = [self.init(stc_enc)]
         for conv in self.convs:
-            maps.append(torch.tanh(conv(maps[-1], edge_index)))
+            maps.append(torch.tanh(conv(maps[-1], gcn_adj)))
         return maps
 
 
@@ -103,16 +112,19 @@ class FedStarGIN(nn.Module):
         self.feat.convs = nn.ModuleList(gin_conv(2 * h, h, h) for _ in range(num_layers))
         self.head = GraphHead(2 * h, h, out_channels, dropout)
 
-    def node_states(self, x: Tensor, edge_index: Tensor, stc_enc: Tensor) -> Tensor:
-        """``[x^(L) || s^(L)]`` ``[N, 2h]``: both channels' last node representations."""
-        s = self.struct(stc_enc, edge_index)
+    def node_states(self, x: Tensor, adj: tuple[Adjacency, Adjacency], stc_enc: Tensor) -> Tensor:
+        """``[x^(L) || s^(L)]`` ``[N, 2h]``: both channels' last node representations, on
+        the graph's :func:`adjacencies`."""
+        sum_adj, gcn_adj = adj
+        s = self.struct(stc_enc, gcn_adj)
         h = self.feat.init(x)
         for conv, s_prev in zip(self.feat.convs, s):  # layer l reads s^(l-1)
-            h = F.dropout(F.relu(conv(torch.cat([h, s_prev], -1), edge_index)), self.dropout, self.training)
+            h = F.dropout(F.relu(conv(torch.cat([h, s_prev], -1), sum_adj)), self.dropout, self.training)
         return torch.cat([h, s[-1]], -1)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
-        return self.head(self.node_states(x, edge_index, stc_enc), batch)
+        """``x [N, F]``, ``edge_index [2, E]``, ``batch [N]``, ``stc_enc [N, 32]`` -> ``[B, C]``."""
+        return self.head(self.node_states(x, adjacencies(edge_index, x.size(0)), stc_enc), batch)
 
 
 class NodeHead(GraphHead):
@@ -145,4 +157,5 @@ class FedStarNodeGIN(FedStarGIN):
         xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
         stc = self._cache.get(f"stc_enc/{n}", (edge_index,),
                               lambda: structure_encoding(edge_index.cpu(), n).to(x.device))
-        return self.head(self.node_states(xd, edge_index, stc))
+        adj = self._cache.get(f"adjacencies/{n}", (edge_index,), lambda: adjacencies(edge_index, n))
+        return self.head(self.node_states(xd, adj, stc))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch.nn.functional as F
 from torch import Tensor, nn
-from torch_geometric.nn import GINConv, global_add_pool
+from torch_geometric.nn import global_add_pool
 
-
+from fgl_flower.models.propagate import Adjacency, GINConv
 
 class GIN(nn.Module):
     r"""Graph isomorphism network with a sum readout.
@@ -19,6 +19,8 @@ class GIN(nn.Module):
         \sum_{u\in\mathcal N(v)}\mathbf{h}_u^{(l)}\Big),\qquad
         \mathbf{h}_G = \sum_{v\in G}\mathbf{h}_v^{(L)}
 
+    Messages are summed by a sparse product with the mini-batch's adjacency
+    (:mod:`fgl_flower.models.propagate`), the same sums as PyG's scatter.
     The GIN convolutions are built first, so that two clients seeded alike get identical
     ``convs`` even when their input and output widths differ. :attr:`shared_prefixes`
     names the parameters shared in cross-dataset FL (the rest depends on the dataset).
@@ -40,9 +42,11 @@ class GIN(nn.Module):
         self.readout = nn.Linear(h, out_channels)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor) -> Tensor:
+        """``x [N, F]``, ``edge_index [2, E]``, ``batch [N]`` -> ``[B, C]``."""
+        adj = Adjacency.sum(edge_index, x.size(0))
         x = self.pre(x)
         for conv in self.convs:
-            x = F.dropout(F.relu(conv(x, edge_index)), self.dropout, self.training)
+            x = F.dropout(F.relu(conv(x, adj)), self.dropout, self.training)
         x = global_add_pool(x, batch)
         x = F.dropout(F.relu(self.post(x)), self.dropout, self.training)
         return self.readout(x)
