@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fgl_flower.models.fedstar import GraphHead, StructureChannel, adjacencies, gin_conv
+from fgl_flower.models.functional import dropout
 
 ACTIVATIONS = ("pre", "post")
 
@@ -67,7 +68,7 @@ class DDCGNN(nn.Module):
         self.head = GraphHead(2 * d0 + 2 * num_layers * width, head, out_channels, dropout)
 
     def _phi(self, h: Tensor) -> Tensor:
-        return F.dropout(F.relu(h), self.dropout, self.training)
+        return dropout(F.relu(h), self.dropout, self.training)
 
     def _dense(self, xs: list[Tensor], ss: list[Tensor]) -> Tensor:
         """The dual-dense input of the next layer (or of the readout)."""

@@ -25,6 +25,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import global_add_pool
 
+from fgl_flower.models.functional import dropout
 from fgl_flower.models.propagate import Adjacency, GCNConv, GINConv
 from fgl_flower.models.sparse import GraphCache
 
@@ -57,7 +58,7 @@ class GraphHead(nn.Module):
 
     def forward(self, h: Tensor, batch: Tensor) -> Tensor:
         g = global_add_pool(self.proj(h), batch)
-        g = F.dropout(F.relu(self.post(g)), self.dropout, self.training)
+        g = dropout(F.relu(self.post(g)), self.dropout, self.training)
         return self.cls(g)
 
 
@@ -119,7 +120,7 @@ class FedStarGIN(nn.Module):
         s = self.struct(stc_enc, gcn_adj)
         h = self.feat.init(x)
         for conv, s_prev in zip(self.feat.convs, s):  # layer l reads s^(l-1)
-            h = F.dropout(F.relu(conv(torch.cat([h, s_prev], -1), sum_adj)), self.dropout, self.training)
+            h = dropout(F.relu(conv(torch.cat([h, s_prev], -1), sum_adj)), self.dropout, self.training)
         return torch.cat([h, s[-1]], -1)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
@@ -133,7 +134,7 @@ class NodeHead(GraphHead):
     + b_{post})) + b_{cls}`."""
 
     def forward(self, h: Tensor, batch: Tensor | None = None) -> Tensor:
-        return self.cls(F.dropout(F.relu(self.post(self.proj(h))), self.dropout, self.training))
+        return self.cls(dropout(F.relu(self.post(self.proj(h))), self.dropout, self.training))
 
 
 class FedStarNodeGIN(FedStarGIN):

@@ -6,7 +6,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.nn import global_add_pool
 
+from fgl_flower.models.functional import dropout
 from fgl_flower.models.propagate import Adjacency, GINConv
+
 
 class GIN(nn.Module):
     r"""Graph isomorphism network with a sum readout.
@@ -46,8 +48,8 @@ class GIN(nn.Module):
         adj = Adjacency.sum(edge_index, x.size(0))
         x = self.pre(x)
         for conv in self.convs:
-            x = F.dropout(F.relu(conv(x, adj)), self.dropout, self.training)
+            x = dropout(F.relu(conv(x, adj)), self.dropout, self.training)
         x = global_add_pool(x, batch)
-        x = F.dropout(F.relu(self.post(x)), self.dropout, self.training)
+        x = dropout(F.relu(self.post(x)), self.dropout, self.training)
         return self.readout(x)
 

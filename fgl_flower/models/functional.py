@@ -1,0 +1,23 @@
+r"""Functional pieces shared by the models."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+
+def dropout(x: Tensor, p: float, training: bool) -> Tensor:
+    r"""Inverted dropout, :math:`\mathbf x \odot \mathbf m / (1 - p)` with
+    :math:`m_i \sim \mathrm{Bernoulli}(1 - p)`, as ``F.dropout``.
+
+    On the CPU the mask is drawn as uniform numbers :math:`\ge p`: the same distribution,
+    about three times faster than ``F.dropout``'s ``bernoulli_``, which took half of a
+    graph-classification epoch on molecules (the draws differ, so seeded runs differ from
+    ``F.dropout``'s). Elsewhere ``F.dropout`` (one fused kernel on a GPU).
+    """
+    if not training or p == 0.0:
+        return x
+    if x.device.type != "cpu" or p >= 1.0:
+        return F.dropout(x, p, training)
+    return x * (torch.rand_like(x) >= p) / (1.0 - p)
