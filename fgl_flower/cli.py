@@ -15,14 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
-import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from fgl_flower.errors import ConfigError, FGLError
+from fgl_flower.launch import prepare, resolve_num_clients  # noqa: F401 (the CLI's API)
 
 Scalar = int | float | bool | str
 
@@ -43,125 +42,22 @@ FLAG_KEYS = {
 }
 
 
-def _typed(key: str, text: str, defaults: Mapping[str, Scalar]) -> Scalar:
-    """Parse ``text`` to the type of ``key``'s default; unknown keys are errors."""
-    from fgl_flower.config import coerce_value
-
-    if key not in defaults:
-        raise ConfigError(
-            f"--set {key}: unknown run-config key. Known keys are in pyproject.toml "
-            "[tool.flwr.app.config]; e.g. lr, local-epochs, fedprox.mu, data.louvain.resolution."
-        )
-    return coerce_value(f"--set {key}", text, type(defaults[key]))
-
-
 def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
-    """App defaults, then CLI flags, then ``--set key=value`` overrides."""
-    from fgl_flower.config import load_app_defaults
+    """App defaults, then CLI flags, then ``--set key=value`` overrides
+    (:func:`fgl_flower.launch.flat_config`)."""
+    from fgl_flower.launch import flat_config
 
-    defaults = load_app_defaults()
-    flat: dict[str, Scalar] = dict(defaults)
+    overrides: dict[str, Any] = {}
     for attr, key in FLAG_KEYS.items():
         value = getattr(args, attr, None)
         if value is not None:
-            flat[key] = _typed(key, str(value), defaults)
+            overrides[key] = str(value)
     for item in args.set or []:
         if "=" not in item:
             raise ConfigError(f"--set {item!r}: use key=value.")
         key, text = item.split("=", 1)
-        flat[key.strip()] = _typed(key.strip(), text.strip(), defaults)
-    from fgl_flower.methods import METHODS
-
-    given = args.rounds is not None or any(i.split("=", 1)[0].strip() == "num-rounds" for i in args.set or [])
-    spec = METHODS.get(str(flat["method"]))
-    if spec.fixed_rounds is not None and not given:  # e.g. O-pFGL's one shot
-        flat["num-rounds"] = spec.fixed_rounds
-    out = Path(args.out).expanduser().resolve() if args.out else default_out_dir(flat)
-    flat["out-dir"] = str(out)
-    # Paths are resolved here: clients may run in another working directory.
-    for key in ("data-root", "data.files.dir"):
-        if flat.get(key):
-            flat[key] = str(Path(str(flat[key])).expanduser().resolve())
-    return flat
-
-
-def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = f"{flat['method']}-{flat['dataset']}-{flat['partition']}-c{flat['num-clients']}-s{flat['seed']}-{stamp}"
-    return (Path.cwd() / "runs" / name).resolve()
-
-
-def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequence[str] = ()):
-    """Validate everything that can fail before training, and build the partition cache.
-
-    Returns the run's config with ``num-clients = 0`` resolved to the partition's natural
-    count (:func:`resolve_num_clients`); run it with ``cfg.flat()``.
-    """
-    from fgl_flower.config import parse_run_config
-    from fgl_flower.datasets import validate_data_config
-    from fgl_flower.server_app import check_method_task
-
-    cfg = parse_run_config(flat)
-    check_method_task(cfg)
-    if cfg.data_root and not Path(cfg.data_root).is_dir():
-        raise ConfigError(f"data-root {cfg.data_root} is not a folder: point it at the folder "
-                          "holding the raw datasets (or unset it to use $FGL_DATA_ROOT).")
-    validate_data_config(cfg.data_config())
-    check_resources(cfg, engine, gpus)
-    cfg = resolve_num_clients(cfg)
-    from fgl_flower.datasets.federated import check_training_classes  # torch: after the config
-
-    check_training_classes(cfg.data_config())  # builds and caches the whole partition
-    return cfg
-
-
-def resolve_num_clients(cfg):
-    """``cfg`` with ``num-clients = 0`` replaced by the partition's natural number of clients
-    (a dataset group's size, ``louvain-merge``'s large communities), parsed again so every
-    check sees the count; ``cfg`` itself otherwise. Builds that partition's cache."""
-    if cfg.num_clients != 0:
-        return cfg
-    from fgl_flower.config import parse_run_config
-    from fgl_flower.datasets import natural_num_clients
-
-    return parse_run_config({**cfg.flat(), "num-clients": natural_num_clients(cfg.data_config())})
-
-
-def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
-    """The run's devices and resources exist on this machine (``engine``: ``simulation``,
-    ``inprocess`` or ``deployment``); one :class:`ConfigError` saying what to change."""
-    import os
-
-    import torch
-
-    from fgl_flower.device import resolve_device
-    from fgl_flower.runtime.simulation import check_client_resources
-
-    visible = torch.cuda.device_count()
-    if engine != "simulation":
-        if gpus:
-            bad = [g for g in gpus if not g.isdigit() or int(g) >= visible]
-            if bad:
-                raise ConfigError(f"--gpus {','.join(gpus)}: this machine has {visible} GPU(s) "
-                                  f"(ids 0..{visible - 1}); no GPU {', '.join(bad)}.")
-            return
-        resolve_device(cfg.device)  # the clients run on this machine, in this environment
-        return
-    cores = os.cpu_count() or 1
-    if cfg.cpus_per_client > cores:
-        raise ConfigError(f"--cpus-per-client {cfg.cpus_per_client}: this machine has {cores} CPUs, "
-                          "and Ray would never start a client that needs more.")
-    if cfg.gpus_per_client > 0 and visible == 0:
-        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
-                          "to torch; leave it at 0 (CPU clients).")
-    check_client_resources(cfg.cpus_per_client, cfg.gpus_per_client)
-    if cfg.device.startswith("cuda") and cfg.gpus_per_client == 0:
-        raise ConfigError(f"device={cfg.device!r} in simulation needs a GPU share per client: Ray "
-                          "hides the GPUs from clients that reserve none. Add e.g. "
-                          "--gpus-per-client 0.25 (four clients per GPU), or use device='auto'.")
-    if cfg.device == "cpu" and cfg.gpus_per_client > 0:
-        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client} with device='cpu' reserves GPUs "
-                          "that no client uses; drop one of the two.")
+        overrides[key.strip()] = text.strip()
+    return flat_config(overrides, out=args.out, where="--set ")
 
 
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
@@ -207,66 +103,20 @@ def resume_config(args: argparse.Namespace) -> dict[str, Scalar]:
     return flat
 
 
-def check_out_dir(out: Path, resume: bool = False, overwrite: bool = False) -> None:
-    """``out`` can be written, and holds no earlier run unless resumed or overwritten."""
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out} is a file; choose a folder.")
-    earlier = [n for n in ("summary.json", "rounds.jsonl") if (out / n).exists()]
-    if earlier and not (resume or overwrite):
-        raise ConfigError(f"--out {out} already holds a run ({', '.join(earlier)}): choose "
-                          f"another folder, continue it with --resume {out}, or pass --overwrite.")
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=out):
-            pass
-    except OSError as e:
-        raise ConfigError(f"--out {out}: cannot write there ({e.strerror}); choose a writable "
-                          "folder.") from None
-
-
 def _launch(args: argparse.Namespace, deploy: bool) -> int:
-    from fgl_flower.paths import app_dir
+    from fgl_flower.launch import execute, validate
 
     flat = resume_config(args) if args.resume else build_run_config(args)
     engine = "deployment" if deploy else "inprocess" if getattr(args, "inprocess", False) else "simulation"
     gpus = [g.strip() for g in (getattr(args, "gpus", None) or "").split(",") if g.strip()]
-    out = Path(str(flat["out-dir"]))
-    try:
-        check_out_dir(out, resume=bool(args.resume), overwrite=getattr(args, "overwrite", False))
-        cfg = prepare(flat, engine, gpus)
-        flat = cfg.flat()  # num-clients resolved
-    except FGLError as e:  # the run folder says why it holds no results, and nothing else
-        if not out.exists() or not any(out.iterdir()):
-            try:
-                out.mkdir(parents=True, exist_ok=True)
-                (out / "error.txt").write_text(f"{e}\n")
-            except OSError:
-                pass
-        raise
+    cfg = validate(flat, engine, gpus, resume=bool(args.resume), overwrite=getattr(args, "overwrite", False))
     names = {"deployment": "local deployment", "inprocess": "in-process grid", "simulation": "simulation"}
+    out = Path(str(flat["out-dir"]))
     print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
           f"({names[engine]}); results in {out}", flush=True)
-    if engine == "inprocess":
-        from fgl_flower.inprocess import run_inprocess
-
-        run_inprocess(flat)
-        code = 0
-    elif engine == "deployment":
-        from fgl_flower.runtime import run_deployment
-
-        code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus,
-                              secure=getattr(args, "secure", False))
-    else:
-        from fgl_flower.runtime import run_simulation
-
-        code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
-                              gpus_per_client=cfg.gpus_per_client,
-                              ray_address=getattr(args, "ray_address", None))
-    summary_path = out / "summary.json"
-    if code != 0 or not summary_path.exists():
-        raise FGLError(f"The run failed (exit code {code}); see the log above. "
-                       f"Finished rounds are in {out / 'rounds.jsonl'}.")
-    print_summary(json.loads(summary_path.read_text()), out)
+    execute(cfg, engine, gpus=gpus, secure=getattr(args, "secure", False),
+            ray_address=getattr(args, "ray_address", None))
+    print_summary(json.loads((out / "summary.json").read_text()), out)
     return 0
 
 

@@ -51,12 +51,13 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._names: dict[str, str] = {}  # normalized -> canonical spelling
 
-    def register(self, name: str, obj: T | None = None) -> Callable[[T], T] | T:
-        """Register ``obj`` under ``name``; usable as a decorator when ``obj`` is omitted."""
+    def register(self, name: str, obj: T | None = None, *, replace: bool = False) -> Callable[[T], T] | T:
+        """Register ``obj`` under ``name``; usable as a decorator when ``obj`` is omitted.
+        A name taken already is an error unless ``replace`` (e.g. a notebook cell run twice)."""
 
         def _add(o: T) -> T:
             key = _norm(name)
-            if key in self._items:
+            if key in self._items and not replace:
                 raise ValueError(f"{self.kind} {name!r} is already registered")
             self._items[key] = o
             self._names[key] = name

@@ -239,15 +239,14 @@ def _fmt_bytes(n: float) -> str:
 
 def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") -> None:
     """Accuracy (val/test, weighted mean over clients) and loss per round, as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    # A Figure without pyplot: no backend is chosen or switched (a notebook keeps its own).
+    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     style = {"marker": "o", "markersize": 3}  # a one-round run still shows its points
 
-    fig, (ax_acc, ax_loss) = plt.subplots(1, 2, figsize=(10, 3.8))
+    fig = Figure(figsize=(10, 3.8))
+    ax_acc, ax_loss = fig.subplots(1, 2)
     xs = [r["round"] for r in rounds if r.get("eval")]
     for key, label in (("val_acc", "val acc"), ("test_acc", "test acc")):
         ys = [r["eval"].get(key) for r in rounds if r.get("eval")]
@@ -269,5 +268,4 @@ def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") ->
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.savefig(tmp, dpi=100)
-    plt.close(fig)
     os.replace(tmp, path)

@@ -77,11 +77,20 @@ class MethodSpec:
 METHODS: Registry[MethodSpec] = Registry("method")
 
 
-def register_method(spec: MethodSpec) -> MethodSpec:
-    """Register ``spec`` with its options frozen (read-only mapping)."""
+def register_method(spec: MethodSpec, *, replace_existing: bool = False) -> MethodSpec:
+    """Register ``spec`` with its options frozen (read-only mapping).
+
+    Methods registered at run time (e.g. defined in a notebook, with classes rather than
+    ``"module:Class"`` paths) run in-process; ``replace_existing`` re-registers a name (a
+    notebook cell run twice)."""
     frozen = replace(spec, options=MappingProxyType(dict(spec.options)))
-    METHODS.register(spec.name, frozen)
+    METHODS.register(spec.name, frozen, replace=replace_existing)
     return frozen
+
+
+def method_option_defaults() -> dict[str, Scalar]:
+    """``<method>.<option>`` -> default of every registered method's options."""
+    return {f"{name}.{k}": v for name, spec in METHODS.items() for k, v in spec.options.items()}
 
 
 for _spec in (

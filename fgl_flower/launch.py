@@ -1,0 +1,213 @@
+"""Starting a run: one path for the ``fgl`` command line and the Python API.
+
+:func:`flat_config` turns overrides into a whole flat run config (app defaults, typed like
+them, unknown keys refused with the closest known ones), :func:`validate` checks everything
+that can fail before training (config, data, devices, the output folder) and builds the
+partition, and :func:`execute` runs it in one of the :data:`ENGINES`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from fgl_flower.errors import ConfigError, FGLError
+
+Scalar = int | float | bool | str
+
+#: Where a run's clients execute: this process, Flower's Ray simulation (``flwr run``), or a
+#: local SuperLink with one SuperNode per client.
+ENGINES = ("inprocess", "simulation", "deployment")
+
+
+def typed(key: str, value: Any, defaults: Mapping[str, Scalar], where: str = "") -> Scalar:
+    """``value`` converted to the type of ``key``'s default (text is parsed); an unknown
+    key is a :class:`ConfigError` naming the closest known keys."""
+    from fgl_flower.config import coerce_value
+
+    if key not in defaults:
+        close = difflib.get_close_matches(key, list(defaults), n=3, cutoff=0.6)
+        hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        raise ConfigError(f"{where}{key}: unknown run-config key.{hint} `fgl config` lists every key "
+                          "with its default and meaning.")
+    return coerce_value(f"{where}{key}", value, type(defaults[key]))
+
+
+def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
+                where: str = "") -> dict[str, Scalar]:
+    """The app defaults (``pyproject.toml``) with ``overrides`` applied, ready to validate.
+
+    A one-shot method (O-pFGL) gets its fixed number of rounds unless ``num-rounds`` is
+    overridden; ``out-dir`` becomes ``out`` (default ``./runs/<method>-<dataset>-...``) and
+    paths are made absolute (clients may run in another working directory). ``where``
+    prefixes error messages (``"--set "`` for the command line).
+    """
+    from fgl_flower.config import load_app_defaults
+    from fgl_flower.methods import METHODS, method_option_defaults
+
+    defaults = load_app_defaults()
+    known = {**method_option_defaults(), **defaults}  # a method registered at run time too
+    flat: dict[str, Scalar] = dict(defaults)
+    for key, value in overrides.items():
+        flat[key] = typed(key, value, known, where)
+    spec = METHODS.get(str(flat["method"]))
+    if spec.fixed_rounds is not None and "num-rounds" not in overrides:
+        flat["num-rounds"] = spec.fixed_rounds
+    path = Path(out).expanduser().resolve() if out else default_out_dir(flat)
+    flat["out-dir"] = str(path)
+    for key in ("data-root", "data.files.dir"):
+        if flat.get(key):
+            flat[key] = str(Path(str(flat[key])).expanduser().resolve())
+    return flat
+
+
+def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
+    """``./runs/<method>-<dataset>-<partition>-c<clients>-s<seed>-<time>``."""
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    name = f"{flat['method']}-{flat['dataset']}-{flat['partition']}-c{flat['num-clients']}-s{flat['seed']}-{stamp}"
+    return (Path.cwd() / "runs" / name).resolve()
+
+
+def check_out_dir(out: Path, resume: bool = False, overwrite: bool = False) -> None:
+    """``out`` can be written, and holds no earlier run unless resumed or overwritten."""
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out} is a file; choose a folder.")
+    earlier = [n for n in ("summary.json", "rounds.jsonl") if (out / n).exists()]
+    if earlier and not (resume or overwrite):
+        raise ConfigError(f"--out {out} already holds a run ({', '.join(earlier)}): choose "
+                          f"another folder, continue it with --resume {out}, or pass --overwrite.")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=out):
+            pass
+    except OSError as e:
+        raise ConfigError(f"--out {out}: cannot write there ({e.strerror}); choose a writable "
+                          "folder.") from None
+
+
+def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequence[str] = ()):
+    """Validate everything that can fail before training, and build the partition cache.
+
+    Returns the run's config with ``num-clients = 0`` resolved to the partition's natural
+    count (:func:`resolve_num_clients`); run it with ``cfg.flat()``.
+    """
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import validate_data_config
+    from fgl_flower.server_app import check_method_task
+
+    if engine not in ENGINES:
+        raise ConfigError(f"engine {engine!r}: use one of {', '.join(ENGINES)}.")
+    cfg = parse_run_config(flat)
+    check_method_task(cfg)
+    if cfg.data_root and not Path(cfg.data_root).is_dir():
+        raise ConfigError(f"data-root {cfg.data_root} is not a folder: point it at the folder "
+                          "holding the raw datasets (or unset it to use $FGL_DATA_ROOT).")
+    validate_data_config(cfg.data_config())
+    check_resources(cfg, engine, gpus)
+    cfg = resolve_num_clients(cfg)
+    from fgl_flower.datasets.federated import check_training_classes  # torch: after the config
+
+    check_training_classes(cfg.data_config())  # builds and caches the whole partition
+    return cfg
+
+
+def resolve_num_clients(cfg):
+    """``cfg`` with ``num-clients = 0`` replaced by the partition's natural number of clients
+    (a dataset group's size, ``louvain-merge``'s large communities), parsed again so every
+    check sees the count; ``cfg`` itself otherwise. Builds that partition's cache."""
+    if cfg.num_clients != 0:
+        return cfg
+    from fgl_flower.config import parse_run_config
+    from fgl_flower.datasets import natural_num_clients
+
+    return parse_run_config({**cfg.flat(), "num-clients": natural_num_clients(cfg.data_config())})
+
+
+def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
+    """The run's devices and resources exist on this machine (``engine``: one of
+    :data:`ENGINES`); one :class:`ConfigError` saying what to change."""
+    import os
+
+    import torch
+
+    from fgl_flower.device import resolve_device
+    from fgl_flower.runtime.simulation import check_client_resources
+
+    visible = torch.cuda.device_count()
+    if engine != "simulation":
+        if gpus:
+            bad = [g for g in gpus if not g.isdigit() or int(g) >= visible]
+            if bad:
+                raise ConfigError(f"--gpus {','.join(gpus)}: this machine has {visible} GPU(s) "
+                                  f"(ids 0..{visible - 1}); no GPU {', '.join(bad)}.")
+            return
+        resolve_device(cfg.device)  # the clients run on this machine, in this environment
+        return
+    cores = os.cpu_count() or 1
+    if cfg.cpus_per_client > cores:
+        raise ConfigError(f"--cpus-per-client {cfg.cpus_per_client}: this machine has {cores} CPUs, "
+                          "and Ray would never start a client that needs more.")
+    if cfg.gpus_per_client > 0 and visible == 0:
+        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
+                          "to torch; leave it at 0 (CPU clients).")
+    check_client_resources(cfg.cpus_per_client, cfg.gpus_per_client)
+    if cfg.device.startswith("cuda") and cfg.gpus_per_client == 0:
+        raise ConfigError(f"device={cfg.device!r} in simulation needs a GPU share per client: Ray "
+                          "hides the GPUs from clients that reserve none. Add e.g. "
+                          "--gpus-per-client 0.25 (four clients per GPU), or use device='auto'.")
+    if cfg.device == "cpu" and cfg.gpus_per_client > 0:
+        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client} with device='cpu' reserves GPUs "
+                          "that no client uses; drop one of the two.")
+
+
+def validate(flat: Mapping[str, Scalar], engine: str, gpus: Sequence[str] = (), *,
+             resume: bool = False, overwrite: bool = False):
+    """:func:`check_out_dir` and :func:`prepare` for the run folder ``flat["out-dir"]``;
+    returns the prepared config. A refused run leaves only ``error.txt`` (the reason) in a
+    folder that was empty, and raises."""
+    out = Path(str(flat["out-dir"]))
+    try:
+        check_out_dir(out, resume=resume, overwrite=overwrite)
+        return prepare(flat, engine, gpus)
+    except FGLError as e:
+        if not out.exists() or not any(out.iterdir()):
+            try:
+                out.mkdir(parents=True, exist_ok=True)
+                (out / "error.txt").write_text(f"{e}\n")
+            except OSError:
+                pass
+        raise
+
+
+def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
+            ray_address: str | None = None, stream: TextIO | None = None) -> Path:
+    """Run the prepared ``cfg`` (:func:`validate`) on ``engine``; returns its run folder,
+    which holds ``summary.json``. ``stream`` receives the output of ``flwr run``
+    (default: stdout). Raises :class:`FGLError` if the run did not finish."""
+    from fgl_flower.paths import app_dir
+
+    flat = cfg.flat()
+    out = Path(str(flat["out-dir"]))
+    if engine == "inprocess":
+        from fgl_flower.inprocess import run_inprocess
+
+        run_inprocess(flat)
+        code = 0
+    elif engine == "deployment":
+        from fgl_flower.runtime import run_deployment
+
+        code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus, secure=secure, stream=stream)
+    else:
+        from fgl_flower.runtime import run_simulation
+
+        code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
+                              gpus_per_client=cfg.gpus_per_client, ray_address=ray_address,
+                              stream=stream)
+    if code != 0 or not (out / "summary.json").exists():
+        raise FGLError(f"The run failed (exit code {code}); see the log above. "
+                       f"Finished rounds are in {out / 'rounds.jsonl'}.")
+    return out
