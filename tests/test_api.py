@@ -142,3 +142,13 @@ def test_a_run_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(matplotlib, "use", lambda *a, **k: pytest.fail("a run switched the backend"))
     fgl.run("fedavg", **SMALL, data={"synthetic": {"num-nodes": 300}}, out=tmp_path, progress=False)
     assert (tmp_path / "curves.png").stat().st_size > 0 and matplotlib.get_backend() == backend
+
+
+@pytest.mark.slow
+def test_the_simulation_backend_gives_the_in_process_numbers(tmp_path):
+    """backend="simulation" drives `flwr run` on Ray (Flower's output to flwr.log)."""
+    args = dict(SMALL, data={"synthetic": {"num-nodes": 300}}, progress=False)
+    here = fgl.run("fedavg", **args, out=tmp_path / "inprocess")
+    ray = fgl.run("fedavg", **args, backend="simulation", out=tmp_path / "simulation")
+    assert ray.final == here.final and ray.summary["final_clients"] == here.summary["final_clients"]
+    assert "Successfully started run" in (tmp_path / "simulation" / "flwr.log").read_text()
