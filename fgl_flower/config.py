@@ -53,6 +53,7 @@ CORE_KEYS: dict[str, type] = {
     "keep-optimizer-state": bool,
     "progress": bool,
     "select-by": str,
+    "eval-dropout": bool,
     "eval-weight": str,
     "optimizer": str,
     "agg-weight": str,
@@ -124,6 +125,7 @@ class RunConfig:
     progress: bool
     select_by: str
     eval_weight: str = "split"
+    eval_dropout: bool = False
     optimizer: str = "adam"
     agg_weight: str = "train"
     device: str = "auto"
@@ -403,6 +405,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         progress=bool(core["progress"]),
         select_by=str(core["select-by"]),
         eval_weight=str(core["eval-weight"]),
+        eval_dropout=bool(core["eval-dropout"]),
         optimizer=str(core["optimizer"]),
         agg_weight=str(core["agg-weight"]),
         device=device,

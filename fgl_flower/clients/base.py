@@ -66,6 +66,19 @@ class FGLClient:
         """Seed torch for this client, round and phase (reproducible, distinct per client)."""
         manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round, phase), self.device)
 
+    def eval_dropout(self) -> bool:
+        """Whether evaluations keep dropout active (run option ``eval-dropout``)."""
+        return self.cfg.eval_dropout
+
+    def evaluate_learner(self, learner: Learner, server_round: int) -> dict[str, float]:
+        """``learner.evaluate()`` as the run asks: with :meth:`eval_dropout`, the model in
+        train mode with its dropout masks seeded for this client and round (so reused and
+        rebuilt clients, and every runtime, draw the same masks), else in eval mode."""
+        if not self.eval_dropout():
+            return learner.evaluate()
+        self.seed_round(server_round, "evaluate")
+        return learner.evaluate(train_mode=True)
+
     def metrics(self, values: dict[str, float], num_examples: float) -> MetricRecord:
         """A MetricRecord tagged with this client's partition id and weight."""
         return MetricRecord(
@@ -131,8 +144,9 @@ class LearnerClient(FGLClient):
         model = self.learner.model
         return tuple(t._version for t in itertools.chain(model.parameters(), model.buffers()))
 
-    def evaluation_reply(self, train_mode: bool = False) -> RecordDict:
-        res = self.learner.evaluate(train_mode)
+    def evaluation_reply(self, server_round: int) -> RecordDict:
+        """The learner's evaluation (:meth:`evaluate_learner`) as a reply."""
+        res = self.evaluate_learner(self.learner, server_round)
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})
 
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:

@@ -38,7 +38,7 @@ class FedAvgClient(LearnerClient):
         self.load_global(content)
         epochs = self.finetune_epochs()
         if epochs <= 0:
-            return self.evaluation_reply()
+            return self.evaluation_reply(server_round)
         learner = self.learner
         self.learner = tuned = copy.copy(learner)
         try:
@@ -46,6 +46,6 @@ class FedAvgClient(LearnerClient):
             tuned.optimizer = make_adam(tuned.model.parameters(), self.cfg.lr, self.cfg.weight_decay)
             self.seed_round(server_round, "finetune")
             tuned.fit(epochs)
-            return self.evaluation_reply()
+            return self.evaluation_reply(server_round)
         finally:
             self.learner = learner

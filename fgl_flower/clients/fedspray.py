@@ -209,7 +209,7 @@ class FedSprayClient(FGLClient):
         metrics = {
             "train_loss": ce.item(), "gnn_kd": kd.item(), "encoder_ce": fce.item(),
             "encoder_kd": fkd.item(), "kd_nodes": float(kd_nodes.sum()),
-            **self.gnn.evaluate(),  # the GNN is final for this round (see the strategy)
+            **self.evaluate_learner(self.gnn, server_round),  # the GNN is final for this round (see the strategy)
         }
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),
@@ -219,7 +219,7 @@ class FedSprayClient(FGLClient):
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         """Metrics of the personalized GNN (nothing global is needed)."""
-        res = self.gnn.evaluate()
+        res = self.evaluate_learner(self.gnn, server_round)
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})
 
     def save(self) -> None:

@@ -271,7 +271,9 @@ class OPFGLClient(FGLClient):
 
         stage2 = train_with_selection(model, stage2_loss, lambda: self.val_acc(model),
                                       o.lr_ft, o.max_steps, o.eval_every, o.patience)
-        model.eval()
+        model.train(cfg.eval_dropout)  # the reported evaluation: eval-dropout keeps dropout on
+        if cfg.eval_dropout:
+            self.seed_round(server_round, "evaluate")
         with torch.no_grad():
             res = node_metrics(self.logits(model), self.data)
         res |= {f"global_{k}": v for k, v in node_metrics(teacher_logits, self.data).items()

@@ -116,8 +116,11 @@ class S2FGLClient(LearnerClient):
         reply[PROTOTYPES] = torch_record({"prototypes": protos, "counts": counts})
         return reply
 
+    def eval_dropout(self) -> bool:
+        """``eval-dropout``, or this method's own ``s2fgl.eval-dropout`` (the same switch,
+        older; the recorded commands of docs/results/s2fgl.md use it)."""
+        return self.cfg.eval_dropout or self.opts.eval_dropout
+
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
-        if self.opts.eval_dropout:
-            self.seed_round(server_round, "evaluate")  # reproducible dropout masks
-        return self.evaluation_reply(self.opts.eval_dropout)
+        return self.evaluation_reply(server_round)
