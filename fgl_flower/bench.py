@@ -25,6 +25,11 @@ An experiment file (TOML, under ``experiments/``) declares the rows of one resul
 ``columns = ["acc", "minority", ...]`` (top level, optional) picks the metric columns
 from :data:`COLUMNS`; the default is the accuracy/F1 set.
 
+Paired comparisons: a row may carry an ``id``, and another row ``versus = "<id>"``; the
+metrics named in ``paired = ["acc-last5", ...]`` (top level) then get a second table with
+the per-seed differences (row minus its ``versus`` row, same seed) and their mean with a 95 %
+t-interval.
+
 ``fgl bench FILE`` runs each row and seed with ``fgl run`` (skipping runs whose
 ``summary.json`` already exists, so an interrupted benchmark resumes), then writes the
 table: mean ± population std over seeds of each metric column, time per round and per
@@ -160,6 +165,8 @@ class Row:
     paper: float | str | None = None
     own: dict[str, Any] = field(default_factory=dict)  # the row's own `set` (not defaults')
     inprocess: bool = False  # `fgl run --inprocess`
+    id: str = ""  # a name other rows compare against (``versus``)
+    versus: str = ""  # the ``id`` of the row this one is compared with, seed by seed
 
     @property
     def slug(self) -> str:
@@ -196,6 +203,7 @@ class Experiment:
     doc_title: str = ""
     source: Path | None = None  # the experiment file
     order: int = 0  # position among the sections of a shared ``doc``
+    paired: tuple[str, ...] = ()  # metric columns compared seed by seed (rows with ``versus``)
 
 
 def _doc_path(spec: Mapping[str, Any], path: Path, root: Path) -> Path:
@@ -212,7 +220,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     rows = []
     for i, raw in enumerate(spec.get("row", [])):
         merged = {**defaults, **raw}
-        unknown = set(merged) - set(FLAGS) - {"group", "set", "paper", "inprocess"}
+        unknown = set(merged) - set(FLAGS) - {"group", "set", "paper", "inprocess", "id", "versus"}
         if unknown:
             raise ConfigError(f"{path}: row {i} has unknown fields {sorted(unknown)}.")
         rows.append(Row(
@@ -222,11 +230,18 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
             paper=merged.get("paper"),
             own=dict(raw.get("set", {})),
             inprocess=bool(merged.get("inprocess", False)),
+            id=str(raw.get("id", "")),
+            versus=str(raw.get("versus", "")),
         ))
     if not rows:
         raise ConfigError(f"{path}: no [[row]] entries.")
     columns = tuple(spec.get("columns", DEFAULT_COLUMNS))
-    unknown = [c for c in columns if c not in COLUMNS]
+    paired = tuple(spec.get("paired", ()))
+    ids = {row.id for row in rows if row.id}
+    missing = sorted({row.versus for row in rows if row.versus} - ids)
+    if missing:
+        raise ConfigError(f"{path}: versus names no row id: {missing}; ids: {sorted(ids)}.")
+    unknown = [c for c in columns + paired if c not in COLUMNS]
     if unknown:
         raise ConfigError(f"{path}: unknown columns {unknown}; known: {', '.join(COLUMNS)}.")
     return Experiment(
@@ -241,6 +256,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
         doc_title=spec.get("doc_title", ""),
         source=path,
         order=int(spec.get("order", 0)),
+        paired=paired,
     )
 
 
@@ -340,7 +356,52 @@ def render(exp: Experiment, level: int = 1) -> str:
             f"{len(runs)}/{len(exp.seeds)}", f"`{cmd}`",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if exp.paired and any(row.versus for row in exp.rows):
+        lines += ["", *paired_table(exp, {id(row): runs for row, runs in rows})]
     return "\n".join(lines) + "\n"
+
+
+def paired_differences(runs: list[Mapping[str, Any]], base: list[Mapping[str, Any]],
+                       column: Column) -> dict[int, float]:
+    """``seed -> value(run) - value(base run)`` over the seeds both have (in points)."""
+    mine = {int(r["seed"]): v for r in runs if (v := column.value(r)) is not None}
+    theirs = {int(r["seed"]): v for r in base if (v := column.value(r)) is not None}
+    return {s: 100 * (mine[s] - theirs[s]) for s in sorted(mine.keys() & theirs.keys())}
+
+
+def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The ``level`` Student-t confidence interval of the mean (``None`` below 2 values)."""
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    half = t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    mean = statistics.fmean(values)
+    return mean - half, mean + half
+
+
+def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]) -> list[str]:
+    """Lines of the paired-comparison table: per row with ``versus`` and paired metric, the
+    per-seed differences, their mean and 95 % t-interval (points); ``runs_of`` maps
+    ``id(row)`` to its runs."""
+    by_id = {row.id: row for row in exp.rows if row.id}
+    lines = ["Paired differences, this row minus the row it is compared with, same seed (same "
+             "partition and split), in points; mean and 95 % t-interval over the seeds.", "",
+             "| setting | minus | metric | per seed | mean | 95 % CI | seeds |", "|---|---|---|---|---|---|---|"]
+    for row in exp.rows:
+        if not row.versus:
+            continue
+        base = by_id[row.versus]
+        for key in exp.paired:
+            diffs = paired_differences(runs_of[id(row)], runs_of[id(base)], COLUMNS[key])
+            values = list(diffs.values())
+            ci = t_interval(values)
+            lines.append("| " + " | ".join([
+                row.group, base.group, COLUMNS[key].header,
+                ", ".join(f"{s}: {d:+.2f}" for s, d in diffs.items()) or "—",
+                f"{statistics.fmean(values):+.2f}" if values else "—",
+                f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "—", str(len(values))]) + " |")
+    return lines
 
 
 def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:

@@ -153,3 +153,33 @@ def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
     line = render(exp).splitlines()[-1]
     # client means 0.70, 0.75, 0.65; per-client stds 0.1 and 0.1732 -> mean 0.1366
     assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 14.44 | 4.00 |" in line
+
+
+def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):
+    spec = tmp_path / "exp.toml"
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0, 1, 2]\ncolumns = ["acc-last5"]\npaired = ["acc-last5"]\n'
+        '[[row]]\nid = "base"\nmethod = "fedavg"\ndataset = "Cora"\npartition = "louvain"\nclients = 2\n'
+        '[[row]]\nversus = "base"\nmethod = "s2fgl"\ndataset = "Cora"\npartition = "louvain"\nclients = 2\n'
+    )
+    exp = load_experiment(spec, root=tmp_path)
+    values = {"fedavg": (0.80, 0.81, 0.82), "s2fgl": (0.81, 0.83, 0.82)}  # diffs +1, +2, 0 (seed 2 missing below)
+    for row in exp.rows:
+        for seed, v in enumerate(values[row.args["method"]]):
+            if row.args["method"] == "s2fgl" and seed == 2:
+                continue
+            out = exp.out / row.slug / f"seed{seed}"
+            out.mkdir(parents=True)
+            (out / "summary.json").write_text(json.dumps({"seed": seed, "last": {"test_acc": v}}))
+    lines = render(exp).splitlines()
+    paired = [line for line in lines if line.startswith("| Cora | Cora |")]
+    # seeds 0 and 1 are paired: +1 and +2, mean +1.5, t(1) 97.5 % = 12.706, sd 0.7071 -> ±6.35
+    assert paired == ["| Cora | Cora | test acc, weighted (mean of last 5 rounds) | 0: +1.00, 1: +2.00 "
+                      "| +1.50 | [-4.85, +7.85] | 2 |"]
+
+
+def test_versus_must_name_a_row(tmp_path):
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\n[[row]]\nversus = "nope"\nmethod = "fedavg"\n')
+    with pytest.raises(ConfigError, match="versus names no row id"):
+        load_experiment(spec, root=tmp_path)
