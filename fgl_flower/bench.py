@@ -318,9 +318,28 @@ def collect(exp: Experiment, row: Row) -> list[Mapping[str, Any]]:
     return summaries
 
 
-def render(exp: Experiment, level: int = 1) -> str:
+#: Marks a row whose table line was kept from the document because its runs are absent.
+KEPT = "†"
+
+
+def kept_lines(text: str) -> dict[str, str]:
+    """``command cell -> table line`` of every result row in a document's ``text``."""
+    out = {}
+    for line in text.splitlines():
+        cells = line.split(" | ")
+        if line.startswith("| ") and len(cells) > 2 and cells[-1].startswith("`fgl run "):
+            out[cells[-1]] = line
+    return out
+
+
+def render(exp: Experiment, level: int = 1, kept: Mapping[str, str] | None = None) -> str:
     """The Markdown results table of ``exp`` from the run folders that exist (its title a
-    heading of ``level``)."""
+    heading of ``level``).
+
+    A row none of whose runs is here keeps its line from ``kept`` (:func:`kept_lines` of the
+    document as it was; same command, same columns), marked :data:`KEPT`: run folders are
+    not kept with the repository, so a later benchmark on another machine rewrites the
+    rows it ran and leaves the others as they were measured."""
     lines = [f"{'#' * level} {exp.title}", ""]
     if level == 1:
         lines += [GENERATED, ""]
@@ -342,11 +361,20 @@ def render(exp: Experiment, level: int = 1) -> str:
         + " | s/round | min/run | seeds | command |",
         "|" + "---|" * (len(exp.columns) + 7),
     ]
+    reused = False
     for row, runs in rows:
-        per_round = [r["total_time_s"] / max(r["rounds_completed"], 1) for r in runs if "total_time_s" in r]
-        wall = [r["wall_s"] / 60 for r in runs if "wall_s" in r]
         out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
         cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED"))
+        old = (kept or {}).get(f"`{cmd}` |")
+        cells = old.split(" | ") if old is not None else []
+        if not runs and len(cells) == len(exp.columns) + 7 and not cells[-2].startswith("0/"):
+            if not cells[-2].endswith(KEPT):
+                cells[-2] += f" {KEPT}"
+            lines.append(" | ".join(cells))
+            reused = True
+            continue
+        per_round = [r["total_time_s"] / max(r["rounds_completed"], 1) for r in runs if "total_time_s" in r]
+        wall = [r["wall_s"] / 60 for r in runs if "wall_s" in r]
         metrics = [COLUMNS[c].render(runs) for c in exp.columns]
         cells = [
             row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper),
@@ -356,6 +384,9 @@ def render(exp: Experiment, level: int = 1) -> str:
             f"{len(runs)}/{len(exp.seeds)}", f"`{cmd}`",
         ]
         lines.append("| " + " | ".join(cells) + " |")
+    if reused:
+        lines += ["", f"{KEPT} Kept from an earlier version of this page: the row's runs are not on the "
+                  "machine that wrote this one; its command reproduces them."]
     if exp.paired and any(row.versus for row in exp.rows):
         lines += ["", *paired_table(exp, {id(row): runs for row, runs in rows})]
     return "\n".join(lines) + "\n"
@@ -455,10 +486,11 @@ def write_docs(exps: list[Experiment]) -> list[Path]:
     :func:`doc_sections`) become its sections, under the first one's ``doc_title``."""
     by_doc = doc_sections(exps)
     for doc, group in by_doc.items():
+        kept = kept_lines(doc.read_text()) if doc.exists() else {}
         if len(group) == 1 and not group[0].doc_title:
-            text = render(group[0])
+            text = render(group[0], kept=kept)
         else:
             title = next((e.doc_title for e in group if e.doc_title), group[0].title)
-            text = "\n".join([f"# {title}\n\n{GENERATED}\n"] + [render(e, level=2) for e in group])
+            text = "\n".join([f"# {title}\n\n{GENERATED}\n"] + [render(e, level=2, kept=kept) for e in group])
         atomic_write_text(doc, text)
     return list(by_doc)

@@ -183,3 +183,33 @@ def test_versus_must_name_a_row(tmp_path):
     spec.write_text('title = "T"\n[[row]]\nversus = "nope"\nmethod = "fedavg"\n')
     with pytest.raises(ConfigError, match="versus names no row id"):
         load_experiment(spec, root=tmp_path)
+
+
+def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
+    """Run folders stay on the machine that made them: a later write keeps the rows it has
+    no runs for (same command and columns), marked, and rewrites the others."""
+    from fgl_flower.bench import KEPT, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n[[row]]\nmethod = "local"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    for row, acc in zip(exp.rows, (0.8, 0.7)):
+        out = exp.out / row.slug / "seed0"
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": acc}}))
+    write_docs([exp])
+    first = (tmp_path / "doc.md").read_text()
+    assert "| 80.00 ± 0.00 |" in first and "| 70.00 ± 0.00 |" in first and KEPT not in first
+    import shutil
+
+    shutil.rmtree(exp.out / exp.rows[1].slug)  # another machine: only the FedAvg run
+    (exp.out / exp.rows[0].slug / "seed0" / "summary.json").write_text(
+        json.dumps({"seed": 0, "best_val": {"test_acc": 0.9}}))
+    write_docs([exp])
+    second = (tmp_path / "doc.md").read_text()
+    local = next(line for line in second.splitlines() if "--method local" in line)
+    assert "| 90.00 ± 0.00 |" in second and "| 70.00 ± 0.00 |" in local and f"1/1 {KEPT}" in local
+    assert "Kept from an earlier version" in second
+    write_docs([exp])  # kept again, marked once
+    assert (tmp_path / "doc.md").read_text() == second
