@@ -67,7 +67,8 @@ class S2FGLClient(LearnerClient):
     def basis(self, z: Tensor, server_round: int, step: int) -> tuple[Tensor, Tensor]:
         o = self.opts
         return spectral_basis(z, o.knn, o.eigvecs, o.eig_mode,
-                              seed=derive_seed(self.cfg.seed, self.partition_id, server_round, step))
+                              seed=derive_seed(self.cfg.seed, self.partition_id, server_round, step),
+                              cap=o.eig_cap)
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)

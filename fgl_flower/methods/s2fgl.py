@@ -10,6 +10,10 @@ from fgl_flower.errors import ConfigError
 #: Eigensolvers of FGMA: exact dense ``eigh`` of the symmetrised Laplacian (spec §9
 #: item 10, default) or ARPACK on the code's non-symmetric Laplacian (code-faithful).
 EIG_MODES = ("dense-sym", "eigsh-asym")
+#: How many eigenvectors a small FGMA graph of n nodes gets: ``half`` min(k, ⌊n/2⌋), so the
+#: low and high sets are disjoint (default); ``code`` min(k, n - 1), what ARPACK allows the
+#: official code (the sets overlap when n < 2k; Texas/Wisconsin clients).
+EIG_CAPS = ("half", "code")
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class S2FGLOptions(MethodOptions):
     knn: int = 3  # neighbours (besides self) of the FGMA feature graph
     eigvecs: int = 10  # low- and high-frequency eigenvectors each
     eig_mode: str = "dense-sym"
+    eig_cap: str = "half"
     eval_dropout: bool = False  # the code's evaluation: dropout active (spec §9 item 14)
     shuffle_weights: bool = False  # the code's FedAvg weights permuted against models (item 13)
 
@@ -52,5 +57,7 @@ def check_config(cfg: RunConfig) -> None:
     if not 0 < o.anchor_fraction <= 1 or not 0 < o.ppr_alpha < 1 or o.temperature <= 0:
         raise ConfigError("s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and "
                           "temperature positive.")
+    if o.eig_cap not in EIG_CAPS:
+        raise ConfigError(f"s2fgl.eig-cap={o.eig_cap!r}: use one of {', '.join(EIG_CAPS)}.")
     if o.eig_mode not in EIG_MODES:
         raise ConfigError(f"s2fgl.eig-mode={o.eig_mode!r}: use one of {', '.join(EIG_MODES)}.")

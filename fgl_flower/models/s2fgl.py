@@ -141,20 +141,22 @@ def laplacian(s: Tensor) -> Tensor:
 
 
 def spectral_basis(x: Tensor, k_sim: int = 3, k_eig: int = 10, mode: str = "dense-sym",
-                   seed: int = 0) -> tuple[Tensor, Tensor]:
+                   seed: int = 0, cap: str = "half") -> tuple[Tensor, Tensor]:
     r"""Low- and high-frequency eigenvectors of the kNN-graph Laplacian of ``x [n, d]``.
 
     ``dense-sym`` (default): :math:`\mathbf L_{\text{sym}}` of
     :math:`(\mathbf S' + \mathbf S'^\top)/2`, exact ``eigh``; ``eigsh-asym``: ARPACK
     ``eigsh`` (``SM``/``LM``, tol 1e-3) on the non-symmetric :math:`\mathbf D' - \mathbf S'`
     as in the official code, with a start vector fixed by ``seed``. The number of
-    eigenvectors is :math:`\min(k_{\text{eig}}, \lfloor n/2\rfloor)`. Returns
+    eigenvectors is :math:`\min(k_{\text{eig}}, \lfloor n/2\rfloor)` (``cap="half"``: the
+    low and high sets are disjoint) or :math:`\min(k_{\text{eig}}, n - 1)` (``cap="code"``:
+    what ARPACK lets the official code take; they overlap when :math:`n < 2k_{\text{eig}}`). Returns
     ``(U_low [n, k], U_high [n, k])``, columns ordered by eigenvalue from the spectrum's
     end (smallest first, largest first); no gradient.
     """
     x = x.detach()
     n = x.size(0)
-    k = min(k_eig, n // 2)
+    k = min(k_eig, n // 2 if cap == "half" else n - 1)
     s = knn_cosine_graph(x, k_sim)
     if mode == "dense-sym":
         _, vecs = torch.linalg.eigh(laplacian((s + s.T) / 2).double())

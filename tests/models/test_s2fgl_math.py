@@ -134,3 +134,12 @@ def test_fgma_is_zero_for_identical_features_and_has_gradient_otherwise():
     loss = fgma_loss(zl, spectral_basis(zl), z, basis)
     loss.backward()
     assert loss > 0 and zl.grad.abs().sum() > 0
+
+
+@pytest.mark.parametrize("mode", ["dense-sym", "eigsh-asym"])
+def test_the_code_cap_takes_what_arpack_allows(mode):
+    """cap="code": min(k, n - 1) eigenvectors each, as the official code's eigsh(k=10) on a
+    12-node graph (the two sets then overlap)."""
+    low, high = spectral_basis(torch.randn(12, 4), k_eig=10, mode=mode, cap="code")
+    assert low.shape == high.shape == (12, 10)
+    assert torch.allclose(low.T @ low, torch.eye(10, dtype=low.dtype), atol=1e-4)
