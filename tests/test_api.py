@@ -113,9 +113,13 @@ def test_plots_draw_runs_clients_and_partitions(tmp_path):
     assert len(fgl.plot_partition(part, "node_homophily").patches) == 3
 
 
-def test_a_method_registered_at_run_time_runs_in_process_only(tmp_path):
+def test_a_method_registered_at_run_time_runs_in_process_only(tmp_path, monkeypatch):
     from fgl_flower.clients.fedavg import FedAvgClient
+    from fgl_flower.methods import METHODS
     from fgl_flower.strategies.fedavg import FedAvgStrategy
+
+    for table in ("_items", "_names"):  # the registry as it was, after this test
+        monkeypatch.setattr(METHODS, table, dict(getattr(METHODS, table)))
 
     class Halved(FedAvgStrategy):  # defined here, as in a notebook: its module is not importable by Ray
         pass
