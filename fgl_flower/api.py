@@ -182,7 +182,7 @@ def run(method: str = "fedavg", *, dataset: str | None = None, partition: str | 
         for name in ("rounds.jsonl", "summary.json"):  # an overwritten run's: not this run's progress
             (out_dir / name).unlink(missing_ok=True)
         log = out_dir / "flwr.log"  # Flower's output of a simulation or deployment
-        with (_progress(out_dir / "rounds.jsonl", cfg.num_rounds, _title(cfg), progress),
+        with (_progress(out_dir / "rounds.jsonl", cfg.num_rounds, f"{cfg.method} on {cfg.dataset}", progress),
               open(log, "w") if not verbose and backend != "inprocess" else _nothing() as stream):
             execute(cfg, backend, stream=stream)
     return RunResult.load(out_dir)
@@ -203,10 +203,6 @@ def _check_backend(method: str, backend: str) -> None:
         raise ConfigError(f"Method {spec.name!r} is defined in this notebook or script ({local[0].__name__} "
                           f"lives in __main__), which the {backend} processes cannot import: run it with "
                           "backend='inprocess', or move its classes into an importable module.")
-
-
-def _title(cfg) -> str:
-    return f"{cfg.method} on {cfg.dataset}"
 
 
 @contextmanager
