@@ -169,6 +169,11 @@ class Row:
     versus: str = ""  # the ``id`` of the row this one is compared with, seed by seed
 
     @property
+    def label(self) -> str:
+        """``group (method)``: how the paired table names a row."""
+        return f"{self.group} ({self.args.get('method')})"
+
+    @property
     def slug(self) -> str:
         """Run-folder name: dataset, partition, clients, method, model and the row's own
         overrides (what tells rows of one file apart)."""
@@ -177,7 +182,9 @@ class Row:
         slug = "-".join(p for p in parts if p) + (f"-{extra}" if extra else "")
         return re.sub(r"[^\w.,=+-]", "_", slug)
 
-    def command(self, seed: int | str, out: str) -> list[str]:
+    def command(self, seed: int | str, out: str, overwrite: bool = True) -> list[str]:
+        """The ``fgl run`` of this row; ``overwrite`` reruns a folder left without a summary
+        (what the benchmark needs; the documents show the command without it)."""
         cmd = ["fgl", "run"]
         for k in FLAGS:
             if k in self.args:
@@ -187,7 +194,7 @@ class Row:
             cmd.append("--inprocess")
         for k, v in sorted(self.overrides.items()):
             cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-        return cmd + ["--out", out, "--overwrite"]  # a folder without summary is rerun
+        return cmd + ["--out", out] + (["--overwrite"] if overwrite else [])
 
 
 @dataclass
@@ -322,13 +329,18 @@ def collect(exp: Experiment, row: Row) -> list[Mapping[str, Any]]:
 KEPT = "†"
 
 
+def _command_key(cell: str) -> str:
+    """A command cell without ``--overwrite`` (pages written before it was left out show it)."""
+    return cell.replace(" --overwrite`", "`")
+
+
 def kept_lines(text: str) -> dict[str, str]:
     """``command cell -> table line`` of every result row in a document's ``text``."""
     out = {}
     for line in text.splitlines():
         cells = line.split(" | ")
         if line.startswith("| ") and len(cells) > 2 and cells[-1].startswith("`fgl run "):
-            out[cells[-1]] = line
+            out[_command_key(cells[-1])] = line
     return out
 
 
@@ -364,12 +376,13 @@ def render(exp: Experiment, level: int = 1, kept: Mapping[str, str] | None = Non
     reused = False
     for row, runs in rows:
         out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
-        cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED"))
+        cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED", overwrite=False))
         old = (kept or {}).get(f"`{cmd}` |")
         cells = old.split(" | ") if old is not None else []
         if not runs and len(cells) == len(exp.columns) + 7 and not cells[-2].startswith("0/"):
             if not cells[-2].endswith(KEPT):
                 cells[-2] += f" {KEPT}"
+            cells[-1] = f"`{cmd}` |"
             lines.append(" | ".join(cells))
             reused = True
             continue
@@ -418,7 +431,7 @@ def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]
     by_id = {row.id: row for row in exp.rows if row.id}
     lines = ["Paired differences, this row minus the row it is compared with, same seed (same "
              "partition and split), in points; mean and 95 % t-interval over the seeds.", "",
-             "| setting | minus | metric | per seed | mean | 95 % CI | seeds |", "|---|---|---|---|---|---|---|"]
+             "| row | minus | metric | per seed | mean | 95 % CI | seeds |", "|---|---|---|---|---|---|---|"]
     for row in exp.rows:
         if not row.versus:
             continue
@@ -428,7 +441,7 @@ def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]
             values = list(diffs.values())
             ci = t_interval(values)
             lines.append("| " + " | ".join([
-                row.group, base.group, COLUMNS[key].header,
+                row.label, base.label, COLUMNS[key].header,
                 ", ".join(f"{s}: {d:+.2f}" for s, d in diffs.items()) or "—",
                 f"{statistics.fmean(values):+.2f}" if values else "—",
                 f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "—", str(len(values))]) + " |")

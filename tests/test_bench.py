@@ -1,4 +1,5 @@
 import json
+import shlex
 
 import pytest
 
@@ -172,9 +173,9 @@ def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):
             out.mkdir(parents=True)
             (out / "summary.json").write_text(json.dumps({"seed": seed, "last": {"test_acc": v}}))
     lines = render(exp).splitlines()
-    paired = [line for line in lines if line.startswith("| Cora | Cora |")]
+    paired = [line for line in lines if line.startswith("| Cora (s2fgl) | Cora (fedavg) |")]
     # seeds 0 and 1 are paired: +1 and +2, mean +1.5, t(1) 97.5 % = 12.706, sd 0.7071 -> ±6.35
-    assert paired == ["| Cora | Cora | test acc, weighted (mean of last 5 rounds) | 0: +1.00, 1: +2.00 "
+    assert paired == ["| Cora (s2fgl) | Cora (fedavg) | test acc, weighted (mean of last 5 rounds) | 0: +1.00, 1: +2.00 "
                       "| +1.50 | [-4.85, +7.85] | 2 |"]
 
 
@@ -213,3 +214,21 @@ def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
     assert "Kept from an earlier version" in second
     write_docs([exp])  # kept again, marked once
     assert (tmp_path / "doc.md").read_text() == second
+
+
+def test_lines_written_with_overwrite_in_the_command_are_kept(tmp_path):
+    """Pages written when the shown command still carried ``--overwrite`` keep their rows;
+    the kept line shows the command as written now (without it)."""
+    from fgl_flower.bench import KEPT, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    cmd = shlex.join(exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED"))
+    assert cmd.endswith(" --overwrite")
+    (tmp_path / "doc.md").write_text(
+        f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{cmd}` |\n")
+    write_docs([exp])
+    line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
+    assert "| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line and "--overwrite" not in line
