@@ -329,9 +329,18 @@ def collect(exp: Experiment, row: Row) -> list[Mapping[str, Any]]:
 KEPT = "†"
 
 
+#: Run-config keys that never change a run's numbers: a kept line still stands for a command
+#: that differs from it only in these (checkpoints are bit-exact; a test checks resume).
+OUTCOME_NEUTRAL_KEYS = ("checkpoint-every", "progress")
+
+
 def _command_key(cell: str) -> str:
-    """A command cell without ``--overwrite`` (pages written before it was left out show it)."""
-    return cell.replace(" --overwrite`", "`")
+    """A command cell as a key for kept lines: without ``--overwrite`` (pages written before
+    it was left out show it) and without :data:`OUTCOME_NEUTRAL_KEYS`."""
+    cell = cell.replace(" --overwrite`", "`")
+    for key in OUTCOME_NEUTRAL_KEYS:
+        cell = re.sub(rf" --set {re.escape(key)}=\S+", "", cell)
+    return cell
 
 
 def kept_lines(text: str) -> dict[str, str]:
@@ -377,7 +386,7 @@ def render(exp: Experiment, level: int = 1, kept: Mapping[str, str] | None = Non
     for row, runs in rows:
         out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
         cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED", overwrite=False))
-        old = (kept or {}).get(f"`{cmd}` |")
+        old = (kept or {}).get(_command_key(f"`{cmd}` |"))
         cells = old.split(" | ") if old is not None else []
         if not runs and len(cells) == len(exp.columns) + 7 and not cells[-2].startswith("0/"):
             if not cells[-2].endswith(KEPT):

@@ -232,3 +232,25 @@ def test_lines_written_with_overwrite_in_the_command_are_kept(tmp_path):
     write_docs([exp])
     line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
     assert "| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line and "--overwrite" not in line
+
+
+def test_a_line_stands_for_commands_that_differ_only_in_outcome_neutral_keys(tmp_path):
+    """A row that gained ``checkpoint-every`` in the defaults (numbers unchanged) keeps its
+    measured line;
+    a row whose numbers could differ (another lr) does not."""
+    from fgl_flower.bench import KEPT, write_docs
+
+    def doc_for(extra: str) -> str:
+        spec = tmp_path / "exp.toml"
+        spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+                        f'[defaults]\nset = {{ {extra} }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+        exp = load_experiment(spec, root=tmp_path)
+        return exp, shlex.join(exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED", overwrite=False))
+
+    _, old_cmd = doc_for("lr = 0.01")
+    for extra, kept in (("lr = 0.01, checkpoint-every = 0", True), ("lr = 0.02", False)):
+        (tmp_path / "doc.md").write_text(f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{old_cmd}` |\n")
+        exp, _ = doc_for(extra)
+        write_docs([exp])
+        line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
+        assert ("| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line) is kept
