@@ -236,11 +236,10 @@ def test_lines_written_with_overwrite_in_the_command_are_kept(tmp_path):
 
 def test_a_line_stands_for_commands_that_differ_only_in_outcome_neutral_keys(tmp_path):
     """A row that gained ``checkpoint-every`` in the defaults (numbers unchanged) keeps its
-    measured line;
-    a row whose numbers could differ (another lr) does not."""
+    measured line; a row whose numbers could differ (another lr) does not."""
     from fgl_flower.bench import KEPT, write_docs
 
-    def doc_for(extra: str) -> str:
+    def doc_for(extra: str):
         spec = tmp_path / "exp.toml"
         spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
                         f'[defaults]\nset = {{ {extra} }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
