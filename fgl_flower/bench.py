@@ -330,8 +330,9 @@ KEPT = "†"
 
 
 #: Run-config keys that never change a run's numbers: a kept line still stands for a command
-#: that differs from it only in these (checkpoints are bit-exact; a test checks resume).
-OUTCOME_NEUTRAL_KEYS = ("checkpoint-every", "progress")
+#: that differs from it only in these (checkpoints are bit-exact, a test checks resume;
+#: ``untrained-classes`` only decides whether a run starts).
+OUTCOME_NEUTRAL_KEYS = ("checkpoint-every", "progress", "untrained-classes")
 
 
 def _command_key(cell: str) -> str:
@@ -487,19 +488,20 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
 def check_run_folders(exps: list[Experiment]) -> None:
     """Raise if two rows of one document (``exps`` and their sibling sections) would share a
     run folder with different commands: a row's folder name holds only its *own* overrides,
-    so files whose ``[defaults]`` differ must tell their rows apart in the rows' ``set``."""
-    seen: dict[Path, tuple[list[str], Path | None]] = {}
+    so files whose ``[defaults]`` differ must tell their rows apart in the rows' ``set``
+    (:data:`OUTCOME_NEUTRAL_KEYS` may differ)."""
+    seen: dict[Path, tuple[str, Path | None]] = {}
     for group in doc_sections(exps).values():
         for exp in group:
             for row in exp.rows:
                 folder = exp.out / row.slug
-                cmd = row.command("SEED", "OUT")
+                cmd = _command_key(f"`{shlex.join(row.command('SEED', 'OUT', overwrite=False))}`")
                 other = seen.setdefault(folder, (cmd, exp.source))
                 if other[0] != cmd:
                     raise ConfigError(
                         f"{exp.source} and {other[1]}: two different runs would share the run "
-                        f"folder {folder} ({shlex.join(cmd)} vs {shlex.join(other[0])}); put the "
-                        "setting that tells them apart in the rows' own `set`."
+                        f"folder {folder} ({cmd} vs {other[0]}); put the setting that tells "
+                        "them apart in the rows' own `set`."
                     )
 
 

@@ -67,6 +67,7 @@ CORE_KEYS: dict[str, type] = {
     "accept-failures": int,
     "round-timeout": float,
     "on-nonfinite": str,
+    "untrained-classes": str,
     "checkpoint-every": int,
     "checkpoint-dir": str,
     "resume": bool,
@@ -86,6 +87,9 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
                    "client's training examples or by all its local examples (nodes/graphs)"),
     "on-nonfinite": (("stop", "skip"), "a client reporting a NaN or infinite loss or metric "
                      "stops the run, or is left out of its round (recorded)"),
+    "untrained-classes": (("stop", "allow"), "a class with no training example on any client "
+                          "stops the run before training, or is allowed with a warning (it "
+                          "cannot be learned; e.g. Texas' one-node class in a random split)"),
 }
 
 
@@ -138,6 +142,7 @@ class RunConfig:
     accept_failures: int = 0
     round_timeout: float = 3600.0
     on_nonfinite: str = "stop"
+    untrained_classes: str = "stop"
     checkpoint_every: int = 1
     checkpoint_dir: str = ""
     resume: bool = False
@@ -418,6 +423,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         accept_failures=int(core["accept-failures"]),
         round_timeout=float(core["round-timeout"]),
         on_nonfinite=str(core["on-nonfinite"]),
+        untrained_classes=str(core["untrained-classes"]),
         checkpoint_every=int(core["checkpoint-every"]),
         checkpoint_dir=str(core["checkpoint-dir"]),
         resume=bool(core["resume"]),

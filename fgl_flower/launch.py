@@ -111,7 +111,8 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
     cfg = resolve_num_clients(cfg)
     from fgl_flower.datasets.federated import check_training_classes  # torch: after the config
 
-    check_training_classes(cfg.data_config())  # builds and caches the whole partition
+    # builds and caches the whole partition
+    check_training_classes(cfg.data_config(), allow=cfg.untrained_classes == "allow")
     return cfg
 
 

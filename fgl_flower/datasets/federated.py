@@ -23,12 +23,14 @@ import hashlib
 import json
 import random
 from collections.abc import Iterator
+from logging import WARNING
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
+from flwr.common.logger import log
 from torch import Tensor
 
 from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part, num_parts
@@ -322,10 +324,11 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
 
 
-def check_training_classes(cfg: DataConfig) -> None:
+def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
     """Every class that occurs in the data has a training example on some client (else no
-    model can learn it): one :class:`ConfigError` naming the classes. Dataset groups are
-    checked per member dataset (their label spaces differ). ``num_clients = 0`` is resolved first."""
+    model can learn it): one :class:`ConfigError` naming the classes, or with ``allow``
+    (run option ``untrained-classes = allow``) a logged warning. Dataset groups are checked
+    per member dataset (their label spaces differ). ``num_clients = 0`` is resolved first."""
     cfg = with_natural_clients(cfg)
     present: dict[str, set[int]] = {}
     trained: dict[str, set[int]] = {}
@@ -342,12 +345,17 @@ def check_training_classes(cfg: DataConfig) -> None:
         trained.setdefault(name, set()).update(train)
     for name, labels in present.items():
         missing = sorted(labels - trained[name])
-        if missing:
-            raise ConfigError(
-                f"{name}: class(es) {missing[:10]} have no training {kind} on any client (they occur "
-                f"only in validation/test splits), so no model can learn them. Raise the train "
-                f"ratio (split={','.join(map(str, cfg.split))}), use split-mode=stratified, or "
-                "use fewer clients.")
+        if not missing:
+            continue
+        what = (f"{name}: class(es) {missing[:10]} have no training {kind} on any client (they "
+                "occur only in validation/test splits), so no model can learn them.")
+        if allow:
+            log(WARNING, "%s Going on (untrained-classes=allow).", what)
+            continue
+        raise ConfigError(
+            f"{what} Raise the train ratio (split={','.join(map(str, cfg.split))}), use "
+            "split-mode=stratified or fewer clients, or set untrained-classes=allow to run "
+            "the protocol as it is.")
 
 
 # --- statistics -------------------------------------------------------------------------

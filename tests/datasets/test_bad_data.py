@@ -55,6 +55,18 @@ def test_a_class_without_training_nodes_anywhere_is_refused():
         check_training_classes(bad)
 
 
+def test_untrained_classes_allow_warns_instead(caplog):
+    """``untrained-classes = allow`` (protocols with one-node classes, e.g. Texas) goes on
+    with a warning that names the classes."""
+    import logging
+
+    bad = DataConfig("synthetic", "random", 3, split=(0.01, 0.2, 0.79), options=(("num-nodes", 300),))
+    with caplog.at_level(logging.WARNING, logger="flwr"):
+        check_training_classes(bad, allow=True)
+    assert re.search(r"synthetic: class\(es\) \[\d.*no training node on any client.*untrained-classes=allow",
+                     caplog.text)
+
+
 @pytest.mark.parametrize("name", ["Flickr", "WikiCS", "questions", "Physics", "COLLAB", "syn-cora-h0.99-r3"])
 def test_a_missing_dataset_names_itself_its_folder_and_the_data_root(name, tmp_path, monkeypatch):
     monkeypatch.setenv("FGL_OFFLINE", "1")
