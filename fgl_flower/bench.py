@@ -344,22 +344,46 @@ def _command_key(cell: str) -> str:
     return cell
 
 
-def kept_lines(text: str) -> dict[str, str]:
-    """``command cell -> table line`` of every result row in a document's ``text``."""
-    out = {}
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip().strip("|").split(" | ")]
+
+
+def kept_lines(text: str) -> dict[str, dict[str, str] | list[str]]:
+    """``command cell -> cells`` of every measured result row (seeds not ``0/N``) in a
+    document's ``text``: by column header where the row's table has a header line, else in
+    order. Two tables may show the same runs (a command shared by experiments)."""
+    out: dict[str, dict[str, str] | list[str]] = {}
+    headers: list[str] | None = None
     for line in text.splitlines():
-        cells = line.split(" | ")
-        if line.startswith("| ") and len(cells) > 2 and cells[-1].startswith("`fgl run "):
-            out[_command_key(cells[-1])] = line
+        if line.startswith("|---"):
+            continue
+        if not line.startswith("| "):
+            headers = None
+            continue
+        cells = _cells(line)
+        if cells[-1] == "command":
+            headers = cells
+        elif len(cells) > 2 and cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
+            key = _command_key(f"{cells[-1]} |")
+            out[key] = dict(zip(headers, cells)) if headers and len(headers) == len(cells) else cells
     return out
 
 
-def render(exp: Experiment, level: int = 1, kept: Mapping[str, str] | None = None) -> str:
+def _kept_cells(old: dict[str, str] | list[str] | None, headers: list[str]) -> list[str] | None:
+    """A kept row's cells under today's ``headers``: a column the old table lacked is "—"
+    (a header-less line must have today's columns)."""
+    if isinstance(old, dict):
+        return [old.get(h, "—") for h in headers]
+    return old if old is not None and len(old) == len(headers) else None
+
+
+def render(exp: Experiment, level: int = 1,
+           kept: Mapping[str, dict[str, str] | list[str]] | None = None) -> str:
     """The Markdown results table of ``exp`` from the run folders that exist (its title a
     heading of ``level``).
 
     A row none of whose runs is here keeps its line from ``kept`` (:func:`kept_lines` of the
-    document as it was; same command, same columns), marked :data:`KEPT`: run folders are
+    document as it was; same command; a column added since shows "—"), marked :data:`KEPT`: run folders are
     not kept with the repository, so a later benchmark on another machine rewrites the
     rows it ran and leaves the others as they were measured."""
     lines = [f"{'#' * level} {exp.title}", ""]
@@ -368,6 +392,8 @@ def render(exp: Experiment, level: int = 1, kept: Mapping[str, str] | None = Non
     if exp.notes:
         lines += [exp.notes.strip(), ""]
     rows = [(row, collect(exp, row)) for row in exp.rows]
+    headers = ["setting", "method", "paper", *(COLUMNS[c].header for c in exp.columns),
+               "s/round", "min/run", "seeds", "command"]
     selected = sorted({r["best_val"].get("selected_by", "val_acc") for _, runs in rows
                        for r in runs if "best_val" in r}) or ["val_acc"]
     lines += [
@@ -379,21 +405,20 @@ def render(exp: Experiment, level: int = 1, kept: Mapping[str, str] | None = Non
         "client. s/round: wall time per round inside the ServerApp; min/run: wall time of "
         "the whole `fgl run` (start-up included).",
         "",
-        "| setting | method | paper | " + " | ".join(COLUMNS[c].header for c in exp.columns)
-        + " | s/round | min/run | seeds | command |",
-        "|" + "---|" * (len(exp.columns) + 7),
+        "| " + " | ".join(headers) + " |",
+        "|" + "---|" * len(headers),
     ]
     reused = False
     for row, runs in rows:
         out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
         cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED", overwrite=False))
-        old = (kept or {}).get(_command_key(f"`{cmd}` |"))
-        cells = old.split(" | ") if old is not None else []
-        if not runs and len(cells) == len(exp.columns) + 7 and not cells[-2].startswith("0/"):
+        cells = _kept_cells((kept or {}).get(_command_key(f"`{cmd}` |")), headers)
+        if not runs and cells is not None and not cells[-2].startswith("0/"):
+            cells[:3] = [row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper)]
             if not cells[-2].endswith(KEPT):
                 cells[-2] += f" {KEPT}"
-            cells[-1] = f"`{cmd}` |"
-            lines.append(" | ".join(cells))
+            cells[-1] = f"`{cmd}`"
+            lines.append("| " + " | ".join(cells) + " |")
             reused = True
             continue
         per_round = [r["total_time_s"] / max(r["rounds_completed"], 1) for r in runs if "total_time_s" in r]

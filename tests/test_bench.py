@@ -3,7 +3,7 @@ import shlex
 
 import pytest
 
-from fgl_flower.bench import load_experiment, render, run_experiment
+from fgl_flower.bench import COLUMNS, load_experiment, render, run_experiment
 from fgl_flower.errors import ConfigError
 
 
@@ -253,3 +253,22 @@ def test_a_line_stands_for_commands_that_differ_only_in_outcome_neutral_keys(tmp
         write_docs([exp])
         line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
         assert ("| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line) is kept
+
+
+def test_a_kept_line_survives_a_column_added_since(tmp_path):
+    """Cells are matched by column header: a column the page did not have yet shows "—" and
+    the measured cells stay under their headers."""
+    from fgl_flower.bench import KEPT, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc", "acc-final"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    cmd = shlex.join(exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED", overwrite=False))
+    acc = COLUMNS["acc"].header
+    (tmp_path / "doc.md").write_text(
+        f"| setting | method | paper | {acc} | s/round | min/run | seeds | command |\n|---|---|---|---|---|---|---|---|\n"
+        f"| Cora | fedavg | — | 81.00 ± 0.50 | 1.25 | 3.0 | 1/1 | `{cmd}` |\n")
+    write_docs([exp])
+    line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
+    assert line == f"| Cora | fedavg | — | 81.00 ± 0.50 | — | 1.25 | 3.0 | 1/1 {KEPT} | `{cmd}` |"
