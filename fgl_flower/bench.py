@@ -348,11 +348,34 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split(" | ")]
 
 
-def kept_lines(text: str) -> dict[str, dict[str, str] | list[str]]:
-    """``command cell -> cells`` of every measured result row (seeds not ``0/N``) in a
-    document's ``text``: by column header where the row's table has a header line, else in
-    order. Two tables may show the same runs (a command shared by experiments)."""
-    out: dict[str, dict[str, str] | list[str]] = {}
+#: Header of the paired-comparison table (:func:`paired_table`).
+PAIRED_HEADER = ("row", "minus", "metric", "per seed", "mean", "95 % CI", "seeds")
+
+
+@dataclass
+class Kept:
+    """The measured lines of a document as it was (:func:`kept_lines`).
+
+    ``rows``: command cell -> cells of a result row, by column header where its table has a
+    header line, else in order. ``paired``: ``(row, minus, metric)`` -> cells of a paired
+    comparison."""
+
+    rows: dict[str, dict[str, str] | list[str]] = field(default_factory=dict)
+    paired: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+
+    def cells(self, cmd: str, headers: list[str]) -> list[str] | None:
+        """The kept cells of the row running ``cmd`` under today's ``headers``: a column the
+        old table lacked is "—" (a header-less line must have today's columns)."""
+        old = self.rows.get(_command_key(f"`{cmd}` |"))
+        if isinstance(old, dict):
+            return [old.get(h, "—") for h in headers]
+        return list(old) if old is not None and len(old) == len(headers) else None
+
+
+def kept_lines(text: str) -> Kept:
+    """The measured lines (seeds not ``0``/``0/N``) of a document's ``text``. Two tables may
+    show the same runs (a command shared by experiments): a measured line wins."""
+    kept = Kept()
     headers: list[str] | None = None
     for line in text.splitlines():
         if line.startswith("|---"):
@@ -361,31 +384,26 @@ def kept_lines(text: str) -> dict[str, dict[str, str] | list[str]]:
             headers = None
             continue
         cells = _cells(line)
-        if cells[-1] == "command":
+        if cells[-1] == "command" or tuple(cells) == PAIRED_HEADER:
             headers = cells
-        elif len(cells) > 2 and cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
-            key = _command_key(f"{cells[-1]} |")
-            out[key] = dict(zip(headers, cells)) if headers and len(headers) == len(cells) else cells
-    return out
+        elif cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
+            kept.rows[_command_key(f"{cells[-1]} |")] = (
+                dict(zip(headers, cells)) if headers and len(headers) == len(cells) else cells)
+        elif headers == list(PAIRED_HEADER) and len(cells) == len(headers) and cells[-1] != "0":
+            kept.paired[(cells[0], cells[1], cells[2])] = cells
+    return kept
 
 
-def _kept_cells(old: dict[str, str] | list[str] | None, headers: list[str]) -> list[str] | None:
-    """A kept row's cells under today's ``headers``: a column the old table lacked is "—"
-    (a header-less line must have today's columns)."""
-    if isinstance(old, dict):
-        return [old.get(h, "—") for h in headers]
-    return old if old is not None and len(old) == len(headers) else None
-
-
-def render(exp: Experiment, level: int = 1,
-           kept: Mapping[str, dict[str, str] | list[str]] | None = None) -> str:
+def render(exp: Experiment, level: int = 1, kept: Kept | None = None) -> str:
     """The Markdown results table of ``exp`` from the run folders that exist (its title a
     heading of ``level``).
 
     A row none of whose runs is here keeps its line from ``kept`` (:func:`kept_lines` of the
-    document as it was; same command; a column added since shows "—"), marked :data:`KEPT`: run folders are
-    not kept with the repository, so a later benchmark on another machine rewrites the
-    rows it ran and leaves the others as they were measured."""
+    document as it was; same command; a column added since shows "—"), marked :data:`KEPT`:
+    run folders are not kept with the repository, so a later benchmark on another machine
+    rewrites the rows it ran and leaves the others as they were measured. A paired
+    comparison of two kept rows keeps its line too."""
+    kept = kept or Kept()
     lines = [f"{'#' * level} {exp.title}", ""]
     if level == 1:
         lines += [GENERATED, ""]
@@ -408,18 +426,18 @@ def render(exp: Experiment, level: int = 1,
         "| " + " | ".join(headers) + " |",
         "|" + "---|" * len(headers),
     ]
-    reused = False
+    reused: set[int] = set()
     for row, runs in rows:
         out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
         cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED", overwrite=False))
-        cells = _kept_cells((kept or {}).get(_command_key(f"`{cmd}` |")), headers)
-        if not runs and cells is not None and not cells[-2].startswith("0/"):
+        cells = kept.cells(cmd, headers)
+        if not runs and cells is not None:
             cells[:3] = [row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper)]
             if not cells[-2].endswith(KEPT):
                 cells[-2] += f" {KEPT}"
             cells[-1] = f"`{cmd}`"
             lines.append("| " + " | ".join(cells) + " |")
-            reused = True
+            reused.add(id(row))
             continue
         per_round = [r["total_time_s"] / max(r["rounds_completed"], 1) for r in runs if "total_time_s" in r]
         wall = [r["wall_s"] / 60 for r in runs if "wall_s" in r]
@@ -436,7 +454,7 @@ def render(exp: Experiment, level: int = 1,
         lines += ["", f"{KEPT} Kept from an earlier version of this page: the row's runs are not on the "
                   "machine that wrote this one; its command reproduces them."]
     if exp.paired and any(row.versus for row in exp.rows):
-        lines += ["", *paired_table(exp, {id(row): runs for row, runs in rows})]
+        lines += ["", *paired_table(exp, {id(row): runs for row, runs in rows}, kept, reused)]
     return "\n".join(lines) + "\n"
 
 
@@ -459,19 +477,25 @@ def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] 
     return mean - half, mean + half
 
 
-def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]) -> list[str]:
+def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]],
+                 kept: Kept | None = None, kept_rows: set[int] | frozenset[int] = frozenset()) -> list[str]:
     """Lines of the paired-comparison table: per row with ``versus`` and paired metric, the
     per-seed differences, their mean and 95 % t-interval (points); ``runs_of`` maps
-    ``id(row)`` to its runs."""
+    ``id(row)`` to its runs. A comparison of two rows whose lines were kept (``kept_rows``)
+    keeps its line from ``kept``, marked :data:`KEPT`."""
     by_id = {row.id: row for row in exp.rows if row.id}
     lines = ["Paired differences, this row minus the row it is compared with, same seed (same "
              "partition and split), in points; mean and 95 % t-interval over the seeds.", "",
-             "| row | minus | metric | per seed | mean | 95 % CI | seeds |", "|---|---|---|---|---|---|---|"]
+             "| " + " | ".join(PAIRED_HEADER) + " |", "|" + "---|" * len(PAIRED_HEADER)]
     for row in exp.rows:
         if not row.versus:
             continue
         base = by_id[row.versus]
         for key in exp.paired:
+            old = (kept or Kept()).paired.get((row.label, base.label, COLUMNS[key].header))
+            if old is not None and id(row) in kept_rows and id(base) in kept_rows:
+                lines.append("| " + " | ".join([*old[:-1], old[-1].removesuffix(f" {KEPT}") + f" {KEPT}"]) + " |")
+                continue
             diffs = paired_differences(runs_of[id(row)], runs_of[id(base)], COLUMNS[key])
             values = list(diffs.values())
             ci = t_interval(values)
@@ -535,7 +559,7 @@ def write_docs(exps: list[Experiment]) -> list[Path]:
     :func:`doc_sections`) become its sections, under the first one's ``doc_title``."""
     by_doc = doc_sections(exps)
     for doc, group in by_doc.items():
-        kept = kept_lines(doc.read_text()) if doc.exists() else {}
+        kept = kept_lines(doc.read_text()) if doc.exists() else Kept()
         if len(group) == 1 and not group[0].doc_title:
             text = render(group[0], kept=kept)
         else:

@@ -272,3 +272,38 @@ def test_a_kept_line_survives_a_column_added_since(tmp_path):
     write_docs([exp])
     line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
     assert line == f"| Cora | fedavg | — | 81.00 ± 0.50 | — | 1.25 | 3.0 | 1/1 {KEPT} | `{cmd}` |"
+
+
+def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
+    """Without the run folders, the paired line stays with its two rows (marked); once one of
+    them has runs here it is computed again."""
+    import shutil
+
+    from fgl_flower.bench import KEPT, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
+                    'paired = ["acc"]\n[[row]]\nid = "base"\nmethod = "fedavg"\ndataset = "Cora"\n'
+                    '[[row]]\nversus = "base"\nmethod = "fedprox"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    for seed in (0, 1):
+        for row, acc in zip(exp.rows, (0.80 + seed / 100, 0.81 + seed / 50)):
+            out = exp.out / row.slug / f"seed{seed}"
+            out.mkdir(parents=True)
+            (out / "summary.json").write_text(json.dumps({"seed": seed, "best_val": {"test_acc": acc}}))
+    write_docs([exp])
+
+    def paired_line() -> str:
+        return next(x for x in (tmp_path / "doc.md").read_text().splitlines() if x.startswith("| Cora (fedprox) |"))
+
+    assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith("| 2 |")
+    shutil.rmtree(exp.out)
+    write_docs([exp])
+    assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith(f"| 2 {KEPT} |")
+    write_docs([exp])  # marked once
+    assert paired_line().endswith(f"| 2 {KEPT} |")
+    out = exp.out / exp.rows[0].slug / "seed0"  # the base row measured again: no kept line
+    out.mkdir(parents=True)
+    (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": 0.8}}))
+    write_docs([exp])
+    assert paired_line().endswith("| — | — | — | 0 |")
