@@ -356,25 +356,25 @@ PAIRED_HEADER = ("row", "minus", "metric", "per seed", "mean", "95 % CI", "seeds
 class Kept:
     """The measured lines of a document as it was (:func:`kept_lines`).
 
-    ``rows``: command cell -> cells of a result row, by column header where its table has a
-    header line, else in order. ``paired``: ``(row, minus, metric)`` -> cells of a paired
-    comparison."""
+    ``rows``: ``(command cell, seed count)`` -> cells of a result row, by column header where
+    its table has a header line, else in order (two tables may show the same runs over
+    different seeds). ``paired``: ``(row, minus, metric)`` -> cells of a paired comparison."""
 
-    rows: dict[str, dict[str, str] | list[str]] = field(default_factory=dict)
+    rows: dict[tuple[str, str], dict[str, str] | list[str]] = field(default_factory=dict)
     paired: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
 
-    def cells(self, cmd: str, headers: list[str]) -> list[str] | None:
-        """The kept cells of the row running ``cmd`` under today's ``headers``: a column the
-        old table lacked is "—" (a header-less line must have today's columns)."""
-        old = self.rows.get(_command_key(f"`{cmd}` |"))
+    def cells(self, cmd: str, seeds: int, headers: list[str]) -> list[str] | None:
+        """The kept cells of the row running ``cmd`` over ``seeds`` seeds under today's
+        ``headers``: a column the old table lacked is "—" (a header-less line must have
+        today's columns)."""
+        old = self.rows.get((_command_key(f"`{cmd}` |"), str(seeds)))
         if isinstance(old, dict):
             return [old.get(h, "—") for h in headers]
         return list(old) if old is not None and len(old) == len(headers) else None
 
 
 def kept_lines(text: str) -> Kept:
-    """The measured lines (seeds not ``0``/``0/N``) of a document's ``text``. Two tables may
-    show the same runs (a command shared by experiments): a measured line wins."""
+    """The measured lines (seeds not ``0``/``0/N``) of a document's ``text``."""
     kept = Kept()
     headers: list[str] | None = None
     for line in text.splitlines():
@@ -387,7 +387,8 @@ def kept_lines(text: str) -> Kept:
         if cells[-1] == "command" or tuple(cells) == PAIRED_HEADER:
             headers = cells
         elif cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
-            kept.rows[_command_key(f"{cells[-1]} |")] = (
+            of = cells[-2].removesuffix(f" {KEPT}").partition("/")[2]
+            kept.rows[(_command_key(f"{cells[-1]} |"), of)] = (
                 dict(zip(headers, cells)) if headers and len(headers) == len(cells) else cells)
         elif headers == list(PAIRED_HEADER) and len(cells) == len(headers) and cells[-1] != "0":
             kept.paired[(cells[0], cells[1], cells[2])] = cells
@@ -430,7 +431,7 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None) -> str:
     for row, runs in rows:
         out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
         cmd = shlex.join(row.command("SEED", f"{out}/{row.slug}/seedSEED", overwrite=False))
-        cells = kept.cells(cmd, headers)
+        cells = kept.cells(cmd, len(exp.seeds), headers)
         if not runs and cells is not None:
             cells[:3] = [row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper)]
             if not cells[-2].endswith(KEPT):

@@ -307,3 +307,16 @@ def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
     (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": 0.8}}))
     write_docs([exp])
     assert paired_line().endswith("| — | — | — | 0 |")
+
+
+def test_a_kept_line_is_matched_by_its_seed_count():
+    """Two tables showing the same runs over different seeds keep their own lines."""
+    from fgl_flower.bench import kept_lines
+
+    cmd = "`fgl run --method fedavg --dataset Cora --seed SEED --out runs/t/Cora-fedavg/seedSEED`"
+    kept = kept_lines(f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n\n"
+                      f"| Cora | fedavg | — | 79.00 ± 2.00 | — | — | 5/5 † | {cmd} |\n")
+    headers = ["setting", "method", "paper", "acc", "s/round", "min/run", "seeds", "command"]
+    assert kept.cells(cmd.strip("`"), 3, headers)[3] == "80.00 ± 1.00"
+    assert kept.cells(cmd.strip("`"), 5, headers)[3] == "79.00 ± 2.00"
+    assert kept.cells(cmd.strip("`"), 4, headers) is None
