@@ -348,6 +348,11 @@ def _cells(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split(" | ")]
 
 
+def _marked(seeds_cell: str) -> str:
+    """A kept line's seeds cell, marked :data:`KEPT` once."""
+    return seeds_cell if seeds_cell.endswith(KEPT) else f"{seeds_cell} {KEPT}"
+
+
 #: Header of the paired-comparison table (:func:`paired_table`).
 PAIRED_HEADER = ("row", "minus", "metric", "per seed", "mean", "95 % CI", "seeds")
 
@@ -367,7 +372,7 @@ class Kept:
         """The kept cells of the row running ``cmd`` over ``seeds`` seeds under today's
         ``headers``: a column the old table lacked is "—" (a header-less line must have
         today's columns)."""
-        old = self.rows.get((_command_key(f"`{cmd}` |"), str(seeds)))
+        old = self.rows.get((_command_key(f"`{cmd}`"), str(seeds)))
         if isinstance(old, dict):
             return [old.get(h, "—") for h in headers]
         return list(old) if old is not None and len(old) == len(headers) else None
@@ -388,7 +393,7 @@ def kept_lines(text: str) -> Kept:
             headers = cells
         elif cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
             of = cells[-2].removesuffix(f" {KEPT}").partition("/")[2]
-            kept.rows[(_command_key(f"{cells[-1]} |"), of)] = (
+            kept.rows[(_command_key(cells[-1]), of)] = (
                 dict(zip(headers, cells)) if headers and len(headers) == len(cells) else cells)
         elif headers == list(PAIRED_HEADER) and len(cells) == len(headers) and cells[-1] != "0":
             kept.paired[(cells[0], cells[1], cells[2])] = cells
@@ -434,8 +439,7 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None) -> str:
         cells = kept.cells(cmd, len(exp.seeds), headers)
         if not runs and cells is not None:
             cells[:3] = [row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper)]
-            if not cells[-2].endswith(KEPT):
-                cells[-2] += f" {KEPT}"
+            cells[-2] = _marked(cells[-2])
             cells[-1] = f"`{cmd}`"
             lines.append("| " + " | ".join(cells) + " |")
             reused.add(id(row))
@@ -484,6 +488,7 @@ def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]
     per-seed differences, their mean and 95 % t-interval (points); ``runs_of`` maps
     ``id(row)`` to its runs. A comparison of two rows whose lines were kept (``kept_rows``)
     keeps its line from ``kept``, marked :data:`KEPT`."""
+    kept = kept or Kept()
     by_id = {row.id: row for row in exp.rows if row.id}
     lines = ["Paired differences, this row minus the row it is compared with, same seed (same "
              "partition and split), in points; mean and 95 % t-interval over the seeds.", "",
@@ -493,9 +498,9 @@ def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]
             continue
         base = by_id[row.versus]
         for key in exp.paired:
-            old = (kept or Kept()).paired.get((row.label, base.label, COLUMNS[key].header))
+            old = kept.paired.get((row.label, base.label, COLUMNS[key].header))
             if old is not None and id(row) in kept_rows and id(base) in kept_rows:
-                lines.append("| " + " | ".join([*old[:-1], old[-1].removesuffix(f" {KEPT}") + f" {KEPT}"]) + " |")
+                lines.append("| " + " | ".join([*old[:-1], _marked(old[-1])]) + " |")
                 continue
             diffs = paired_differences(runs_of[id(row)], runs_of[id(base)], COLUMNS[key])
             values = list(diffs.values())
