@@ -482,6 +482,12 @@ def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] 
     return mean - half, mean + half
 
 
+def _signed(x: float) -> str:
+    """``x`` in points with its sign, two decimals; a value that rounds to zero is "0.00"."""
+    text = f"{x:+.2f}"
+    return "0.00" if text[1:] == "0.00" else text
+
+
 def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]],
                  kept: Kept | None = None, kept_rows: set[int] | frozenset[int] = frozenset()) -> list[str]:
     """Lines of the paired-comparison table: per row with ``versus`` and paired metric, the
@@ -507,9 +513,9 @@ def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]
             ci = t_interval(values)
             lines.append("| " + " | ".join([
                 row.label, base.label, COLUMNS[key].header,
-                ", ".join(f"{s}: {d:+.2f}" for s, d in diffs.items()) or "—",
-                f"{statistics.fmean(values):+.2f}" if values else "—",
-                f"[{ci[0]:+.2f}, {ci[1]:+.2f}]" if ci else "—", str(len(values))]) + " |")
+                ", ".join(f"{s}: {_signed(d)}" for s, d in diffs.items()) or "—",
+                _signed(statistics.fmean(values)) if values else "—",
+                f"[{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "—", str(len(values))]) + " |")
     return lines
 
 

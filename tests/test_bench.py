@@ -179,6 +179,12 @@ def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):
                       "| +1.50 | [-4.85, +7.85] | 2 |"]
 
 
+def test_a_difference_that_rounds_to_zero_has_no_sign():
+    from fgl_flower.bench import _signed
+
+    assert [_signed(x) for x in (-0.004, 0.004, 0.0, -0.006, 1.5)] == ["0.00", "0.00", "0.00", "-0.01", "+1.50"]
+
+
 def test_versus_must_name_a_row(tmp_path):
     spec = tmp_path / "exp.toml"
     spec.write_text('title = "T"\n[[row]]\nversus = "nope"\nmethod = "fedavg"\n')
