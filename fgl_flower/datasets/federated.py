@@ -228,7 +228,10 @@ def _group_part(r: _Resolved, cfg: DataConfig, partition_id: int) -> dict[str, A
     member = r.members[partition_id]  # type: ignore[index]
     loaded = load_dataset(member, cfg.data_root)
     if r.task == "node":
-        return _node_part(loaded, np.arange(loaded.num_nodes))
+        part = _node_part(loaded, np.arange(loaded.num_nodes))
+        if getattr(loaded, "source_id", None) is not None:  # members built on shared nodes
+            part["split_id"] = loaded.source_id
+        return part
     return {"graphs": list(loaded), "dataset": DATASETS.canonical(member),
             "num_classes": int(loaded.num_classes), "num_features": int(loaded.num_features)}
 
@@ -255,11 +258,12 @@ def _split_source(
 ) -> np.random.Generator | random.Random | NodeGroups:
     """The split's random source; for :data:`SEQUENTIAL_SPLITS` the shared stream after
     ``split`` has drawn clients ``0..partition_id-1``; for :data:`GLOBAL_SPLITS` the groups
-    of the client's nodes in the whole graph and the fold."""
+    of the client's nodes in the whole graph (by ``split_id`` where the members of a dataset
+    group share their nodes, e.g. syn-cora) and the fold."""
     mode = NODE_SPLITS.canonical(cfg.split_mode)
     if mode in GLOBAL_SPLITS:
         groups = node_groups(int(part["num_nodes_total"]), cfg.split_seed)
-        return NodeGroups(groups[part["global_id"].numpy()], cfg.split_fold)
+        return NodeGroups(groups[part.get("split_id", part["global_id"]).numpy()], cfg.split_fold)
     if mode not in SEQUENTIAL_SPLITS:
         return np.random.default_rng([cfg.split_seed, partition_id])
     rng = random.Random(cfg.split_seed)

@@ -6,6 +6,12 @@ features and about 2,966 undirected edges. The files live at
 ``<data root>/syn-cora/raw/h{H}-r{R}.npz`` with the keys ``adj_data/adj_indices/adj_indptr/
 adj_shape`` (CSR adjacency), ``attr_*`` (CSR features) and ``labels``. PyG has no class for
 them, so nothing is downloaded. torch is imported when a graph is loaded.
+
+All graphs are drawn from the same 1,490 Cora nodes (same features and labels, rewired and
+reordered): every graph's feature rows are the rows of every other. :func:`source_ids` names
+each node by its Cora node, so that splits fixed per node (``five-group``) put the same node in
+the same group in every graph; split by position, a client's test node would be a training
+node of other clients.
 """
 
 from __future__ import annotations
@@ -49,9 +55,19 @@ def _edge_index(adj) -> np.ndarray:
     return both[:, np.lexsort((both[1], both[0]))]
 
 
+def source_ids(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """``[N]`` id of each node's source node: its rank when the nodes are sorted by label, then
+    by feature row (bytes), ties kept in graph order; equal in every graph for the same node."""
+    order = sorted(range(len(y)), key=lambda i: (int(y[i]), x[i].tobytes()))
+    ids = np.empty(len(y), dtype=np.int64)
+    ids[order] = np.arange(len(y))
+    return ids
+
+
 def load_syn_cora(name: str, path: Path) -> Data:
     """The graph in ``path`` as a PyG ``Data``: ``x`` [1490, 1433] dense float32, ``edge_index``
-    both directions without self-loops, ``y`` long and ``num_classes``.
+    both directions without self-loops, ``y`` long, ``num_classes`` and ``source_id`` ``[1490]``
+    (:func:`source_ids`).
 
     Raises:
         DataUnavailableError: the file is missing (nothing to download).
@@ -76,7 +92,8 @@ def load_syn_cora(name: str, path: Path) -> Data:
     import torch
     from torch_geometric.data import Data
 
-    data = Data(x=torch.from_numpy(x.toarray().astype(np.float32)),
-                edge_index=torch.from_numpy(_edge_index(adj)), y=torch.from_numpy(y))
+    dense = x.toarray().astype(np.float32)
+    data = Data(x=torch.from_numpy(dense), edge_index=torch.from_numpy(_edge_index(adj)),
+                y=torch.from_numpy(y), source_id=torch.from_numpy(source_ids(dense, y)))
     data.num_classes = int(y.max()) + 1
     return data
