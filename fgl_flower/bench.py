@@ -30,10 +30,10 @@ metrics named in ``paired = ["acc-last5", ...]`` (top level) then get a second t
 the per-seed differences (row minus its ``versus`` row, same seed) and their mean with a 95 %
 t-interval.
 
-``fgl bench FILE`` runs each row and seed with ``fgl run`` (skipping runs whose
-``summary.json`` already exists, so an interrupted benchmark resumes), then writes the
-table: mean ± population std over seeds of each metric column, time per round and per
-run, with the exact command of each row.
+``fgl bench FILE`` runs each row and seed with ``fgl run`` (``--jobs N``: N at a time;
+skipping runs whose ``summary.json`` already exists, so an interrupted benchmark resumes), then
+writes the table: mean ± population std over seeds of each metric column, time per round and
+per run, with the exact command of each row.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ import statistics
 import subprocess
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -276,32 +277,38 @@ def select_rows(exp: Experiment, patterns: list[str] | None) -> list[Row]:
 
 
 def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None,
-                   rows: list[str] | None = None) -> None:
+                   rows: list[str] | None = None, jobs: int = 1) -> None:
     """Run every missing (seed, row) with ``fgl run`` (only ``seeds`` and the rows matching
-    ``rows`` (see :func:`select_rows`) if given); print one line per run."""
+    ``rows`` (see :func:`select_rows`) if given), ``jobs`` at a time; print one line per run
+    as it starts and one as it ends."""
     seeds = exp.seeds if seeds is None else seeds
     selected = select_rows(exp, rows)
-    total = len(selected) * len(seeds)
-    done = 0
-    for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
-        for row in selected:
-            done += 1
-            out = exp.out / row.slug / f"seed{seed}"
-            if (out / "summary.json").exists():
-                continue
-            cmd = row.command(seed, str(out))
-            print(f"[{done}/{total}] {shlex.join(cmd)}", flush=True)
-            if dry_run:
-                continue
-            out.mkdir(parents=True, exist_ok=True)
-            t0 = time.perf_counter()
-            with open(out / "fgl.log", "w") as log:
-                code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
-            wall = time.perf_counter() - t0
-            if code == 0:
-                atomic_write_text(out / "bench.json", json.dumps({"wall_s": wall}) + "\n")
-            status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
-            print(f"    {status} in {wall:.0f}s", flush=True)
+    missing = [(out, row.command(seed, str(out)))
+               for seed in seeds  # seed-major: a partial benchmark has every row for early seeds
+               for row in selected
+               if not ((out := exp.out / row.slug / f"seed{seed}") / "summary.json").exists()]
+    pending = [(f"[{i}/{len(missing)}]", out, cmd) for i, (out, cmd) in enumerate(missing, 1)]
+    if dry_run:
+        for tag, _, cmd in pending:
+            print(f"{tag} {shlex.join(cmd)}", flush=True)
+        return
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each thread waits on its own process
+        list(pool.map(lambda run: _run_one(*run), pending))
+
+
+def _run_one(tag: str, out: Path, cmd: list[str]) -> None:
+    """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``; ``bench.json`` holds its
+    wall time when it succeeds)."""
+    print(f"{tag} {shlex.join(cmd)}", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    with open(out / "fgl.log", "w") as log:
+        code = subprocess.call(cmd, stdout=log, stderr=subprocess.STDOUT)
+    wall = time.perf_counter() - t0
+    if code == 0:
+        atomic_write_text(out / "bench.json", json.dumps({"wall_s": wall}) + "\n")
+    status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
+    print(f"    {tag} {status} in {wall:.0f}s", flush=True)
 
 
 def _mean_std(values: list[float]) -> str:

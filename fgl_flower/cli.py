@@ -214,13 +214,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
             if not set(seeds) <= set(exp.seeds):
                 raise ConfigError(f"--seeds {args.seeds}: {exp.title!r} runs seeds {exp.seeds}; "
                                   "pick a subset (its table averages those).")
+    if args.jobs < 1:
+        raise ConfigError(f"--jobs {args.jobs}: give the number of runs at a time, 1 or more.")
     rows = [r for r in args.rows.split(",") if r] if args.rows else None
     if rows is not None and not any(select_rows(exp, rows) for exp in exps):
         slugs = ", ".join(row.slug for exp in exps for row in exp.rows)
         raise ConfigError(f"--rows {args.rows}: no row's run folder matches it. Run folders: {slugs}")
     for exp in exps:
         if not args.doc_only:
-            run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows)
+            run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows, jobs=args.jobs)
         if not args.dry_run:  # rewritten after each file, so finished tables appear early
             written = write_docs(exps)
     if not args.dry_run:
@@ -337,6 +339,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rows", help="run only rows whose run folder (dataset-partition-clients-"
                    "method-model-overrides) matches one of these comma-separated shell patterns, "
                    "e.g. '*fedavg*' or 'Cora-*'")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs at a time (default 1); each is its own `fgl run` process, so "
+                   "set OMP_NUM_THREADS (e.g. cores / jobs) and mind GPU memory")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)

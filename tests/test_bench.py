@@ -1,5 +1,7 @@
 import json
+import os
 import shlex
+import sys
 
 import pytest
 
@@ -64,6 +66,39 @@ def test_bench_columns_and_files_sharing_one_doc(tmp_path):
     (doc,) = write_docs([load_experiment(tmp_path / "a.toml", root=tmp_path)])
     text = doc.read_text()
     assert 0 < text.index("## Table b") < text.index("## Table a")
+
+
+def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
+    """``jobs=2``: two runs are alive together (each fake ``fgl run`` waits until both have
+    started; run one after the other, the first would give up and record no overlap)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fgl"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, pathlib, sys, time\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "(out / 'started').touch()\n"
+        "deadline = time.time() + 20\n"
+        "while len(list(out.parent.glob('*/started'))) < 2 and time.time() < deadline:\n"
+        "    time.sleep(0.05)\n"
+        "both = len(list(out.parent.glob('*/started'))) >= 2\n"
+        "(out / 'summary.json').write_text(json.dumps({'overlap': both}))\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0, 1]\n[[row]]\nmethod = "fedavg"\n'
+                    'dataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    run_experiment(exp, jobs=2)
+    printed = capsys.readouterr().out
+    assert printed.count(" ok in ") == 2 and "[2/2]" in printed
+    for seed in (0, 1):
+        folder = exp.out / exp.rows[0].slug / f"seed{seed}"
+        assert json.loads((folder / "summary.json").read_text()) == {"overlap": True}
+        assert "wall_s" in json.loads((folder / "bench.json").read_text())
+    run_experiment(exp, jobs=2)  # everything done: nothing runs again
+    assert capsys.readouterr().out == ""
 
 
 def test_bench_rejects_unknown_columns(tmp_path):
