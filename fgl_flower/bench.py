@@ -292,8 +292,12 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
         for tag, _, cmd in pending:
             print(f"{tag} {shlex.join(cmd)}", flush=True)
         return
-    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each thread waits on its own process
-        list(pool.map(lambda run: _run_one(*run), pending))
+    pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on its own process
+    try:
+        for future in [pool.submit(_run_one, *run) for run in pending]:
+            future.result()
+    finally:
+        pool.shutdown(cancel_futures=True)  # after Ctrl-C or an error, start no further runs
 
 
 def _run_one(tag: str, out: Path, cmd: list[str]) -> None:
