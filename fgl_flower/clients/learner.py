@@ -18,6 +18,7 @@ from torch import Tensor, nn
 
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.datasets.packed import GraphBatch
 from fgl_flower.device import cpu_seeded
 from fgl_flower.metrics import classification_metrics, majority_class, minority_metrics
 from fgl_flower.models import build_model
@@ -229,7 +230,7 @@ class GraphLearner(Learner):
 
             attach_graph_inputs(self.data, self.inputs)
 
-    def forward(self, batch) -> Tensor:
+    def forward(self, batch: GraphBatch) -> Tensor:
         """Logits ``[B, C]`` of a mini-batch of graphs."""
         return self.model(batch.x, batch.edge_index, batch.batch, *(batch[k] for k in self.inputs))
 
@@ -252,17 +253,16 @@ class GraphLearner(Learner):
             return [k for k in keys if k.startswith(tuple(prefixes))]
         return super().shared_keys()
 
-    def _loader(self, graphs, shuffle: bool):
-        from torch_geometric.loader import DataLoader
-
-        return DataLoader(graphs, batch_size=self.cfg.batch_size, shuffle=shuffle)
+    def _batches(self, split: str, shuffle: bool) -> Iterator[GraphBatch]:
+        """One pass over ``split``'s graphs in mini-batches on the learner's device, in
+        ``DataLoader(graphs, batch_size, shuffle)``'s order (:mod:`~fgl_flower.datasets.packed`)."""
+        return self.data.packed(split, self.device, self.inputs).batches(self.cfg.batch_size, shuffle)
 
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
         self.model.train()
         total_loss, count = 0.0, 0
         for _ in range(epochs):
-            for batch in self._loader(self.data.train, shuffle=True):
-                batch = batch.to(self.device)
+            for batch in self._batches("train", shuffle=True):
                 self.optimizer.zero_grad()
                 out = self.forward(batch)
                 loss = F.cross_entropy(out, batch.y)
@@ -277,17 +277,15 @@ class GraphLearner(Learner):
         self.model.train(train_mode)
         res: dict[str, float] = {}
         for split in SPLITS:
-            graphs = getattr(self.data, split)
             outs, ys = [], []
-            for batch in self._loader(graphs, shuffle=False):
-                batch = batch.to(self.device)
+            for batch in self._batches(split, shuffle=False):
                 outs.append(self.forward(batch))
                 ys.append(batch.y)
             out = torch.cat(outs) if outs else torch.zeros(0, self.data.num_classes, device=self.device)
             y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long, device=self.device)
             for k, v in classification_metrics(out, y, self.data.num_classes).items():
                 res[f"{split}_{k}"] = v
-            res[f"num-{split}"] = float(len(graphs))
+            res[f"num-{split}"] = float(len(getattr(self.data, split)))
         res[NUM_LOCAL] = float(self.num_local)
         return res
 

@@ -51,6 +51,7 @@ __all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "chec
            "validate_data_config", "with_natural_clients"]
 
 if TYPE_CHECKING:
+    from fgl_flower.datasets.packed import PackedGraphs
     from torch_geometric.data import Data
 
 
@@ -120,6 +121,18 @@ class GraphClientData:
     dataset: str
     partition_id: int
     num_clients: int
+    _packed: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def packed(self, split: str, device: torch.device | str, inputs: tuple[str, ...] = ()) -> PackedGraphs:
+        """``split``'s graphs packed on ``device`` with the per-node ``inputs``
+        (:class:`~fgl_flower.datasets.packed.PackedGraphs`). Kept, so a process serving
+        many messages for this client packs and moves them once."""
+        key = (split, torch.device(device), inputs)
+        if key not in self._packed:
+            from fgl_flower.datasets.packed import PackedGraphs
+
+            self._packed[key] = PackedGraphs(getattr(self, split), inputs, device)
+        return self._packed[key]
 
 
 # --- building partitions ----------------------------------------------------------------
