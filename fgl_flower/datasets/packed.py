@@ -86,8 +86,9 @@ class PackedGraphs:
         self._edge_ptr = (self._edges.cumsum(0) - self._edges).to(dev)
         empty = not graphs
         self.x = torch.empty(0, device=dev) if empty else torch.cat([g.x for g in graphs]).to(dev)
-        self.edge_index = (torch.empty(2, 0, dtype=torch.long, device=dev) if empty
-                           else torch.cat([g.edge_index for g in graphs], 1).to(dev))
+        edge_index = (torch.empty(2, 0, dtype=torch.long) if empty
+                      else torch.cat([g.edge_index for g in graphs], 1))
+        self._src, self._dst = edge_index[0].contiguous().to(dev), edge_index[1].contiguous().to(dev)
         self.y = (torch.empty(0, dtype=torch.long, device=dev) if empty
                   else torch.cat([g.y.reshape(1) for g in graphs]).to(dev))
         self.inputs = {k: torch.cat([g[k] for g in graphs]).to(dev) for k in inputs} if graphs else {}
@@ -100,20 +101,24 @@ class PackedGraphs:
         nodes, edges = self._nodes[idx], self._edges[idx]
         total_n, total_e = int(nodes.sum()), int(edges.sum())
         dev = self.device
+        # output_size spares CUDA a synchronisation; on the CPU it is the slower path
+        sized = dev.type == "cuda"
         idx, nodes, edges = idx.to(dev), nodes.to(dev), edges.to(dev)
         first_node = nodes.cumsum(0) - nodes  # of each graph, in the batch
         first_edge = edges.cumsum(0) - edges
 
-        def gather(ptr: Tensor, first: Tensor, counts: Tensor, total: int) -> Tensor:
-            shift = torch.repeat_interleave(ptr[idx] - first, counts, output_size=total)
-            return shift + torch.arange(total, device=dev)
+        def repeat(values: Tensor, counts: Tensor, total: int) -> Tensor:
+            return torch.repeat_interleave(values, counts, output_size=total if sized else None)
 
-        node_ids = gather(self._node_ptr, first_node, nodes, total_n)
-        edge_ids = gather(self._edge_ptr, first_edge, edges, total_e)
-        edge_index = self.edge_index[:, edge_ids] + torch.repeat_interleave(first_node, edges, output_size=total_e)
-        graph_of = torch.repeat_interleave(torch.arange(len(idx), device=dev), nodes, output_size=total_n)
-        return GraphBatch(self.x[node_ids], edge_index, graph_of, self.y[idx],
-                          {k: v[node_ids] for k, v in self.inputs.items()})
+        node_ids = repeat(self._node_ptr[idx] - first_node, nodes, total_n) + torch.arange(total_n, device=dev)
+        edge_ids = repeat(self._edge_ptr[idx] - first_edge, edges, total_e) + torch.arange(total_e, device=dev)
+        shift = repeat(first_node, edges, total_e)
+        edge_index = torch.stack([self._src.index_select(0, edge_ids) + shift,
+                                  self._dst.index_select(0, edge_ids) + shift])
+        graph_of = repeat(torch.arange(len(idx), device=dev), nodes, total_n)
+        # index_select, not x[node_ids]: advanced indexing is ~10x slower on the CPU
+        return GraphBatch(self.x.index_select(0, node_ids), edge_index, graph_of, self.y.index_select(0, idx),
+                          {k: v.index_select(0, node_ids) for k, v in self.inputs.items()})
 
     def batches(self, batch_size: int, shuffle: bool) -> Iterator[GraphBatch]:
         """One pass over the graphs in mini-batches (order from :func:`batch_order`)."""
