@@ -1,10 +1,11 @@
 """A client's graphs packed once on its device and cut into mini-batches by index.
 
 PyG's :class:`~torch_geometric.loader.DataLoader` collates every mini-batch from Python
-``Data`` objects, every epoch, on the CPU. With the model on a GPU that collate, not the
-model, sets the pace of graph classification (21 FedDense runs on an H200 machine kept its
-16 cores at a load of 25). :class:`PackedGraphs` concatenates a split's graphs once, keeps
-them on the learner's device, and builds each mini-batch there with a few index kernels.
+``Data`` objects, every epoch, on the CPU. With the model on a GPU the CPU is what runs short
+(21 runs of FedDense's Table 2 sharing an H200 kept its 16 cores at a load of 25), and on the
+CPU alone the collate is a tenth of a FedAvg round on TU datasets. :class:`PackedGraphs`
+concatenates a split's graphs once, keeps them on the learner's device, and builds each
+mini-batch there with a few index kernels.
 
 A batch holds exactly what PyG's collate of the same graphs in the same order holds for
 the model (``x``, ``edge_index``, ``batch``, ``y`` and the per-node inputs), and
