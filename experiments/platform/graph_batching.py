@@ -27,15 +27,14 @@ def main() -> None:
 
     from torch_geometric.loader import DataLoader
 
+    from fgl_flower.api import run_config
     from fgl_flower.config import parse_run_config
     from fgl_flower.datasets import load_client_data
     from fgl_flower.datasets.encodings import attach_graph_inputs
-    from fgl_flower.launch import flat_config
 
-    cfg = parse_run_config(flat_config({
-        "method": "feddense", "dataset": args.dataset, "partition": "per-dataset",
-        "num-clients": args.clients, "model": "gin", "split": "0.8,0.1,0.1",
-        "split-mode": "stratified", "split-seed": 123}, out="runs/graph-batching"))
+    cfg = parse_run_config(run_config(
+        "feddense", dataset=args.dataset, partition="per-dataset", clients=args.clients, model="gin",
+        split="0.8,0.1,0.1", split_mode="stratified", split_seed=123, out="runs/graph-batching"))
     device = torch.device(args.device)
 
     def sync() -> None:

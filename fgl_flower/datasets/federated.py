@@ -38,6 +38,7 @@ from fgl_flower.datasets.catalog import DATASETS, load_dataset
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.homophily import edge_homophily, node_homophily
 from fgl_flower.datasets.noise import EDGE_FLIP_STREAM, flip_edges
+from fgl_flower.datasets.packed import PackedGraphs
 from fgl_flower.datasets.partition import PartitionInput
 from fgl_flower.datasets.resolve import DataConfig, _resolve, _Resolved, task_of, validate_data_config
 from fgl_flower.datasets.splits import (
@@ -51,7 +52,6 @@ __all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "chec
            "validate_data_config", "with_natural_clients"]
 
 if TYPE_CHECKING:
-    from fgl_flower.datasets.packed import PackedGraphs
     from torch_geometric.data import Data
 
 
@@ -129,8 +129,6 @@ class GraphClientData:
         many messages for this client packs and moves them once."""
         key = (split, torch.device(device), inputs)
         if key not in self._packed:
-            from fgl_flower.datasets.packed import PackedGraphs
-
             self._packed[key] = PackedGraphs(getattr(self, split), inputs, device)
         return self._packed[key]
 
