@@ -3,16 +3,13 @@
 import json
 
 import pytest
-from methods_data import for_method
+from methods_data import NEEDS, for_method
 import torch
 from flwr.app import Context, RecordDict
 
 from fgl_flower.client_app import build_client
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
-
-NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
-         "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100}}
 
 
 def _rounds(out):

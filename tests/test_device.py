@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from methods_data import NEEDS
 
 from fgl_flower.config import parse_run_config
 from fgl_flower.device import check_device_spec, manual_seed, resolve_device
@@ -68,8 +69,7 @@ def test_client_state_and_replies_hold_cpu_tensors(flat):
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
 @pytest.mark.parametrize("method,extra", [
     ("fedavg", {}), ("fedprox", {}), ("local", {}), ("fedspray", {}),
-    ("s2fgl", {"model": "acmgcn", "hidden": 16}),
-    ("opfgl", {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100}),
+    ("s2fgl", NEEDS["s2fgl"]), ("opfgl", NEEDS["opfgl"]),
 ])
 def test_every_method_runs_on_cuda_close_to_cpu(flat, method, extra, tmp_path):
     from fgl_flower.inprocess import run_inprocess

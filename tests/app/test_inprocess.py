@@ -4,15 +4,12 @@ import json
 
 import pytest
 import torch
+from methods_data import NEEDS
 
 from fgl_flower.config import parse_run_config
 from fgl_flower.inprocess import InProcessGrid, run_inprocess
 from fgl_flower.methods import METHODS
 from fgl_flower.server_app import run
-
-
-#: What a method needs besides the app defaults (its backbone).
-NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16}}
 
 
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if "node" in s.tasks])

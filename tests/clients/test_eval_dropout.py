@@ -4,12 +4,10 @@ otherwise, reproducible, and training unchanged either way."""
 import json
 
 import pytest
-from methods_data import for_method
+from methods_data import NEEDS, for_method
 
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
-
-NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16}}
 
 
 def rounds(flat, out, **changes) -> list[dict]:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 from faults import fail_partition
-from methods_data import for_method
+from methods_data import NEEDS, for_method
 
 from fgl_flower.checkpoint import CheckpointError
 from fgl_flower.client_app import make_app
@@ -17,9 +17,6 @@ from fgl_flower.methods import METHODS
 from fgl_flower.server_app import run
 from fgl_flower.strategies.grid import ClientFailure
 
-NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
-         "opfgl": {"num-rounds": 1, "fraction-train": 1.0, "opfgl.condense-steps": 20,
-                   "opfgl.max-steps": 100}}
 NUMBERS = ("final", "best_val", "last", "rounds_completed", "bytes_up_total")
 
 
@@ -45,7 +42,8 @@ def interrupted(flat, fail_round: int, partition: int = 1) -> None:
 def test_interrupted_and_resumed_equals_uninterrupted(flat, method, tmp_path, request):
     for_method(flat, method, request)
     flat.update({"num-rounds": 4, "fraction-train": 0.67,
-                 **({"fedavg.finetune-epochs": 1} if method == "fedavg" else {}), **NEEDS.get(method, {})})
+                 **({"fedavg.finetune-epochs": 1} if method == "fedavg" else {}), **NEEDS.get(method, {}),
+                 **({"fraction-train": 1.0} if method == "opfgl" else {})})
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     out = tmp_path / "resumed"
     flat["out-dir"] = str(out)

@@ -3,16 +3,13 @@
 import json
 
 import pytest
-from methods_data import for_method
+from methods_data import NEEDS, for_method
 
 from fgl_flower.config import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
 from fgl_flower.strategies.sampling import sample_clients, sample_size
-
-NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
-         "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100}}
 
 
 def test_sample_size_follows_flowers_rule():
