@@ -60,8 +60,9 @@ def test_simulation_goes_on_without_a_client_that_raises(flat, tmp_path):
 @pytest.mark.slow
 def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     out = tmp_path / "dep"
-    # The timeout is what the killed node costs each round; it must also cover a ClientApp
-    # process start on a loaded machine (20 s did not when the suite ran in parallel).
+    # A round waits for the killed node until the SuperLink reports it unavailable (missed
+    # heartbeats) or the timeout ends; the timeout must also cover a ClientApp process start
+    # on a loaded machine (20 s did not when the suite ran in parallel).
     config = {**flat, "num-rounds": 3, "round-timeout": 60.0, "out-dir": str(out)}
     result = {}
     thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=400)))
