@@ -63,7 +63,7 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     # A round waits for the killed node until the SuperLink reports it unavailable (missed
     # heartbeats) or the timeout ends; the timeout must also cover a ClientApp process start
     # on a loaded machine (20 s did not when the suite ran in parallel).
-    config = {**flat, "num-rounds": 3, "round-timeout": 60.0, "out-dir": str(out)}
+    config = {**flat, "num-rounds": 4, "round-timeout": 60.0, "out-dir": str(out)}
     result = {}
     thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=400)))
     start = time.monotonic()
@@ -79,10 +79,10 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     elapsed = time.monotonic() - start
     assert result.get("code") == 0
     rounds = _rounds(out)
-    assert [r["round"] for r in rounds] == [1, 2, 3]
-    assert "2" in rounds[2].get("failures", {})  # gone for good after round 1
-    assert rounds[2]["eval_clients"] == [0, 1]
-    assert elapsed < 360, f"took {elapsed:.0f} s"
+    assert [r["round"] for r in rounds] == [1, 2, 3, 4]
+    assert all("2" in r.get("failures", {}) for r in rounds[2:])  # gone for good after round 1
+    assert all(r["eval_clients"] == [0, 1] for r in rounds[2:])
+    assert elapsed < 300, f"took {elapsed:.0f} s"
 
 
 @pytest.mark.slow
