@@ -6,8 +6,10 @@
 
 Each runs in a fresh kernel whose working directory is a temporary folder (its runs/ go
 there), reading the datasets from $FGL_DATA_ROOT. The committed notebooks are written by
-this script, so their outputs come from an execution of the committed code; the tests
-(tests/test_notebooks.py) execute them again.
+this script, with the values of their ``parameters`` cell, so their outputs come from an
+execution of the committed code; the tests (tests/test_notebooks.py) execute them again,
+with fewer rounds through :func:`execute`'s ``parameters`` (papermill's convention: a cell
+tagged ``injected-parameters`` after the one tagged ``parameters``).
 """
 
 from __future__ import annotations
@@ -15,18 +17,40 @@ from __future__ import annotations
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
 
-def execute(path: Path, timeout: int = 900):
+def inject(book, parameters: Mapping[str, Any]) -> None:
+    """Insert ``name = value`` lines for ``parameters`` after ``book``'s cell tagged
+    ``parameters``; each name must be assigned there (a renamed parameter fails loudly)."""
+    import nbformat
+
+    cells = [i for i, c in enumerate(book.cells) if "parameters" in c.metadata.get("tags", [])]
+    if len(cells) != 1:
+        raise ValueError(f"parameters {sorted(parameters)} need one cell tagged 'parameters', found {len(cells)}")
+    declared = book.cells[cells[0]].source
+    missing = [name for name in parameters if not any(line.startswith(f"{name} =") for line in declared.splitlines())]
+    if missing:
+        raise ValueError(f"{missing} are not assigned in the 'parameters' cell:\n{declared}")
+    cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
+    cell.metadata["tags"] = ["injected-parameters"]
+    book.cells.insert(cells[0] + 1, cell)
+
+
+def execute(path: Path, timeout: int = 900, parameters: Mapping[str, Any] | None = None):
     """``path`` executed in a fresh kernel (cwd: a temporary folder); returns the notebook.
-    Raises ``nbclient.exceptions.CellExecutionError`` at the first failing cell."""
+    ``parameters`` override values of its ``parameters`` cell (:func:`inject`). Raises
+    ``nbclient.exceptions.CellExecutionError`` at the first failing cell."""
     import nbformat
     from nbclient import NotebookClient
 
     book = nbformat.read(path, as_version=4)
+    if parameters:
+        inject(book, parameters)
     with tempfile.TemporaryDirectory(prefix="fgl-notebook-") as cwd:
         NotebookClient(book, timeout=timeout, kernel_name="python3",
                        resources={"metadata": {"path": cwd}}).execute()

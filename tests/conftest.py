@@ -14,9 +14,16 @@ REPO = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    """Keep the user's cache clean: every test session gets its own FGL_CACHE_DIR."""
+    """Keep the user's cache clean: every test run gets its own FGL_CACHE_DIR, one for all
+    its pytest-xdist workers (processed datasets and partitions are built once; their
+    creators take file locks, as the clients of one simulation do)."""
     mp = pytest.MonkeyPatch()
-    mp.setenv("FGL_CACHE_DIR", str(tmp_path_factory.mktemp("fgl-cache")))
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        cache = tmp_path_factory.getbasetemp().parent / "fgl-cache"
+        cache.mkdir(exist_ok=True)
+    else:
+        cache = tmp_path_factory.mktemp("fgl-cache")
+    mp.setenv("FGL_CACHE_DIR", str(cache))
     yield
     mp.undo()
 

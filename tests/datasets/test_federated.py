@@ -65,7 +65,17 @@ def test_options_accept_case_and_underscores():
     validate_data_config(DataConfig("synthetic", "dirichlet", 2, options=(("Min_Size", "3"), ("num_nodes", 300))))
 
 
-def test_cache_hit_identical_and_on_disk():
+@pytest.fixture
+def own_cache(tmp_path, monkeypatch):
+    """A cache of this test's own (the suite's is shared by its workers), empty in memory too."""
+    from fgl_flower.datasets.federated import _client_part
+
+    monkeypatch.setenv("FGL_CACHE_DIR", str(tmp_path / "cache"))
+    _client_part.cache_clear()
+    load_client_data.cache_clear()
+
+
+def test_cache_hit_identical_and_on_disk(own_cache):
     cfg = DataConfig("synthetic", "metis", 4, split_mode="stratified", options=(("data-seed", 7),))
     a = load_client_data(cfg, 2)
     assert isinstance(a, NodeClientData) and a.num_classes == 4 and a.num_features == 32
@@ -196,7 +206,7 @@ def test_physics_fedspray_files(data_root):
     assert int(c.data.train_mask.sum()) == int(0.4 * n)
 
 
-def test_partitioner_version_invalidates_cache(monkeypatch):
+def test_partitioner_version_invalidates_cache(own_cache, monkeypatch):
     cfg = DataConfig("synthetic", "metis", 2, options=(("data-seed", 7),))
     load_client_data(cfg, 0)
     from fgl_flower.datasets.federated import _client_part
