@@ -133,6 +133,20 @@ def load_client_state(checkpoint_dir: str | Path, partition_id: int, up_to_round
 
 
 # -- the server's checkpoint -----------------------------------------------------------------
+def run_checkpoint_dir(folder: Path) -> Path:
+    """The ``<checkpoint-dir>`` of the run in ``folder`` (from its ``config.json``)."""
+    saved = json.loads((folder / "config.json").read_text())
+    return Path(saved.get("checkpoint_dir") or folder / "checkpoint")
+
+
+def resumable(folder: Path) -> bool:
+    """Whether ``folder`` holds a run that stopped after a server checkpoint and has no
+    summary yet (``fgl run --resume folder`` continues it)."""
+    if (folder / "summary.json").exists() or not (folder / "config.json").is_file():
+        return False
+    return (run_checkpoint_dir(folder) / SERVER_FILE).is_file()
+
+
 class Checkpointer:
     """Where a run's checkpoints go (``<checkpoint-dir>``) and how often the server writes
     its own (every ``every`` rounds, and after the last)."""

@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from fgl_flower.bench import OUTCOME_NEUTRAL_KEYS
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.launch import prepare, resolve_num_clients  # noqa: F401 (the CLI's API)
 
@@ -85,7 +87,7 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
 def resume_config(args: argparse.Namespace) -> dict[str, Scalar]:
     """The flat config of the run in ``--resume DIR`` (from its server checkpoint), set to
     resume; config flags are refused, the run keeps the config it was started with."""
-    from fgl_flower.checkpoint import Checkpointer
+    from fgl_flower.checkpoint import Checkpointer, run_checkpoint_dir
     from fgl_flower.protocol import CONFIG
 
     folder = Path(args.resume).expanduser().resolve()
@@ -96,8 +98,7 @@ def resume_config(args: argparse.Namespace) -> dict[str, Scalar]:
                           f"drop {', '.join(given)}.")
     if not (folder / "config.json").is_file():
         raise ConfigError(f"--resume {folder}: not a run folder (no config.json).")
-    saved = json.loads((folder / "config.json").read_text())
-    records = Checkpointer(saved.get("checkpoint_dir") or folder / "checkpoint", 1).load()
+    records = Checkpointer(run_checkpoint_dir(folder), 1).load()
     flat = dict(json.loads(str(records[CONFIG]["json"]))["config"])
     flat.update({"resume": True, "out-dir": str(folder)})
     return flat
@@ -216,13 +217,27 @@ def cmd_bench(args: argparse.Namespace) -> int:
                                   "pick a subset (its table averages those).")
     if args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: give the number of runs at a time, 1 or more.")
+    if args.time_limit is not None and args.time_limit <= 0:
+        raise ConfigError(f"--time-limit {args.time_limit:g}: give the seconds the benchmark may "
+                          "run, more than 0.")
+    neutral = {}
+    for item in args.set:
+        key, eq, value = item.partition("=")
+        if not eq or key not in OUTCOME_NEUTRAL_KEYS:
+            raise ConfigError(f"fgl bench --set {item!r}: only keys that change no number may be set "
+                              f"here ({', '.join(OUTCOME_NEUTRAL_KEYS)}), as KEY=VALUE; put others "
+                              "in the experiment file, so that its table shows them.")
+        neutral[key] = value
     rows = [r for r in args.rows.split(",") if r] if args.rows else None
     if rows is not None and not any(select_rows(exp, rows) for exp in exps):
         slugs = ", ".join(row.slug for exp in exps for row in exp.rows)
         raise ConfigError(f"--rows {args.rows}: no row's run folder matches it. Run folders: {slugs}")
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     for exp in exps:
         if not args.doc_only:
-            run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows, jobs=args.jobs)
+            left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows, jobs=args.jobs,
+                           time_limit=left, neutral=neutral)
         if not args.dry_run:  # rewritten after each file, so finished tables appear early
             written = write_docs(exps)
     if not args.dry_run:
@@ -342,6 +357,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--jobs", type=int, default=1,
                    help="runs at a time (default 1); each is its own `fgl run` process, so "
                    "set OMP_NUM_THREADS (e.g. cores / jobs) and mind GPU memory")
+    p.add_argument("--time-limit", type=float, metavar="SECONDS",
+                   help="start no run after SECONDS and stop the runs still going then (a "
+                   "batch job's limit); the same command later resumes them from their last "
+                   "checkpoint (see --set checkpoint-every=N)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a run-config key that changes no number for these runs: "
+                   + ", ".join(OUTCOME_NEUTRAL_KEYS) + " (repeatable)")
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)

@@ -229,7 +229,7 @@ def test_versus_must_name_a_row(tmp_path):
 
 def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
     """Run folders stay on the machine that made them: a later write keeps the rows it has
-    no runs for (same command and columns), marked, and rewrites the others."""
+    neither runs nor records for (same command and columns), marked, and rewrites the others."""
     from fgl_flower.bench import KEPT, write_docs
 
     spec = tmp_path / "exp.toml"
@@ -245,7 +245,8 @@ def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
     assert "| 80.00 ± 0.00 |" in first and "| 70.00 ± 0.00 |" in first and KEPT not in first
     import shutil
 
-    shutil.rmtree(exp.out / exp.rows[1].slug)  # another machine: only the FedAvg run
+    shutil.rmtree(exp.out / exp.rows[1].slug)  # another machine: only the FedAvg run,
+    (tmp_path / "doc.runs.jsonl").unlink()  # and a page written before run records
     (exp.out / exp.rows[0].slug / "seed0" / "summary.json").write_text(
         json.dumps({"seed": 0, "best_val": {"test_acc": 0.9}}))
     write_docs([exp])
@@ -316,8 +317,8 @@ def test_a_kept_line_survives_a_column_added_since(tmp_path):
 
 
 def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
-    """Without the run folders, the paired line stays with its two rows (marked); once one of
-    them has runs here it is computed again."""
+    """Without the run folders and records, the paired line stays with its two rows (marked);
+    once one of them has runs here it is computed again."""
     import shutil
 
     from fgl_flower.bench import KEPT, write_docs
@@ -339,6 +340,7 @@ def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
 
     assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith("| 2 |")
     shutil.rmtree(exp.out)
+    (tmp_path / "doc.runs.jsonl").unlink()  # a page written before run records
     write_docs([exp])
     assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith(f"| 2 {KEPT} |")
     write_docs([exp])  # marked once
@@ -361,3 +363,135 @@ def test_a_kept_line_is_matched_by_its_seed_count():
     assert kept.cells(cmd.strip("`"), 3, headers)[3] == "80.00 ± 1.00"
     assert kept.cells(cmd.strip("`"), 5, headers)[3] == "79.00 ± 2.00"
     assert kept.cells(cmd.strip("`"), 4, headers) is None
+
+
+def _fake_run(folder, seed: int, accs: tuple[float, float], wall_s: float = 60.0) -> None:
+    """A finished run of two clients: summary, per-round evaluation and bench wall time."""
+    folder.mkdir(parents=True)
+    mean = sum(accs) / 2
+    rounds = [{"round": 1, "eval": {"test_acc_mean": 0.5}}, {"round": 2, "eval": {"test_acc_mean": mean}}]
+    (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
+    ev = {"round": 2, "test_acc_mean": mean}
+    (folder / "summary.json").write_text(json.dumps({
+        "seed": seed, "final": ev, "best_val": ev, "total_time_s": 20.0, "rounds_completed": 2,
+        "final_clients": {"0": {"test_acc": accs[0]}, "1": {"test_acc": accs[1]}}, "config": {"big": "x" * 100}}))
+    (folder / "bench.json").write_text(json.dumps({"wall_s": wall_s}))
+
+
+def test_run_records_complete_a_table_across_machines(tmp_path, capsys):
+    """Seeds run on two machines (run folders never travel) give the table that all seeds on
+    one machine give; a recorded run is not run again."""
+    import shutil
+
+    from fgl_flower.bench import KEPT, load_records, records_path, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2, 3]\n'
+                    'columns = ["acc-paper", "first65"]\n'
+                    '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n')
+    exp = load_experiment(spec, root=tmp_path)
+    accs = {1: (0.6, 0.8), 2: (0.7, 0.8), 3: (0.8, 0.5)}
+    folder = exp.out / exp.rows[0].slug
+
+    for seed in accs:  # one machine, every seed
+        _fake_run(folder / f"seed{seed}", seed, accs[seed])
+    write_docs([exp])
+    everything = (tmp_path / "doc.md").read_text()
+    assert "| 70.00 ± 13.66 | 2 |" in everything and "| 3/3 |" in everything
+    shutil.rmtree(exp.out)
+    records_path(exp.doc).unlink()
+
+    for seed in (1, 2):  # machine A
+        _fake_run(folder / f"seed{seed}", seed, accs[seed])
+    write_docs([exp])
+    assert "| 2/3 |" in (tmp_path / "doc.md").read_text()
+    records = load_records(records_path(exp.doc))
+    assert sorted(s for _, s in records) == [1, 2] and "config" not in records[next(iter(records))]
+    shutil.rmtree(exp.out)  # machine B: only the records (committed with the page)
+
+    run_experiment(exp, dry_run=True)
+    printed = capsys.readouterr().out
+    assert "2 run(s) recorded" in printed and "[1/1]" in printed and "--seed 3" in printed
+    _fake_run(folder / "seed3", 3, accs[3])
+    write_docs([exp])
+    assert (tmp_path / "doc.md").read_text() == everything and KEPT not in everything
+    lines = records_path(exp.doc).read_text().splitlines()
+    assert [json.loads(x)["seed"] for x in lines] == [1, 2, 3]
+
+    spec.write_text(spec.read_text().replace("clients = 2", "clients = 2\nset = { lr = 0.1 }"))
+    write_docs([load_experiment(spec, root=tmp_path)])  # another command: its records are gone
+    assert not load_records(records_path(exp.doc))
+
+
+def test_a_broken_records_file_is_an_error(tmp_path):
+    from fgl_flower.bench import load_records
+
+    path = tmp_path / "doc.runs.jsonl"
+    path.write_text('{"command": "fgl run", "seed": 1, "run": {}}\n{"command": "fgl run"\n')
+    with pytest.raises(ConfigError, match=r"doc.runs.jsonl:2: not a run record"):
+        load_records(path)
+
+
+def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monkeypatch, capsys):
+    """At the time limit the running run is stopped (Ctrl-C) and the next not started; run
+    again, the stopped one continues from its checkpoint with ``fgl run --resume``."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fgl"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, os, pathlib, sys, time\n"
+        "if '--resume' in sys.argv:\n"
+        "    out = pathlib.Path(sys.argv[sys.argv.index('--resume') + 1])\n"
+        "    print('resumed', flush=True)\n"
+        "    (out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.5}}))\n"
+        "    sys.exit(0)\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "(out / 'argv.json').write_text(json.dumps(sys.argv))\n"
+        "(out / 'config.json').write_text('{}')\n"
+        "(out / 'checkpoint').mkdir()\n"
+        "(out / 'checkpoint' / 'server.records').write_bytes(b'')\n"
+        "print('started', flush=True)\n"
+        "time.sleep(float(os.environ.get('FAKE_RUN_S', '0')))\n"
+        "(out / 'summary.json').write_text(json.dumps({'seed': 1, 'best_val': {'test_acc': 0.7}}))\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_RUN_S", "60")
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    folder = exp.out / exp.rows[0].slug
+    run_experiment(exp, time_limit=2.0, neutral={"checkpoint-every": 2})
+    printed = capsys.readouterr().out
+    assert "1 run(s) stopped, 1 not started" in printed and "[2/2]" not in printed
+    assert not (folder / "seed0" / "summary.json").exists() and not (folder / "seed1").exists()
+    assert "checkpoint-every=2" in json.loads((folder / "seed0" / "argv.json").read_text())
+
+    monkeypatch.setenv("FAKE_RUN_S", "0")
+    run_experiment(exp)
+    printed = capsys.readouterr().out
+    assert f"fgl run --resume {folder / 'seed0'}" in printed and printed.count(" ok in ") == 2
+    log = (folder / "seed0" / "fgl.log").read_text().split()  # appended to, not overwritten
+    assert log[0] == "started" and "KeyboardInterrupt" in log and log[-1] == "resumed"
+    assert json.loads((folder / "seed0" / "bench.json").read_text())["resumed"] is True
+    from fgl_flower.bench import write_docs
+
+    write_docs([exp])  # min/run from the run that ran through only (a resumed one's wall is partial)
+    wall = json.loads((folder / "seed1" / "bench.json").read_text())["wall_s"] / 60
+    assert f"| 60.00 ± 10.00 | — | {wall:.1f} | 2/2 |" in (tmp_path / "doc.md").read_text()
+
+
+@pytest.mark.parametrize("argv,match", [
+    (["--set", "lr=0.1"], "only keys that change no number"),
+    (["--set", "checkpoint-every"], "as KEY=VALUE"),
+    (["--time-limit", "0"], "more than 0"),
+])
+def test_bench_flags_that_would_change_numbers_or_make_no_sense_are_refused(tmp_path, argv, match, capsys):
+    from fgl_flower.cli import main
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    assert main(["bench", str(spec), "--dry-run", *argv]) == 2
+    captured = capsys.readouterr()
+    assert match in captured.err and captured.out == ""
