@@ -12,6 +12,30 @@ from fgl_flower.config import load_app_defaults
 REPO = Path(__file__).resolve().parents[1]
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Spread the slow tests over pytest-xdist's workers (``scripts/test.sh``).
+
+    ``--dist worksteal`` first sends each of the ``W`` workers a contiguous share of this
+    list (``len // W`` each, the first shares rounded down) and later gives an idle worker
+    the tail of the longest queue. In collection order the slow tests (Flower runtimes,
+    notebooks) sit together and end the run on one or two workers; dealt round-robin to the
+    front of the shares, every worker starts with its part of them. Only the order changes."""
+    workers = int(getattr(config, "workerinput", {}).get("workercount", 0))
+    if workers < 2:
+        return
+    slow = [item for item in items if item.get_closest_marker("slow")]
+    fast = iter([item for item in items if not item.get_closest_marker("slow")])
+    ordered: list[pytest.Item] = []
+    left = len(items)
+    for k in range(workers):
+        size = left // (workers - k)
+        left -= size
+        share = slow[k::workers][:size]
+        ordered += share + [item for _, item in zip(range(size - len(share)), fast)]
+    placed = set(map(id, ordered))
+    items[:] = ordered + [item for item in slow + list(fast) if id(item) not in placed]
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     """Keep the user's cache clean: every test run gets its own FGL_CACHE_DIR, one for all

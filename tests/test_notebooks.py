@@ -22,7 +22,7 @@ QUICK = {
     "04_s2fgl.ipynb": {"rounds": 3},
     "05_feddense.ipynb": {"rounds": 1},
     "06_fedhero.ipynb": {"rounds": 3},
-    "07_deployment.ipynb": {"rounds": 2},
+    "07_deployment.ipynb": {"rounds": 1},
     "08_your_own_method.ipynb": {"rounds": 3},
 }
 

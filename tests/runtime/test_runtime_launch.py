@@ -31,6 +31,7 @@ def _assert_clean(tmp_path: Path) -> None:
     assert left == []
 
 
+@pytest.mark.slow
 def test_simulation_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     out, log = tmp_path / "sim.json", io.StringIO()
     config = {"out-file": str(out), "message": TRICKY, "num-nodes": 3}
@@ -46,6 +47,7 @@ def test_simulation_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     _assert_clean(tmp_path)
 
 
+@pytest.mark.slow
 def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) -> None:
     log = io.StringIO()
     work = tmp_path / "work"
@@ -55,6 +57,7 @@ def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) 
     _assert_clean(tmp_path)
 
 
+@pytest.mark.slow
 def test_deployment_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     out, log = tmp_path / "dep.json", io.StringIO()
     config = {"out-file": str(out), "num-nodes": 2, "num-rounds": 2, "message": TRICKY}
