@@ -554,8 +554,8 @@ class Kept:
     """The measured lines of a document as it was (:func:`kept_lines`).
 
     ``rows``: ``(command cell, seed count)`` -> cells of a result row, by column header where
-    its table has a header line, else in order (two tables may show the same runs over
-    different seeds). ``paired``: ``(row, minus, metric)`` -> cells of a paired comparison."""
+    its table has a header line (the union over tables showing the same runs with other
+    columns), else in order (two tables may show the same runs over different seeds). ``paired``: ``(row, minus, metric)`` -> cells of a paired comparison."""
 
     rows: dict[tuple[str, str], dict[str, str] | list[str]] = field(default_factory=dict)
     paired: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
@@ -584,9 +584,14 @@ def kept_lines(text: str) -> Kept:
         if cells[-1] == "command" or tuple(cells) == PAIRED_HEADER:
             headers = cells
         elif cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
-            of = cells[-2].removesuffix(f" {KEPT}").partition("/")[2]
-            kept.rows[(_command_key(cells[-1]), of)] = (
-                dict(zip(headers, cells)) if headers and len(headers) == len(cells) else cells)
+            key = (_command_key(cells[-1]), cells[-2].removesuffix(f" {KEPT}").partition("/")[2])
+            if headers and len(headers) == len(cells):
+                old = kept.rows.get(key)  # the same runs in another table: the union of columns
+                merged = dict(old) if isinstance(old, dict) else {}
+                merged.update((h, c) for h, c in zip(headers, cells) if c != "—" or h not in merged)
+                kept.rows[key] = merged
+            else:
+                kept.rows[key] = cells
         elif headers == list(PAIRED_HEADER) and len(cells) == len(headers) and cells[-1] != "0":
             kept.paired[(cells[0], cells[1], cells[2])] = cells
     return kept

@@ -365,6 +365,20 @@ def test_a_kept_line_is_matched_by_its_seed_count():
     assert kept.cells(cmd.strip("`"), 4, headers) is None
 
 
+def test_a_kept_row_shown_in_two_tables_keeps_the_columns_of_both():
+    from fgl_flower.bench import kept_lines
+
+    cmd = "`fgl run --method fedavg --dataset Cora --seed SEED --out runs/t/Cora-fedavg/seedSEED`"
+    kept = kept_lines("| setting | method | paper | acc | first | seeds | command |\n|---|\n"
+                      f"| Cora | fedavg | — | 80.00 ± 1.00 | 36 | 3/3 | {cmd} |\n\n"
+                      "| setting | method | paper | acc | bytes | first | seeds | command |\n|---|\n"
+                      f"| Cora | fedavg | — | 80.00 ± 1.00 | 1024 | — | 3/3 | {cmd} |\n")
+    first = ["setting", "method", "paper", "acc", "first", "seeds", "command"]
+    second = ["setting", "method", "paper", "acc", "bytes", "first", "seeds", "command"]
+    assert kept.cells(cmd.strip("`"), 3, first)[4] == "36"
+    assert kept.cells(cmd.strip("`"), 3, second)[4:6] == ["1024", "36"]
+
+
 def _fake_run(folder, seed: int, accs: tuple[float, float], wall_s: float = 60.0) -> None:
     """A finished run of two clients: summary, per-round evaluation and bench wall time."""
     folder.mkdir(parents=True)
