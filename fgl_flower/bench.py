@@ -555,7 +555,8 @@ class Kept:
 
     ``rows``: ``(command cell, seed count)`` -> cells of a result row, by column header where
     its table has a header line (the union over tables showing the same runs with other
-    columns), else in order (two tables may show the same runs over different seeds). ``paired``: ``(row, minus, metric)`` -> cells of a paired comparison."""
+    columns), else in order (two tables may show the same runs over different seeds).
+    ``paired``: ``(row, minus, metric)`` -> cells of a paired comparison."""
 
     rows: dict[tuple[str, str], dict[str, str] | list[str]] = field(default_factory=dict)
     paired: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)

@@ -31,9 +31,11 @@ def inject(book, parameters: Mapping[str, Any]) -> None:
 
     cells = [i for i, c in enumerate(book.cells) if "parameters" in c.metadata.get("tags", [])]
     if len(cells) != 1:
-        raise ValueError(f"parameters {sorted(parameters)} need one cell tagged 'parameters', found {len(cells)}")
+        raise ValueError(f"parameters {sorted(parameters)} need one cell tagged 'parameters', "
+                         f"found {len(cells)}")
     declared = book.cells[cells[0]].source
-    missing = [name for name in parameters if not any(line.startswith(f"{name} =") for line in declared.splitlines())]
+    lines = declared.splitlines()
+    missing = [name for name in parameters if not any(line.startswith(f"{name} =") for line in lines)]
     if missing:
         raise ValueError(f"{missing} are not assigned in the 'parameters' cell:\n{declared}")
     cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
