@@ -17,7 +17,10 @@ per node, sums over the graph and classifies (FedStar's head).
 
 ``activation="post"`` is FedStar-style post-activation (spec §3.1.2, alternative):
 :math:`\mathbf x^{(\ell)} = \phi(\mathrm{GIN}_\ell([\mathbf x^{(0..\ell-1)} \| \mathbf s^{(0..\ell-1)}]))`
-and the maps are concatenated raw. Both have the same parameters. Shared parameters
+and the maps are concatenated raw. Both have the same parameters. Each GIN layer
+projects its :math:`2d_0 + 2(\ell-1)r` inputs to :math:`r` before summing over neighbours
+(``project_first``, the same layer: messages of width :math:`r`, not
+:math:`\dim\mathbf c^{(\ell)}`). Shared parameters
 (``struct.*``): :math:`|\theta_s| = 32 d_0 + d_0 + d_0 r + r + (L-1)(r^2 + r)`, i.e.
 :math:`2112 + 2r^2 + 67r` for :math:`d_0 = 64, L = 3` (spec §3.1.3).
 """
@@ -64,7 +67,8 @@ class DDCGNN(nn.Module):
         self.feat = nn.Module()
         self.feat.init = nn.Linear(in_channels, d0)
         self.feat.convs = nn.ModuleList(
-            gin_conv(2 * d0 + 2 * i * width, width, width) for i in range(num_layers))
+            gin_conv(2 * d0 + 2 * i * width, width, width, project_first=True)
+            for i in range(num_layers))
         self.head = GraphHead(2 * d0 + 2 * num_layers * width, head, out_channels, dropout)
 
     def _phi(self, h: Tensor) -> Tensor:

@@ -33,10 +33,11 @@ from fgl_flower.models.sparse import GraphCache
 STRUCTURE_DIM = 32
 
 
-def gin_conv(in_channels: int, hidden: int, out_channels: int) -> GINConv:
-    """``GINConv(MLP: Linear(in, hidden), ReLU, Linear(hidden, out))`` with :math:`\\epsilon = 0`."""
+def gin_conv(in_channels: int, hidden: int, out_channels: int, project_first: bool = False) -> GINConv:
+    """``GINConv(MLP: Linear(in, hidden), ReLU, Linear(hidden, out))`` with :math:`\\epsilon = 0`
+    (``project_first``: see :class:`~fgl_flower.models.propagate.GINConv`)."""
     return GINConv(nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, out_channels)))
+                                 nn.Linear(hidden, out_channels)), project_first=project_first)
 
 
 class GraphHead(nn.Module):
@@ -66,7 +67,8 @@ def adjacencies(edge_index: Tensor, num_nodes: int) -> tuple[Adjacency, Adjacenc
     """A graph's (or mini-batch's) two propagation matrices: the plain sum of the GIN
     channel and the GCN-normalized one of the structure channel, built once per forward
     (:mod:`fgl_flower.models.propagate`)."""
-    return Adjacency.sum(edge_index, num_nodes), Adjacency.gcn(edge_index, num_nodes)
+    sum_adj = Adjacency.sum(edge_index, num_nodes)
+    return sum_adj, Adjacency.gcn(edge_index, num_nodes, sum_adj)
 
 
 class StructureChannel(nn.Module):
