@@ -307,7 +307,7 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
     A run folder left by an interrupted run that has a server checkpoint is continued with
     ``fgl run --resume``, not started again. ``time_limit`` (seconds): no run starts after
     it, and the runs still going are stopped then (as by Ctrl-C), so that the same command
-    later resumes them. ``neutral``: :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g.
+    later resumes them (one that has written its summary is let exit). ``neutral``: :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g.
     ``checkpoint-every``)."""
     from fgl_flower.checkpoint import resumable
 
@@ -368,9 +368,11 @@ def _run_one(tag: str, out: Path, cmd: list[str], deadline: float | None = None)
         try:
             code = proc.wait(None if deadline is None else max(deadline - time.monotonic(), 0.0))
         except subprocess.TimeoutExpired:
-            _stop(proc)
-            print(f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s", flush=True)
-            return "stopped"
+            code = _wait_if_done(proc, out)
+            if code is None:
+                _stop(proc)
+                print(f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s", flush=True)
+                return "stopped"
         except BaseException:  # Ctrl-C in this process reached the run too; let it end
             _stop(proc)
             raise
@@ -381,6 +383,18 @@ def _run_one(tag: str, out: Path, cmd: list[str], deadline: float | None = None)
     status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
     print(f"    {tag} {status} in {wall:.0f}s", flush=True)
     return "ok" if code == 0 else "failed"
+
+
+def _wait_if_done(proc: subprocess.Popen, out: Path) -> int | None:
+    """At the time limit: a run that has written its ``summary.json`` has finished and is
+    only exiting, so wait for it (up to :data:`STOP_GRACE_S`) instead of stopping it; its
+    exit code, or ``None`` for a run still going."""
+    if not (out / "summary.json").exists():
+        return None
+    try:
+        return proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        return None
 
 
 def _stop(proc: subprocess.Popen) -> None:

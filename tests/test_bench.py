@@ -496,6 +496,31 @@ def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monke
     assert f"| 60.00 ± 10.00 | — | {wall:.1f} | 2/2 |" in (tmp_path / "doc.md").read_text()
 
 
+def test_a_run_that_has_written_its_results_at_the_time_limit_is_not_stopped(tmp_path, monkeypatch,
+                                                                                 capsys):
+    """A run whose summary is written when the limit comes is only exiting: it ends as a
+    finished run (``ok``, with its wall time), not as one stopped for a later resume."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "fgl"
+    fake.write_text(
+        f"#!{sys.executable}\n"
+        "import json, pathlib, sys, time\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "(out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.5}}))\n"
+        "time.sleep(3)\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    run_experiment(exp, time_limit=1.0)
+    printed = capsys.readouterr().out
+    assert " ok in " in printed and "stopped" not in printed
+    wall = json.loads((exp.out / exp.rows[0].slug / "seed0" / "bench.json").read_text())["wall_s"]
+    assert wall >= 3
+
+
 @pytest.mark.parametrize("argv,match", [
     (["--set", "lr=0.1"], "only keys that change no number"),
     (["--set", "checkpoint-every"], "as KEY=VALUE"),
