@@ -307,8 +307,8 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
     A run folder left by an interrupted run that has a server checkpoint is continued with
     ``fgl run --resume``, not started again. ``time_limit`` (seconds): no run starts after
     it, and the runs still going are stopped then (as by Ctrl-C), so that the same command
-    later resumes them (one that has written its summary is let exit). ``neutral``: :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g.
-    ``checkpoint-every``)."""
+    later resumes them (one that has written its summary is let exit). ``neutral``:
+    :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g. ``checkpoint-every``)."""
     from fgl_flower.checkpoint import resumable
 
     seeds = exp.seeds if seeds is None else seeds

@@ -1,6 +1,6 @@
 """Look inside a FedStar client's checkpointed models: for each round whose client checkpoint
 is kept, the test accuracy of the client's own model (after its local training), the size of
-its node states and pooled graph vectors, and how many of the 64 ReLU units of the head's
+its node states and pooled graph vectors, and how many of the ReLU units of the head's
 hidden layer are positive for at least one test graph. All dead means constant logits.
 
     python experiments/feddense/fedstar_head_units.py runs/feddense/tu-cross-diff-per-dataset-8-fedstar-gin/seed1 --client 2
@@ -38,7 +38,7 @@ def main() -> None:
         raise SystemExit(f"{args.run} is a {cfg.method} run; this script reads FedStar models.")
     data = load_client_data(cfg.data_config(), args.client)
     attach_graph_inputs(data, FedStarGIN.graph_inputs)
-    model = FedStarGIN(data.num_features, cfg.hidden, data.num_classes, cfg.num_layers, cfg.dropout).eval()
+    model = FedStarGIN(data.num_features, cfg.hidden, data.num_classes, cfg.num_layers, cfg.dropout)
     files = sorted((ckpt / "clients" / f"partition-{args.client}").glob("round-*.records"))
     print(f"client {args.client}: {data.dataset}, {len(data.test)} test graphs, {len(files)} checkpointed rounds")
     print("round  acc    alive  |h|       |g|")
@@ -75,6 +75,7 @@ def head_stats(model, batches: Iterable) -> dict[str, float]:
         g_abs += float(g.abs().mean()) * b.num_graphs
         n += b.num_graphs
     return {"acc": correct / n, "alive": int(alive.sum()), "h_abs": h_abs / n, "g_abs": g_abs / n}
+
 
 if __name__ == "__main__":
     main()
