@@ -68,14 +68,20 @@ def test_bench_columns_and_files_sharing_one_doc(tmp_path):
     assert 0 < text.index("## Table b") < text.index("## Table a")
 
 
-def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
-    """``jobs=2``: two runs are alive together (each fake ``fgl run`` waits until both have
-    started; run one after the other, the first would give up and record no overlap)."""
+def _fake_fgl(tmp_path, monkeypatch, body: str) -> None:
+    """Put a fake ``fgl`` (a Python script with ``body``) first on ``PATH``."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     fake = bin_dir / "fgl"
-    fake.write_text(
-        f"#!{sys.executable}\n"
+    fake.write_text(f"#!{sys.executable}\n" + body)
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+
+
+def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
+    """``jobs=2``: two runs are alive together (each fake ``fgl run`` waits until both have
+    started; run one after the other, the first would give up and record no overlap)."""
+    _fake_fgl(tmp_path, monkeypatch,
         "import json, pathlib, sys, time\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
         "(out / 'started').touch()\n"
@@ -84,8 +90,6 @@ def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
         "    time.sleep(0.05)\n"
         "both = len(list(out.parent.glob('*/started'))) >= 2\n"
         "(out / 'summary.json').write_text(json.dumps({'overlap': both}))\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     spec = tmp_path / "exp.toml"
     spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0, 1]\n[[row]]\nmethod = "fedavg"\n'
                     'dataset = "Cora"\n')
@@ -449,11 +453,7 @@ def test_a_broken_records_file_is_an_error(tmp_path):
 def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monkeypatch, capsys):
     """At the time limit the running run is stopped (Ctrl-C) and the next not started; run
     again, the stopped one continues from its checkpoint with ``fgl run --resume``."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "fgl"
-    fake.write_text(
-        f"#!{sys.executable}\n"
+    _fake_fgl(tmp_path, monkeypatch,
         "import json, os, pathlib, sys, time\n"
         "if '--resume' in sys.argv:\n"
         "    out = pathlib.Path(sys.argv[sys.argv.index('--resume') + 1])\n"
@@ -468,8 +468,6 @@ def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monke
         "print('started', flush=True)\n"
         "time.sleep(float(os.environ.get('FAKE_RUN_S', '0')))\n"
         "(out / 'summary.json').write_text(json.dumps({'seed': 1, 'best_val': {'test_acc': 0.7}}))\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("FAKE_RUN_S", "60")
     spec = tmp_path / "exp.toml"
     spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
@@ -500,17 +498,11 @@ def test_a_run_that_has_written_its_results_at_the_time_limit_is_not_stopped(tmp
                                                                                  capsys):
     """A run whose summary is written when the limit comes is only exiting: it ends as a
     finished run (``ok``, with its wall time), not as one stopped for a later resume."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    fake = bin_dir / "fgl"
-    fake.write_text(
-        f"#!{sys.executable}\n"
+    _fake_fgl(tmp_path, monkeypatch,
         "import json, pathlib, sys, time\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
         "(out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.5}}))\n"
         "time.sleep(3)\n")
-    fake.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
     spec = tmp_path / "exp.toml"
     spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
     exp = load_experiment(spec, root=tmp_path)
