@@ -1,20 +1,12 @@
 """experiments/s2fgl/edge_retention.py: the statistics behind the shipped-partition finding."""
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 
-_PATH = Path(__file__).resolve().parents[2] / "experiments" / "s2fgl" / "edge_retention.py"
-
 
 @pytest.fixture(scope="module")
-def retention():
-    spec = importlib.util.spec_from_file_location("edge_retention", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.retention
+def retention(experiment_script):
+    return experiment_script("s2fgl/edge_retention.py").retention
 
 
 def test_counts_kept_edges_by_component(retention):

@@ -1,23 +1,15 @@
 """experiments/feddense/fedstar_head_units.py: the statistics behind the FedStar COLLAB finding."""
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 import torch
 from torch_geometric.data import Batch, Data
 
 from fgl_flower.models.fedstar import FedStarGIN
 
-_PATH = Path(__file__).resolve().parents[2] / "experiments" / "feddense" / "fedstar_head_units.py"
-
 
 @pytest.fixture(scope="module")
-def head_stats():
-    spec = importlib.util.spec_from_file_location("fedstar_head_units", _PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.head_stats
+def head_stats(experiment_script):
+    return experiment_script("feddense/fedstar_head_units.py").head_stats
 
 
 def _batch(num_graphs: int = 6) -> Batch:
