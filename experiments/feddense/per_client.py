@@ -70,17 +70,17 @@ def main() -> None:
 
 
 def final_accuracies(results: Path, group: str, seeds: set[int] | None) -> dict[str, dict[int, dict]]:
-    """``{row folder: {seed: final_clients}}`` of the 200-round records of ``group``."""
+    """``{row folder: {seed: final_clients}}`` of the Table 2 records of ``group``."""
+    from fgl_flower.bench import load_records
+
     rows: dict[str, dict[int, dict]] = defaultdict(dict)
-    for line in results.read_text().splitlines():
-        rec = json.loads(line)
-        cmd = rec["command"].split()
-        if cmd[cmd.index("--dataset") + 1] != group or "runs/feddense/" not in rec["command"]:
+    for (command, seed), run in load_records(results).items():
+        cmd = command.split()
+        if cmd[cmd.index("--dataset") + 1] != group or "runs/feddense/" not in command:
             continue
-        if seeds is not None and rec["seed"] not in seeds:
+        if seeds is not None and seed not in seeds:
             continue
-        row = Path(cmd[cmd.index("--out") + 1]).parent.name
-        rows[row][rec["seed"]] = rec["run"]["final_clients"]
+        rows[Path(cmd[cmd.index("--out") + 1]).parent.name][seed] = run["final_clients"]
     return dict(sorted(rows.items()))
 
 
