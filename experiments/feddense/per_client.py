@@ -1,7 +1,8 @@
 """Per-client test accuracy after the last round of Table 2's rows in one setting, averaged
 over the seeds recorded in ``docs/results/feddense.runs.jsonl`` (the page's own records, so
-no run folder is needed). Client ``k`` of a setting owns dataset ``k`` of its group. Single's
-and Cross-Sim's lines predate those records (kept as measured, †), so they have none.
+no run folder is needed), then each row's client mean per seed. Client ``k`` of a setting owns
+dataset ``k`` of its group. Single's and Cross-Sim's lines predate those records (kept as
+measured, †), so they have none.
 
     python experiments/feddense/per_client.py --group tu-multi --seeds 1,2,3
 
@@ -54,6 +55,9 @@ def main() -> None:
     print(f"{'mean':<14}" + "".join(
         f"{sum(mean(s, k) for k in range(len(members))) / len(members):>{width(names[r])}.2f}"
         for r, s in rows.items()))
+    print("\nclient mean per seed")
+    for row, per_seed in rows.items():
+        print(f"  {names[row]:<14}" + "  ".join(f"{s}: {m:.2f}" for s, m in seed_means(per_seed).items()))
 
     if args.client is not None:
         print(f"\nclient {args.client} ({members[args.client]}): first round with test loss < "
@@ -107,6 +111,12 @@ def client_trace(run: Path, client: int, loss_below: float, acc_below: float,
 
 def mean(per_seed: dict[int, dict], k: int) -> float:
     return 100 * sum(c[str(k)]["test_acc"] for c in per_seed.values()) / len(per_seed)
+
+
+def seed_means(per_seed: dict[int, dict]) -> dict[int, float]:
+    """``{seed: unweighted mean over clients of the final test accuracy, in %}``."""
+    return {s: 100 * sum(c["test_acc"] for c in clients.values()) / len(clients)
+            for s, clients in sorted(per_seed.items())}
 
 
 def short(row: str) -> str:

@@ -33,6 +33,7 @@ def test_rows_average_the_selected_seeds_of_one_group(per_client, tmp_path):
     assert sorted(per_seed) == [1, 2]
     assert per_client.mean(per_seed, 0) == pytest.approx(60.0)
     assert per_client.mean(per_seed, 1) == pytest.approx(80.0)
+    assert per_client.seed_means(per_seed) == pytest.approx({1: 60.0, 2: 80.0})
 
 
 def test_client_trace_reads_the_client_of_the_run_folder(per_client, tmp_path):
