@@ -18,6 +18,7 @@ from fgl_flower.clients.state import ClientState
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.device import manual_seed, resolve_device
+from fgl_flower.probes import PROBE
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import get_record, record_torch, torch_record
 from fgl_flower.seeds import derive_seed
@@ -145,9 +146,16 @@ class LearnerClient(FGLClient):
         return tuple(t._version for t in itertools.chain(model.parameters(), model.buffers()))
 
     def evaluation_reply(self, server_round: int) -> RecordDict:
-        """The learner's evaluation (:meth:`evaluate_learner`) as a reply."""
+        """The learner's evaluation (:meth:`evaluate_learner`) and this method's probes
+        (:meth:`probe_metrics`, as ``probe.<name>``) as a reply."""
         res = self.evaluate_learner(self.learner, server_round)
+        res.update({PROBE + k: v for k, v in self.probe_metrics().items()})
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})
+
+    def probe_metrics(self) -> dict[str, float]:
+        """The method's probes (:mod:`fgl_flower.probes`) measured on the model right after
+        its evaluation, by name (default none)."""
+        return {}
 
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:
         """Persist the learner and reply with its shared arrays (or none); the client's

@@ -9,6 +9,7 @@ number of nodes (all of them, spec §2.6).
 
 from __future__ import annotations
 
+import torch
 from flwr.app import RecordDict
 
 from fgl_flower.clients.fedavg import FedAvgClient
@@ -35,7 +36,7 @@ class FedHEROClient(FedAvgClient):
         return lambda num_features, num_classes: FedHERONet(
             num_features, c.hidden, num_classes, c.num_layers, c.dropout, alpha=o.alpha, k=o.k,
             heads=o.heads, metric=o.metric, dual_channel=o.dual_channel, lam=o.lam, mu=o.mu,
-            reg_norm=o.reg_norm)
+            reg_norm=o.reg_norm, latent=o.latent, reg_surrogate=o.reg_surrogate)
 
     def shared_prefixes(self) -> tuple[str, ...] | None:
         return shared_prefixes(self.options)
@@ -45,3 +46,14 @@ class FedHEROClient(FedAvgClient):
 
     def aggregation_weight(self) -> float:
         return float(self.learner.num_local)
+
+    def probe_metrics(self) -> dict[str, float]:
+        """The health of the latent graph the evaluation used (``latent.*``,
+        :meth:`~fgl_flower.models.fedhero.LatentGraph.health`; homophily over pairs of
+        training nodes) and the regulariser's value on it (``latent.reg``)."""
+        g = self.data.data
+        model = self.learner.model
+        health = model.last_latent_graph().health(g.y, g.train_mask)
+        with torch.no_grad():
+            health["reg"] = float(model.regularizer())
+        return {f"latent.{k}": v for k, v in health.items()}

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
 from fgl_flower.methods import feddense, fedhero, fedspray, fedstar, gcfl, opfgl, s2fgl
+from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ class MethodSpec:
             registers a handler for each).
         fixed_rounds: Rounds the protocol always has (one-shot: 1); ``fgl run`` uses it
             when no round count is given.
+        probes: The quantities that show its mechanism working (:mod:`fgl_flower.probes`),
+            recorded every round; a run warns when one is dead.
     """
 
     name: str
@@ -61,6 +64,7 @@ class MethodSpec:
     check: Callable[[RunConfig], None] | None = None
     query_actions: tuple[str, ...] = ()
     fixed_rounds: int | None = None
+    probes: tuple[Probe, ...] = ()
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
@@ -204,6 +208,7 @@ for _spec in (
         reference="Chen et al., FedHERO, arXiv:2504.21206 (2025)",
         options=fedhero.FedHEROOptions.defaults(),
         check=fedhero.check_config,
+        probes=fedhero.PROBES,
     ),
 ):
     register_method(_spec)

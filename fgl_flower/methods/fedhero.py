@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
 
 #: Similarity of the structure learner (spec §2.1 Eq. 3 and Table 4's variants).
 METRICS = ("weighted-cos", "cos", "att", "gat")
@@ -14,6 +15,26 @@ METRICS = ("weighted-cos", "cos", "att", "gat")
 SHARING = ("global", "none", "all", "gcn")
 #: Normalisation of the latent-graph regulariser (spec §2.5, A6).
 REG_NORMS = ("n2", "none")
+#: What a kept latent entry weighs (models/fedhero.py): Eq. 4's 1 with a straight-through
+#: gradient, or the ReLU'd similarity (spec A1/A3, superseded: the graph empties).
+LATENT_GRAPHS = ("binary", "weighted")
+
+
+#: The latent graph's health, measured on each client's evaluation forward every round
+#: (:meth:`fgl_flower.models.fedhero.LatentGraph.health`).
+PROBES = (
+    Probe("latent.nonempty", "share of nodes with a non-empty latent row", dead_below=0.5,
+          why="The latent graph is empty: the global channel carries only its biases."),
+    Probe("latent.contrast", "kept minus mean similarity of a row, mean over rows", dead_below=0.01,
+          why="The kept similarities are no higher than the rest: the top-k picks arbitrarily."),
+    Probe("latent.weight", "mean kept weight"),
+    Probe("latent.similarity", "mean kept similarity"),
+    Probe("latent.edges", "latent node pairs per node"),
+    Probe("latent.targets", "share of nodes some other node keeps"),
+    Probe("latent.hubs", "share of kept entries pointing at the most-kept 1 % of nodes"),
+    Probe("latent.reg", "the regulariser L_smooth (Eq. 7) on the evaluation's latent graph"),
+    Probe("latent.homophily", "same-label share of latent pairs of training nodes"),
+)
 
 
 @dataclass(frozen=True)
@@ -28,6 +49,8 @@ class FedHEROOptions(MethodOptions):
     mu: float = 0.1  # mu: squared Frobenius norm of the latent graph
     reg_norm: str = "n2"  # n2: divide both terms by N^2 (IDGL/GraphGLOW) | none: as printed
     metric: str = "weighted-cos"
+    latent: str = "binary"  # binary: Eq. 4's 0/1 kNN graph (straight-through) | weighted: ReLU'd values
+    reg_surrogate: bool = False  # binary: also pass the regulariser's gradient straight through
     share: str = "global"
     share_f0: bool = False  # also federate the feature projection f_0 (spec A5)
     dual_channel: bool = True  # false: one set of layer weights on both graphs ("w/o DC")
@@ -50,13 +73,16 @@ def check_config(cfg: RunConfig) -> None:
     o = FedHEROOptions.from_config(cfg)
     o.require_at_least_one("fedhero", "k", "heads", "max_nodes")
     for name, value, allowed in (("metric", o.metric, METRICS), ("share", o.share, SHARING),
-                                 ("reg-norm", o.reg_norm, REG_NORMS)):
+                                 ("reg-norm", o.reg_norm, REG_NORMS), ("latent", o.latent, LATENT_GRAPHS)):
         if value not in allowed:
             raise ConfigError(f"fedhero.{name}={value!r}: use one of {', '.join(allowed)}.")
     if not 0.0 <= o.alpha <= 1.0:
         raise ConfigError(f"fedhero.alpha={o.alpha} must be in [0, 1] (the local channel's weight).")
     if o.lam < 0 or o.mu < 0:
         raise ConfigError("fedhero.lam and fedhero.mu must be non-negative.")
+    if o.reg_surrogate and o.latent != "binary":
+        raise ConfigError("fedhero.reg-surrogate applies to latent=\"binary\" (the weighted graph's "
+                          "regulariser has its own gradient): leave it false.")
     if cfg.num_layers < 1:
         raise ConfigError("FedHERO needs num-layers >= 1 (the paper uses 2).")
     if o.share_f0 and o.share in ("all", "none"):

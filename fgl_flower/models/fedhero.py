@@ -8,10 +8,17 @@ then a multi-head similarity (Eq. 3, ``metric="weighted-cos"``)
     \tilde a_{uv} = \frac{1}{N_H}\sum_{h=1}^{N_H}
         \cos\big(\mathbf w^1_h \odot \mathbf s_u,\; \mathbf w^2_h \odot \mathbf s_v\big),
 
-kept on the top-:math:`k` entries of every row (Eq. 4, with their values so that gradients
-reach :math:`g_L`), then :math:`\tilde{\mathbf A} \leftarrow (\mathrm{ReLU}(\tilde{\mathbf A})
-+ \mathrm{ReLU}(\tilde{\mathbf A})^\top)/2` and :math:`\tilde{\mathbf A}_{norm} =
-\mathbf D_{\tilde A}^{-1}\tilde{\mathbf A}`. The latent graph is rebuilt in every forward.
+and the kNN graph of Eq. 4 on the top-:math:`k` entries of every row (self included, as
+printed). ``latent="binary"`` (default) keeps them as printed, :math:`K_{uv} = 1`, with a
+straight-through gradient: the forward uses 1, the backward passes
+:math:`\partial\mathcal L/\partial K_{uv}` to :math:`\tilde a_{uv}` (the "differentiability of
+the top-k function" the paper relies on), so every row keeps :math:`k` neighbours whatever the
+similarities' sign. ``latent="weighted"`` keeps the values, :math:`K_{uv} =
+\mathrm{ReLU}(\tilde a_{uv})` (spec A1/A3, superseded: with Adam every kept value turns
+negative within a few steps on Chameleon, Squirrel and Actor and the graph empties). Then
+:math:`\tilde{\mathbf A} = (\mathbf K + \mathbf K^\top)/2` and :math:`\tilde{\mathbf A}_{norm}
+= \mathbf D_{\tilde A}^{-1}\tilde{\mathbf A}`. The latent graph is rebuilt in every forward;
+:meth:`LatentGraph.health` measures it (``probe.latent.*`` of the FedHERO client).
 
 **Layers** (Eq. 5), from :math:`\mathbf Z^0 = \mathrm{Dropout}(\mathrm{ReLU}(\mathbf X \mathbf W_0
 + b_0))` (``proj``):
@@ -31,6 +38,11 @@ terms use :math:`\mathbf W^l_g`), and the classifier ``cls`` on
     \mathcal L_{smooth} = \frac{\lambda}{c}\sum_{u,v}\tilde A_{uv}\|\mathbf x_u-\mathbf x_v\|_2^2
         + \frac{\mu}{c}\|\tilde{\mathbf A}\|_F^2, \qquad c = N^2 \text{ or } 1.
 
+On the binary graph its value depends only on which pairs are kept, so it has no gradient and
+λ, μ shape nothing (the value is reported as ``probe.latent.reg``). ``reg_surrogate`` passes
+its gradient straight through the top-k as well: that lowers every kept similarity, and on
+Chameleon drives them all to -1 within 20 steps, where the top-k picks arbitrarily.
+
 The similarity is computed in row blocks and only the :math:`N\times k` kept entries
 live beyond a block, so memory grows as :math:`O(Nk + N_H d N)`, not :math:`O(N^2)`; time
 is :math:`O(N_H d N^2)` per forward.
@@ -47,17 +59,25 @@ from fgl_flower.models.sparse import GraphCache, gcn_adjacency
 
 #: Elements of one row block of the dense similarity (float32: 16 MiB).
 BLOCK_ELEMENTS = 1 << 22
+#: What a kept entry of the kNN graph weighs: ``binary`` (Eq. 4, straight-through) or
+#: ``weighted`` (the ReLU'd similarity).
+LATENT_GRAPHS = ("binary", "weighted")
 
 
 class LatentGraph:
     r"""A kNN latent graph: row ``u`` keeps ``weight[u, j]`` towards ``index[u, j]``.
 
     The graph it stands for is :math:`\tilde{\mathbf A} = (\mathbf K + \mathbf K^\top)/2`
-    with :math:`\mathbf K` the kept entries (``index``, ``weight`` ``[N, k]``).
+    with :math:`\mathbf K` the kept entries (``index``, ``weight`` ``[N, k]``);
+    ``similarity [N, k]`` holds the kept :math:`\tilde a_{uv}` themselves and ``row_mean
+    [N]`` each row's mean over all :math:`N` entries (no gradient), for :meth:`health`.
     """
 
-    def __init__(self, index: Tensor, weight: Tensor) -> None:
+    def __init__(self, index: Tensor, weight: Tensor, similarity: Tensor | None = None,
+                 row_mean: Tensor | None = None) -> None:
         self.index, self.weight = index, weight
+        self.similarity = weight.detach() if similarity is None else similarity
+        self.row_mean = row_mean  # [N] mean similarity of every row (all N entries), if known
 
     @property
     def num_nodes(self) -> int:
@@ -96,6 +116,46 @@ class LatentGraph:
         r""":math:`\|\tilde{\mathbf A}\|_F^2 = \tfrac12\sum K_{uv}^2 + \tfrac12\sum K_{uv}K_{vu}`."""
         return ((self.weight ** 2).sum() + (self.weight * self.mutual_weight()).sum()) / 2
 
+    @torch.no_grad()
+    def health(self, y: Tensor | None = None, labelled: Tensor | None = None) -> dict[str, float]:
+        r"""Whether the graph is alive, and what it links.
+
+        * ``nonempty``: share of nodes whose row of :math:`\tilde{\mathbf A}` has a
+          positive weight (0 when every kept value was zeroed);
+        * ``weight``: mean kept weight :math:`K_{uv}`; ``similarity``: mean kept
+          :math:`\tilde a_{uv}`; ``contrast``: mean over rows of the kept similarities'
+          mean minus the row's mean (about 0 when the top-k picks arbitrarily among equal
+          similarities: a collapsed metric);
+        * ``edges``: node pairs :math:`u \ne v` with :math:`\tilde A_{uv} > 0`, per node;
+        * ``targets``: share of nodes that some other node keeps (small when every row
+          picks the same few nodes: a collapsed embedding);
+        * ``hubs``: share of those kept entries (:math:`u \ne v`, weight > 0) that point at
+          the most-kept 1 % of nodes (at least one node; about 0.01 for an even spread);
+        * ``homophily`` (with labels ``y [N]``): share of those pairs whose two nodes
+          have the same label, over pairs with both nodes in ``labelled [N]`` (bool).
+        """
+        n = self.num_nodes
+        rows = torch.arange(n, device=self.index.device).unsqueeze(1).expand_as(self.index)
+        live = (self.weight > 0) & (self.index != rows)
+        u, v = rows[live], self.index[live]
+        pairs = torch.unique(torch.minimum(u, v) * n + torch.maximum(u, v))
+        out = {"nonempty": float((self.degree() > 0).float().mean()),
+               "weight": float(self.weight.mean()), "similarity": float(self.similarity.mean()),
+               "contrast": (float((self.similarity.mean(1) - self.row_mean).mean())
+                            if self.row_mean is not None else float("nan")),
+               "edges": pairs.numel() / max(n, 1),
+               "targets": torch.unique(v).numel() / max(n, 1)}
+        top = max(1, n // 100)
+        indegree = torch.bincount(v, minlength=n)
+        out["hubs"] = float(indegree.topk(top).values.sum() / v.numel()) if v.numel() else float("nan")
+        if y is not None:
+            a, b = pairs // n, pairs % n
+            if labelled is not None:
+                keep = labelled[a] & labelled[b]
+                a, b = a[keep], b[keep]
+            out["homophily"] = float((y[a] == y[b]).float().mean()) if a.numel() else float("nan")
+        return out
+
     def to_dense(self) -> Tensor:
         """:math:`\\tilde{\\mathbf A}` as a dense ``[N, N]`` matrix (tests, small graphs)."""
         k = torch.zeros(self.num_nodes, self.num_nodes, dtype=self.weight.dtype, device=self.weight.device)
@@ -126,10 +186,13 @@ class StructureLearner(nn.Module):
     \\mathbf a_{h,2}^\\top\\mathbf s_v)` (``a1``, ``a2`` ``[N_H, d]``).
     """
 
-    def __init__(self, in_channels: int, hidden: int, heads: int, metric: str = "weighted-cos") -> None:
+    def __init__(self, in_channels: int, hidden: int, heads: int, metric: str = "weighted-cos",
+                 latent: str = "binary") -> None:
         super().__init__()
         self.encoder = GCNLayer(in_channels, hidden)
-        self.metric, self.heads = metric, heads
+        if latent not in LATENT_GRAPHS:
+            raise ValueError(f"unknown latent graph {latent!r}; use one of {', '.join(LATENT_GRAPHS)}")
+        self.metric, self.heads, self.latent = metric, heads, latent
         shapes = {"weighted-cos": {"w1": (heads, hidden), "w2": (heads, hidden)},
                   "cos": {}, "att": {"att": (heads, hidden, hidden)},
                   "gat": {"a1": (heads, hidden), "a2": (heads, hidden)}}
@@ -157,7 +220,8 @@ class StructureLearner(nn.Module):
         return p.flatten(1) / self.heads, q.flatten(1)
 
     def knn(self, s: Tensor, k: int) -> LatentGraph:
-        """Top-``k`` similarities of every row (self included), ReLU'd, as a :class:`LatentGraph`."""
+        """The top-``k`` similarities of every row (self included) as a :class:`LatentGraph`:
+        1 with a straight-through gradient (``binary``) or the values ReLU'd (``weighted``)."""
         n = s.size(0)
         k = min(k, n)
         block = max(1, BLOCK_ELEMENTS // (n * (self.heads if self.metric == "gat" else 1)))
@@ -167,8 +231,16 @@ class StructureLearner(nn.Module):
         else:
             p, q = self._factors(s)
             sim_rows = lambda a, b: p[a:b] @ q.t()  # noqa: E731
-        values, index = zip(*(sim_rows(a, min(a + block, n)).topk(k, dim=1) for a in range(0, n, block)))
-        return LatentGraph(torch.cat(index), F.relu(torch.cat(values)))
+        values, index, means = [], [], []
+        for a in range(0, n, block):
+            sim = sim_rows(a, min(a + block, n))
+            top = sim.topk(k, dim=1)
+            values.append(top.values)
+            index.append(top.indices)
+            means.append(sim.detach().mean(1))
+        values, index = torch.cat(values), torch.cat(index)
+        weight = values - values.detach() + 1.0 if self.latent == "binary" else F.relu(values)
+        return LatentGraph(index, weight, values.detach(), torch.cat(means))
 
 
 class _LastForward:
@@ -195,16 +267,17 @@ class FedHERONet(nn.Module):
     def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2,
                  dropout: float = 0.5, *, alpha: float = 0.2, k: int = 20, heads: int = 4,
                  metric: str = "weighted-cos", dual_channel: bool = True, lam: float = 0.1,
-                 mu: float = 0.1, reg_norm: str = "n2") -> None:
+                 mu: float = 0.1, reg_norm: str = "n2", latent: str = "binary",
+                 reg_surrogate: bool = False) -> None:
         super().__init__()
         # Global channel first: clients seeded alike build it alike whatever their local parts.
-        self.struct = StructureLearner(in_channels, hidden, heads, metric)
+        self.struct = StructureLearner(in_channels, hidden, heads, metric, latent)
         self.gconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers))
         self.proj = nn.Linear(in_channels, hidden)
         self.lconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers)) if dual_channel else None
         self.cls = nn.Linear(in_channels + (num_layers + 1) * hidden, out_channels)
         self.alpha, self.k, self.dropout = alpha, k, dropout
-        self.lam, self.mu, self.reg_norm = lam, mu, reg_norm
+        self.lam, self.mu, self.reg_norm, self.reg_surrogate = lam, mu, reg_norm, reg_surrogate
         self._cache = GraphCache()
         self._last = _LastForward()
 
@@ -236,11 +309,23 @@ class FedHERONet(nn.Module):
             outs.append(z)
         return self.cls(torch.cat(outs, dim=1))
 
+    def last_latent_graph(self) -> LatentGraph:
+        """The latent graph the last forward built (e.g. the evaluation's)."""
+        if self._last.value is None:
+            raise RuntimeError("last_latent_graph() needs a forward pass first")
+        return self._last.value[0]
+
     def regularizer(self) -> Tensor:
-        """:math:`\\mathcal L_{smooth}` of the latent graph built by the last forward."""
+        """:math:`\\mathcal L_{smooth}` of the latent graph built by the last forward.
+
+        On the binary graph its value depends only on which pairs are kept, so its gradient
+        is zero (as printed) unless ``reg_surrogate`` passes it straight through the top-k
+        to the kept similarities like the propagation's."""
         if self._last.value is None:
             raise RuntimeError("regularizer() needs a forward pass first")
         latent, xd = self._last.value
+        if self.struct.latent == "binary" and not self.reg_surrogate:
+            latent = LatentGraph(latent.index, latent.weight.detach(), latent.similarity)
         scale = 1.0 / latent.num_nodes ** 2 if self.reg_norm == "n2" else 1.0
         smooth = (latent.weight * pair_sq_distances(xd, latent.index)).sum()
         return scale * (self.lam * smooth + self.mu * latent.frobenius_sq())
@@ -256,5 +341,5 @@ def similarity_block_rows(num_nodes: int) -> int:
     return max(1, BLOCK_ELEMENTS // num_nodes)
 
 
-__all__ = ["FedHERONet", "LatentGraph", "StructureLearner", "latent_graph_bytes",
+__all__ = ["LATENT_GRAPHS", "FedHERONet", "LatentGraph", "StructureLearner", "latent_graph_bytes",
            "pair_sq_distances", "similarity_block_rows"]

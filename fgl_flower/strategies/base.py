@@ -27,7 +27,9 @@ from flwr.supercore import log
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError, DivergedError
+from fgl_flower.methods import METHODS
 from fgl_flower.metrics import summarize_clients
+from fgl_flower.probes import PROBE, ProbeWatch, collect_probes, summarize_probe
 from fgl_flower.protocol import (
     ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL,
     PARTITION_ID, RESOURCES, RESUME_ROUND, SERVER_ROUND,
@@ -56,9 +58,11 @@ def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
 
 
 def nonfinite_metrics(reply: Message) -> list[str]:
-    """``["train_loss=nan", ...]``: the NaN or infinite values of a reply's metric records."""
+    """``["train_loss=nan", ...]``: the NaN or infinite values of a reply's metric records
+    (probes aside: a probe may be undefined, e.g. the homophily of an empty graph)."""
     return [f"{k}={v}" for rec in reply.content.values() if isinstance(rec, MetricRecord)
-            for k, v in rec.items() if isinstance(v, float) and not math.isfinite(v)]
+            for k, v in rec.items()
+            if isinstance(v, float) and not math.isfinite(v) and not k.startswith(PROBE)]
 
 
 def client_resources(replies: Iterable[Message]) -> dict[str, dict[str, float]]:
@@ -72,13 +76,21 @@ def client_resources(replies: Iterable[Message]) -> dict[str, dict[str, float]]:
     return out
 
 
-def client_metrics(replies: Iterable[Message]) -> dict[int, dict[str, float]]:
-    """``{partition id: metrics}`` from the ``metrics`` record of each reply."""
+def client_metrics(replies: Iterable[Message], probes: bool = False) -> dict[int, dict[str, float]]:
+    """``{partition id: metrics}`` from the ``metrics`` record of each reply, without the
+    probe values (``probe.*``, see :mod:`fgl_flower.probes`) unless ``probes``."""
     out = {}
     for r in replies:
         rec = require_record(r.content, METRICS, MetricRecord)
-        out[int(rec[PARTITION_ID])] = {k: float(v) for k, v in rec.items()}
+        out[int(rec[PARTITION_ID])] = {k: float(v) for k, v in rec.items() if probes or not k.startswith(PROBE)}
     return out
+
+
+def merge_probes(record: dict, probes: dict[str, dict]) -> None:
+    """Add ``probes`` (:func:`~fgl_flower.probes.collect_probes`) to the round record's
+    ``probes``; a probe reported in both phases keeps the later (evaluation) values."""
+    if probes:
+        record.setdefault("probes", {}).update(probes)
 
 
 class FGLStrategy(Strategy):
@@ -111,6 +123,7 @@ class FGLStrategy(Strategy):
         self.cfg = cfg
         self.node_ids: list[int] = []  # the nodes that the next broadcast addresses
         self.nodes: dict[int, int] = {}  # partition id -> node id (from discovery)
+        self.probe_watch = ProbeWatch(METHODS.get(cfg.method).probes)
 
     # -- message construction --------------------------------------------------------------
     def broadcast(
@@ -173,6 +186,19 @@ class FGLStrategy(Strategy):
         """Extra fields of this round's record in ``rounds.jsonl``, read after its
         aggregation (e.g. GCFL's clusters; default none)."""
         return {}
+
+    def server_probes(self, server_round: int) -> dict[str, float]:
+        """Probe values the server measures itself after this round's aggregation (e.g.
+        GCFL's number of clusters), recorded as the client ``server`` (default none)."""
+        return {}
+
+    def watch_probes(self, record: dict) -> None:
+        """Warn when a declared probe of this round's record dies or comes back, and
+        list the dead ones in the record (``probes_dead``)."""
+        for message in self.probe_watch.check(record["round"], record.get("probes", {})):
+            log(WARNING, "%s", message)
+        if dead := self.probe_watch.dead_now():
+            record["probes_dead"] = dead
 
     def summary(self) -> None:
         c = self.cfg
@@ -317,6 +343,8 @@ class FGLStrategy(Strategy):
             record["eval"] = dict(eval_metrics or {})
             record["eval_clients"] = sorted(per_client)  # those sampled that replied
             record["clients"] = {str(k): v for k, v in per_client.items()}
+            merge_probes(record, collect_probes(client_metrics(eval_replies, probes=True)))
+            self.watch_probes(record)
             round_arrays = record.pop("_arrays")  # the global arrays after this round
             if evaluate_fn is not None and (res := evaluate_fn(rnd, round_arrays)) is not None:
                 record["server_eval"] = dict(res)
@@ -368,6 +396,8 @@ class FGLStrategy(Strategy):
             record["train"] = dict(train_metrics or {})
             record["train_clients"] = clients
             record.update(self.round_record(rnd))
+            merge_probes(record, collect_probes(client_metrics(replies, probes=True)))
+            merge_probes(record, {k: summarize_probe({"server": v}) for k, v in self.server_probes(rnd).items()})
             record["_arrays"] = arrays
             if train_metrics is not None:
                 result.train_metrics_clientapp[rnd] = train_metrics

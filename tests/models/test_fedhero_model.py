@@ -8,11 +8,11 @@ from fgl_flower.models import fedhero
 from fgl_flower.models.fedhero import FedHERONet, LatentGraph, StructureLearner, pair_sq_distances
 
 
-def dense_topk(sim: torch.Tensor, k: int) -> torch.Tensor:
-    """Reference: keep the top-k of each row with their values, ReLU, symmetrise."""
+def dense_topk(sim: torch.Tensor, k: int, latent: str = "weighted") -> torch.Tensor:
+    """Reference: keep the top-k of each row (1s, or their values ReLU'd), symmetrise."""
     keep = torch.zeros_like(sim)
     vals, idx = sim.topk(k, dim=1)
-    keep.scatter_(1, idx, vals)
+    keep.scatter_(1, idx, torch.ones_like(vals) if latent == "binary" else vals)
     keep = keep.clamp_min(0)
     return (keep + keep.t()) / 2
 
@@ -20,7 +20,7 @@ def dense_topk(sim: torch.Tensor, k: int) -> torch.Tensor:
 def test_cosine_knn_by_hand():
     # four nodes: 0 and 1 point the same way, 2 is orthogonal to them, 3 is opposite to 0
     s = torch.tensor([[1.0, 0.0], [2.0, 0.0], [0.0, 1.0], [-1.0, 0.1]])
-    learner = StructureLearner(2, 2, heads=1, metric="cos")
+    learner = StructureLearner(2, 2, heads=1, metric="cos", latent="weighted")
     g = learner.knn(s, k=2)
     assert g.index.shape == (4, 2)
     assert set(g.index[0].tolist()) == {0, 1} and torch.allclose(g.weight[0], torch.ones(2))
@@ -35,11 +35,51 @@ def test_cosine_knn_by_hand():
     assert torch.allclose(g.propagate(z), (a / a.sum(1, keepdim=True)) @ z, atol=1e-6)
 
 
+def test_binary_knn_by_hand_keeps_k_ones_whatever_the_sign():
+    """Eq. 4: 1 on each row's top-k, even where the kept similarity is negative, so no row
+    is ever empty (node 3's best other node, 2, has cosine -0.198)."""
+    s = torch.tensor([[1.0, 0.0], [2.0, 0.5], [0.1, 1.0], [-1.0, -0.1]])
+    g = StructureLearner(2, 2, heads=1, metric="cos").knn(s, k=2)  # binary is the default
+    assert torch.equal(g.weight, torch.ones(4, 2))
+    assert g.index[3].tolist() == [3, 2] and g.similarity[3, 1] < 0
+    a = g.to_dense()
+    assert torch.equal(a, dense_topk(F.normalize(s) @ F.normalize(s).t(), 2, "binary"))
+    assert a[3, 2] == 0.5 and a[2, 3] == 0.5  # 3 keeps 2, 2 does not keep 3
+    weighted = StructureLearner(2, 2, heads=1, metric="cos", latent="weighted").knn(s, k=2)
+    assert weighted.to_dense()[3, 2] == 0  # the ReLU'd value drops it
+    h = g.health(torch.tensor([0, 0, 1, 1]))
+    assert h["nonempty"] == 1.0 and h["weight"] == 1.0
+    # kept pairs u != v: {0,1} (mutual), {1,2} (2 keeps 1), {2,3} (3 keeps 2)
+    assert h["edges"] == pytest.approx(3 / 4) and h["homophily"] == pytest.approx(2 / 3)
+    assert h["targets"] == pytest.approx(3 / 4)  # 0, 1 and 2 are kept by another node
+    assert h["hubs"] == pytest.approx(2 / 4)  # node 1 (the top 1 %: one node) holds 2 of 4 entries
+    only = torch.tensor([True, True, True, False])
+    assert g.health(torch.tensor([0, 0, 1, 1]), only)["homophily"] == pytest.approx(1 / 2)
+
+
+def test_straight_through_weights_are_one_forward_and_pass_gradients_to_the_similarity():
+    torch.manual_seed(0)
+    learner = StructureLearner(4, 6, heads=2)
+    s = torch.rand(12, 6, requires_grad=True)
+    g = learner.knn(s, 4)
+    assert torch.equal(g.weight.detach(), torch.ones(12, 4))
+    coef = torch.randn(12, 4)
+    (g.weight * coef).sum().backward()
+    # the gradient of sum(coef * K) w.r.t. w1 equals that of sum(coef * kept similarity)
+    grad_st = learner.w1.grad.clone()
+    learner.w1.grad = None
+    p, q = learner._factors(s)
+    sim = (p @ q.t()).gather(1, g.index)
+    (sim * coef).sum().backward()
+    assert torch.allclose(grad_st, learner.w1.grad, atol=1e-6) and grad_st.abs().sum() > 0
+
+
+@pytest.mark.parametrize("latent", ["binary", "weighted"])
 @pytest.mark.parametrize("metric", ["weighted-cos", "cos", "att", "gat"])
-def test_latent_graph_matches_dense_reference(metric):
+def test_latent_graph_matches_dense_reference(metric, latent):
     torch.manual_seed(0)
     n, d, k = 30, 8, 5
-    learner = StructureLearner(6, d, heads=3, metric=metric)
+    learner = StructureLearner(6, d, heads=3, metric=metric, latent=latent)
     s = torch.rand(n, d)
     g = learner.knn(s, k)
     if metric == "weighted-cos":
@@ -53,10 +93,12 @@ def test_latent_graph_matches_dense_reference(metric):
         sim = torch.einsum("hue,hve->uv", r, r) / 3
     else:
         sim = F.leaky_relu((s @ learner.a1.t()).unsqueeze(1) + (s @ learner.a2.t()).unsqueeze(0), 0.2).mean(-1)
-    a = dense_topk(sim, k)
+    a = dense_topk(sim, k, latent)
     assert torch.allclose(g.to_dense(), a, atol=1e-5)
     assert torch.allclose(g.degree(), a.sum(1), atol=1e-5)
     assert torch.allclose(g.frobenius_sq(), (a ** 2).sum(), atol=1e-5)
+    kept = sim.topk(k, dim=1).values
+    assert g.health()["contrast"] == pytest.approx(float((kept.mean(1) - sim.mean(1)).mean().detach()), abs=1e-5)
 
 
 def test_blocks_change_nothing(monkeypatch):
@@ -86,10 +128,11 @@ def small_graph(n=40, f=12, seed=0):
     return x, ei[:, ei[0] != ei[1]]
 
 
-def test_regularizer_equals_its_dense_formula():
+@pytest.mark.parametrize("latent", ["binary", "weighted"])
+def test_regularizer_equals_its_dense_formula(latent):
     torch.manual_seed(0)
     x, ei = small_graph()
-    m = FedHERONet(12, 8, 3, num_layers=2, dropout=0.0, k=5, lam=0.3, mu=0.7)
+    m = FedHERONet(12, 8, 3, num_layers=2, dropout=0.0, k=5, lam=0.3, mu=0.7, latent=latent)
     m.eval()
     m(x, ei)
     a = m.latent_graph(x, ei).to_dense()
@@ -99,6 +142,18 @@ def test_regularizer_equals_its_dense_formula():
     assert torch.allclose(m.regularizer(), expected, rtol=1e-4)
     m.reg_norm = "none"
     assert torch.allclose(m.regularizer(), expected * n2, rtol=1e-4)
+
+
+def test_the_regularizer_of_the_binary_graph_has_no_gradient_unless_passed_straight_through():
+    torch.manual_seed(0)
+    x, ei = small_graph()
+    m = FedHERONet(12, 8, 3, num_layers=2, dropout=0.0, k=5)
+    m(x, ei)
+    assert not m.regularizer().requires_grad  # Eq. 7 on 0/1 entries: piecewise constant
+    m.reg_surrogate = True
+    m(x, ei)
+    m.regularizer().backward()
+    assert m.struct.w1.grad is not None and m.struct.w1.grad.abs().sum() > 0
 
 
 def test_gradients_reach_the_structure_learner_through_the_classifier_loss():
