@@ -86,6 +86,12 @@ def _at(point: str, key: str) -> Callable[[Mapping[str, Any]], float | None]:
     return lambda summary: summary.get(point, {}).get(key)
 
 
+def _probe(name: str) -> Callable[[Mapping[str, Any]], float | None]:
+    """A probe's client mean in the run's last round (``summary["probes"]``,
+    :mod:`fgl_flower.probes`)."""
+    return lambda summary: summary.get("probes", {}).get(name, {}).get("mean")
+
+
 def _plain(fmt: str) -> Callable[[list[float], list[Mapping[str, Any]]], str]:
     """Cell: the mean over runs, not in percent (resource counts)."""
     return lambda values, runs: format(statistics.fmean(values), fmt) if values else "—"
@@ -165,6 +171,11 @@ COLUMNS: dict[str, Column] = {
     "acc-paper-runstd": Column("± run std", _at("final", "test_acc_mean"), _run_std),
     "acc-gcfl": Column("client mean, GCFL's rule (final)", _at("final", "test_acc_gcfl_mean")),
     "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds),
+    "latent-nonempty": Column("latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")),
+    "latent-contrast": Column("latent contrast (final)", _probe("latent.contrast"), _plain(".2f")),
+    "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),
+    "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
+    "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
     "gflops": Column("GFLOPs /client/round", _at("resources", "gflops"), _plain(".2f")),
     "mp-gflops": Column("message-passing GFLOPs /client/round", _at("resources", "mp_gflops"), _plain(".2f")),
     "payload-kib": Column("payload KiB (4 B × shared params)", _at("resources", "payload_kib"), _plain(".2f")),
@@ -472,7 +483,7 @@ Records = dict[tuple[str, int], dict[str, Any]]
 
 #: Summary keys a run record keeps: what the tables read.
 RECORD_KEYS = ("seed", "final", "best_val", "last", "final_clients", "resources",
-               "total_time_s", "rounds_completed", "num_rounds", "wall_s")
+               "total_time_s", "rounds_completed", "num_rounds", "wall_s", "probes", "probes_dead")
 
 
 def run_record(summary: Mapping[str, Any]) -> dict[str, Any]:

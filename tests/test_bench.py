@@ -526,3 +526,10 @@ def test_bench_flags_that_would_change_numbers_or_make_no_sense_are_refused(tmp_
     assert main(["bench", str(spec), "--dry-run", *argv]) == 2
     captured = capsys.readouterr()
     assert match in captured.err and captured.out == ""
+
+
+def test_probe_columns_read_the_last_rounds_client_mean():
+    summary = {"probes": {"latent.nonempty": {"mean": 0.25, "min": 0.0, "max": 0.5}, "clusters": {"mean": 3.0}}}
+    assert COLUMNS["latent-nonempty"].value(summary) == 0.25
+    assert COLUMNS["clusters"].value(summary) == 3.0
+    assert COLUMNS["latent-hubs"].value(summary) is None and COLUMNS["clusters"].value({}) is None

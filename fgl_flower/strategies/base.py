@@ -192,10 +192,16 @@ class FGLStrategy(Strategy):
         GCFL's number of clusters), recorded as the client ``server`` (default none)."""
         return {}
 
+    def idle_probes(self, server_round: int) -> tuple[str, ...]:
+        """Probes that are off by design in this round and so not watched (e.g. S2FGL's
+        loss shares before their start round; default none)."""
+        return ()
+
     def watch_probes(self, record: dict) -> None:
         """Warn when a declared probe of this round's record dies or comes back, and
         list the dead ones in the record (``probes_dead``)."""
-        for message in self.probe_watch.check(record["round"], record.get("probes", {})):
+        rnd = record["round"]
+        for message in self.probe_watch.check(rnd, record.get("probes", {}), self.idle_probes(rnd)):
             log(WARNING, "%s", message)
         if dead := self.probe_watch.dead_now():
             record["probes_dead"] = dead
