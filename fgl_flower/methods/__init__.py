@@ -175,6 +175,7 @@ for _spec in (
         "encoder is shared.",
         reference="Tan et al., AAAI 2023",
         check=fedstar.check_config,
+        probes=fedstar.PROBES,
     ),
     MethodSpec(
         name="gcfl",
@@ -197,6 +198,7 @@ for _spec in (
         reference="Wang et al., arXiv:2408.11662 (2024)",
         options=feddense.FedDenseOptions.defaults(),
         check=feddense.check_config,
+        probes=feddense.PROBES,
     ),
     MethodSpec(
         name="fedhero",

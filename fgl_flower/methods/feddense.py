@@ -6,10 +6,17 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
+from fgl_flower.methods import fedstar
 from fgl_flower.methods.fedstar import check_feature_channel
 
-#: Where the ReLU + Dropout of the dense connections sit (spec §3.1.2).
+#: Where the ReLU + Dropout of the feature channel sit (spec §3.1.2): after each GIN layer
+#: (``post``, the paper's implementation details, FedStar's placement) or on the dense
+#: concatenations (``pre``, the spec's literal Eqs. 6-8).
 ACTIVATIONS = ("pre", "post")
+
+#: FedStar's probes (``struct.norm``, ``feat.norm``, ``head.dead``): the same structural
+#: channel and head, measured the same way on ``DDCGNN``.
+PROBES = fedstar.PROBES
 
 
 @dataclass(frozen=True)
@@ -19,7 +26,7 @@ class FedDenseOptions(MethodOptions):
     width: int = 16  # r: output width of every GNN layer (the paper: 10, 16, 32)
     d0: int = 64  # width of both initialisation layers; 0 = width (fully narrow, spec §3.1.4)
     head: int = 64  # readout projection and head width
-    activation: str = "pre"  # pre (Eqs. 6-8) | post (FedStar-style), spec's ddc_activation
+    activation: str = "post"  # post (after each GIN layer, the paper's) | pre (spec's Eqs. 6-8)
 
     @property
     def init_width(self) -> int:

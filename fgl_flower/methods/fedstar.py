@@ -5,6 +5,19 @@ from __future__ import annotations
 
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: The two channels' scale and the head's live units, measured on each client's evaluation
+#: forwards every round (:class:`fgl_flower.models.fedstar.ChannelProbes`; FedDense's too).
+#: FedStar's COLLAB client in Cross-Diff showed the dead head: node states growing until all
+#: 64 hidden units of the head were negative for every test graph (results/feddense.md).
+PROBES = (
+    Probe("struct.norm", "mean L2 norm of the last structural map per node"),
+    Probe("feat.norm", "mean L2 norm of the feature channel's last map (last GIN layer's output) per node"),
+    Probe("head.dead", "share of the head's hidden units that are <= 0 for every graph evaluated",
+          dead_above=0.99,
+          why="every unit of the head's hidden layer is negative for every graph: constant logits"),
+)
 
 
 def check_feature_channel(cfg: RunConfig) -> None:

@@ -3,21 +3,29 @@ r"""FedDense's dual-densely connected GNN (Wang et al., 2024; spec ``feddense.md
 Two channels over the same graph. The structural channel is FedStar's (shared):
 :math:`\mathbf s^{(0)} = W_s\mathbf s_v`, :math:`\mathbf s^{(\ell)} = \tanh(\mathrm{GCN}_\ell(\mathbf s^{(\ell-1)}))`.
 The feature channel (local) is a GIN whose layer :math:`\ell` reads *every* earlier map of
-*both* channels (the dual dense connections, Eqs. 6-8), with :math:`\phi = \mathrm{Dropout}\circ\mathrm{ReLU}`:
+*both* channels (the dual dense connections, Eqs. 6-8), with :math:`\mathbf x^{(0)} = W_x\mathbf x_v
+\in \mathbb R^{d_0}`, so its input has width :math:`2d_0 + 2(\ell-1)r`; the readout projects all
+maps of both channels (width :math:`2d_0 + 2Lr`) to 64 per node, sums over the graph and
+classifies (FedStar's head). Where :math:`\phi = \mathrm{Dropout}\circ\mathrm{ReLU}` (the paper's
+:math:`H_x, H_s`) sits is ``activation``:
+
+``"post"`` (the default) is the paper's implementation details ("consistent with other methods,
+apply ReLU followed by Dropout"): :math:`\phi` once after each GIN layer, as FedStar's model and
+the GIN baseline do,
 
 .. math::
-    \mathbf c^{(\ell)}_v = \big[\phi([\mathbf x^{(0)}_v,\dots,\mathbf x^{(\ell-1)}_v])
-        \,\|\, \phi([\mathbf s^{(0)}_v,\dots,\mathbf s^{(\ell-1)}_v])\big],
-    \qquad \mathbf x^{(\ell)} = \mathrm{GIN}_\ell(\mathbf c^{(\ell)}) \in \mathbb R^{r}
+    \mathbf x^{(\ell)} = \phi\big(\mathrm{GIN}_\ell([\mathbf x^{(0)},\dots,\mathbf x^{(\ell-1)}
+        \,\|\, \mathbf s^{(0)},\dots,\mathbf s^{(\ell-1)}])\big),
 
-with :math:`\mathbf x^{(0)} = W_x\mathbf x_v \in \mathbb R^{d_0}`, so
-:math:`\dim\mathbf c^{(\ell)} = 2d_0 + 2(\ell-1)r`. The readout projects
-:math:`[\phi([\mathbf x^{(0..L)}]) \| \phi([\mathbf s^{(0..L)}])]` (width :math:`2d_0 + 2Lr`) to 64
-per node, sums over the graph and classifies (FedStar's head).
+and the maps are concatenated raw: :math:`\mathbf x^{(0)}`, :math:`\mathbf s^{(0)} = W_s\mathbf s_v`
+and the structural maps :math:`\tanh(\mathrm{GCN}_\ell(\cdot))` reach the layers and the readout
+as FedStar's layers and readout get them, without ReLU or Dropout.
 
-``activation="post"`` is FedStar-style post-activation (spec §3.1.2, alternative):
-:math:`\mathbf x^{(\ell)} = \phi(\mathrm{GIN}_\ell([\mathbf x^{(0..\ell-1)} \| \mathbf s^{(0..\ell-1)}]))`
-and the maps are concatenated raw. Both have the same parameters. Each GIN layer
+``"pre"`` is the spec's literal reading of Eqs. 6-8 (§3.1.2): :math:`\phi` on the dense
+concatenations, :math:`\mathbf c^{(\ell)}_v = [\phi([\mathbf x^{(0..\ell-1)}_v]) \,\|\,
+\phi([\mathbf s^{(0..\ell-1)}_v])]`, :math:`\mathbf x^{(\ell)} = \mathrm{GIN}_\ell(\mathbf c^{(\ell)})`
+kept raw, and :math:`\phi` on the readout's input too (a fresh dropout mask at every use).
+Both have the same parameters. Each GIN layer
 projects its :math:`2d_0 + 2(\ell-1)r` inputs to :math:`r` before summing over neighbours
 (``project_first``, the same layer: messages of width :math:`r`, not
 :math:`\dim\mathbf c^{(\ell)}`). Shared parameters
@@ -49,7 +57,8 @@ class DDCGNN(nn.Module):
         head: Width of the readout projection and of the head.
         num_layers: :math:`L`.
         dropout: Rate of :math:`\\phi` and of the head.
-        activation: ``"pre"`` (Eqs. 6-8, default) or ``"post"``.
+        activation: ``"post"`` (default: ReLU + Dropout after each GIN layer) or ``"pre"``
+            (on the dense concatenations, the spec's literal Eqs. 6-8).
     """
 
     shared_prefixes = ("struct.",)
@@ -57,7 +66,7 @@ class DDCGNN(nn.Module):
 
     def __init__(self, in_channels: int, out_channels: int, width: int = 16, d0: int = 64,
                  head: int = 64, num_layers: int = 3, dropout: float = 0.5,
-                 activation: str = "pre") -> None:
+                 activation: str = "post") -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation={activation!r}: use one of {ACTIVATIONS}")

@@ -130,6 +130,71 @@ class FedStarGIN(nn.Module):
         return self.head(self.node_states(x, adjacencies(edge_index, x.size(0)), stc_enc), batch)
 
 
+class ChannelProbes:
+    """The probes of FedStar's and FedDense's models (``struct.*``, ``feat.*``, ``head.*``),
+    measured by forward hooks on every eval-mode forward while the context is open (so an
+    evaluation measures them on its own forwards; train-mode forwards are skipped):
+
+    * ``struct.norm``: mean over nodes of the L2 norm of the last structural map
+      :math:`\\mathbf s^{(L)}_v` (the last output of ``struct``);
+    * ``feat.norm``: the same for the feature channel's last map, the output of the last GIN
+      layer as it computes it (before the ReLU that FedStar and FedDense's ``post`` apply);
+    * ``head.dead``: share of the head's hidden units :math:`W_{post}\\mathbf h_G + b` that are
+      :math:`\\le 0` for every graph (node, with :class:`NodeHead`) seen: 1 means constant logits.
+
+    Works on :class:`FedStarGIN`, :class:`FedStarNodeGIN` and FedDense's ``DDCGNN``.
+    :meth:`values` gives the keys that saw a forward.
+    """
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+        self.sums: dict[str, Tensor] = {}
+        self.counts: dict[str, int] = {}
+        self.alive: Tensor | None = None
+        self._handles: list = []
+
+    def _norm(self, key: str, h: Tensor) -> None:
+        s = h.detach().float().norm(dim=-1).sum()
+        self.sums[key] = self.sums[key] + s if key in self.sums else s
+        self.counts[key] = self.counts.get(key, 0) + h.size(0)
+
+    def _hook(self, fn):
+        def hook(module: nn.Module, args, output) -> None:
+            if not module.training:
+                fn(output)
+        return hook
+
+    def _head(self, z: Tensor) -> None:
+        alive = (z.detach() > 0).any(0)
+        self.alive = alive if self.alive is None else self.alive | alive
+
+    def __enter__(self) -> ChannelProbes:
+        m = self.model
+        self._handles = [
+            m.struct.register_forward_hook(self._hook(lambda maps: self._norm("struct.norm", maps[-1]))),
+            m.feat.convs[-1].register_forward_hook(self._hook(lambda h: self._norm("feat.norm", h))),
+            m.head.post.register_forward_hook(self._hook(self._head)),
+        ]
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def values(self) -> dict[str, float]:
+        out = {k: float(self.sums[k]) / max(self.counts[k], 1) for k in self.sums}
+        if self.alive is not None:
+            out["head.dead"] = dead_share(self.alive)
+        return out
+
+
+def dead_share(alive: Tensor) -> float:
+    """Share of units never positive: ``alive [H]`` is whether each unit was ``> 0`` for
+    some input."""
+    return 1.0 - float(alive.float().mean()) if alive.numel() else float("nan")
+
+
 class NodeHead(GraphHead):
     r"""FedStar's head without the readout, per node:
     :math:`\hat y_v = W_{cls}\,\mathrm{Dropout}(\mathrm{ReLU}(W_{post}(W_{hp}\mathbf h_v + b_{hp})

@@ -167,3 +167,35 @@ def test_feddense_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path):
             assert float((pred == y).double().mean()) == pytest.approx(ours[rnd - 1][str(k)]["test_acc"])
             loss = F.cross_entropy(torch.cat([forward(model, b) for b in DataLoader(d.test, batch_size=128)]), y)
             assert float(loss) == pytest.approx(ours[rnd - 1][str(k)]["test_loss"], rel=1e-4)
+
+
+@pytest.mark.parametrize("method,task,eval_dropout", [
+    ("fedstar", "graph", False), ("feddense", "graph", False), ("fedstar", "node", False),
+    ("feddense", "graph", True),
+])
+def test_channel_probes_reach_the_round_records(flat, request, tmp_path, method, task, eval_dropout):
+    """``struct.norm``, ``feat.norm`` and ``head.dead`` of every client, every round, finite;
+    on MUTAG (graph task, small models), on FedStar's node task (synthetic graph), and with
+    ``eval-dropout`` (an evaluation in train mode: the probes take their own eval-mode pass)."""
+    import math
+
+    from fgl_flower.methods import METHODS
+
+    flat.update({"method": method, "num-rounds": 2, "hidden": 16, "eval-dropout": eval_dropout})
+    if task == "graph":
+        flat.update(GRAPH_TASK, **{"data-root": str(request.getfixturevalue("data_root"))})
+    if method == "feddense":
+        flat.update({"feddense.width": 8, "feddense.head": 16})
+    run(InProcessGrid(flat, 3), parse_run_config(flat))
+    rounds = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    names = {p.name for p in METHODS.get(method).probes}
+    assert names == {"struct.norm", "feat.norm", "head.dead"}
+    for record in rounds:
+        probes = record["probes"]
+        assert set(probes) == names
+        for name in names:
+            values = probes[name]["clients"]
+            assert set(values) == {"0", "1", "2"} and all(math.isfinite(v) for v in values.values())
+        assert all(0 <= v <= 1 for v in probes["head.dead"]["clients"].values())
+        assert probes["struct.norm"]["min"] > 0 and probes["feat.norm"]["min"] > 0
+        assert not any(k.startswith("probe.") for c in record["clients"].values() for k in c)
