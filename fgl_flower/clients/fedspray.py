@@ -35,6 +35,9 @@ Variants (``fedspray.variant``):
 
 ``fedspray.zero-proxies`` is the :math:`\mathbf S = 0` ablation (Table 3): every proxy is a
 fixed zero vector, so the teacher is :math:`g_p(\mathbf e_i)`.
+
+The train reply carries the method's probes (``probe.*``,
+:data:`fgl_flower.methods.fedspray.PROBES`, :func:`spray_probes`).
 """
 
 from __future__ import annotations
@@ -51,6 +54,7 @@ from fgl_flower.device import cpu_seeded
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
+from fgl_flower.probes import PROBE
 from fgl_flower.protocol import ARRAYS, METRICS
 from fgl_flower.records import get_record, torch_record
 
@@ -76,6 +80,48 @@ def class_means(values: Tensor, labels: Tensor, num_classes: int) -> Tensor:
     sums.index_add_(0, labels, values)
     counts = torch.bincount(labels, minlength=num_classes).clamp(min=1).unsqueeze(1)
     return sums / counts
+
+
+def proxy_alignment(local: Tensor, received: Tensor, classes: Tensor) -> float:
+    r"""Mean cosine between this client's class proxies :math:`\mathbf s^{(k)}_j` and the
+    global ones it received, :math:`\mathbf s_j`, over its training classes ``classes``;
+    a zero vector counts 0 (no direction to share). 0 for no class."""
+    if classes.numel() == 0:
+        return 0.0
+    a, b = local[classes].double(), received[classes].double()
+    norms = a.norm(dim=1) * b.norm(dim=1)
+    cos = torch.where(norms > 0, (a * b).sum(1) / norms.clamp(min=1e-300), torch.zeros_like(norms))
+    return float(cos.mean())
+
+
+def spray_probes(
+    glob: FeatureStructureEncoder, e: Tensor, teacher_proxies: Tensor, teacher_logp: Tensor,
+    global_nodes: Tensor, kd_nodes: Tensor, unlabeled: Tensor, y_hat: Tensor,
+    local_S: Tensor, S: Tensor, classes: Tensor,
+) -> dict[str, float]:
+    r"""FedSpray's probes of one round (:data:`fgl_flower.methods.fedspray.PROBES`).
+
+    ``proxy.shift``: mean total-variation distance between the soft targets
+    :math:`\mathbf p_i = \mathrm{softmax}(g_p(\mathbf e_i + \mathbf s_i))` and the proxy-free
+    :math:`\mathrm{softmax}(g_p(\mathbf e_i))` over ``global_nodes``, the distilled nodes
+    whose proxies come from the global :math:`\mathbf S` (0 if none);
+    ``proxy.alignment``: :func:`proxy_alignment` of the uploaded and received class proxies;
+    ``proxy.norm``: mean row norm of the received :math:`\mathbf S`; ``kd.agreement``: share
+    of :math:`\mathcal V_{KD}` where the teacher's and the trained GNN's argmax agree;
+    ``kd.unlabeled``: share of the unlabeled nodes in :math:`\mathcal V_{KD}`.
+    """
+    agree = teacher_logp[kd_nodes].argmax(-1) == y_hat[kd_nodes].argmax(-1)
+    out = {"proxy.alignment": proxy_alignment(local_S, S, classes),
+           "proxy.norm": float(S.double().norm(dim=1).mean()),
+           "kd.agreement": float(agree.double().mean()) if agree.numel() else 0.0,
+           "kd.unlabeled": float((kd_nodes & unlabeled).sum() / unlabeled.sum().clamp(min=1))}
+    if global_nodes.any():
+        with torch.no_grad():  # all rows, as the teacher: exactly 0 for zero proxies
+            bare = F.log_softmax(glob.teacher_logits(e, torch.zeros_like(teacher_proxies)), -1)[global_nodes]
+        out["proxy.shift"] = float(0.5 * (teacher_logp[global_nodes].exp() - bare.exp()).abs().sum(-1).mean())
+    else:
+        out["proxy.shift"] = 0.0
+    return out
 
 
 class FedSprayClient(FGLClient):
@@ -146,7 +192,7 @@ class FedSprayClient(FGLClient):
 
         # -- teacher: p from the global encoder, proxies for the unlabeled nodes ------------
         with torch.no_grad():
-            e = glob.embedding(g.x)
+            e = e_global = glob.embedding(g.x)
             q = F.softmax(glob.projector_logits(e), -1)
             weighted = q @ S
             if opts.zero_proxies:
@@ -206,10 +252,16 @@ class FedSprayClient(FGLClient):
         counts = torch.bincount(y[train], minlength=C).float()
         ratio = counts / counts.sum().clamp(min=1)
         self.save()
+        # the nodes whose teacher proxies come from the global S: the confident unlabeled
+        # ones in the official variant (training nodes keep their own), all in the paper's
+        global_nodes = kd_nodes & ~train if opts.variant == "official" else kd_nodes
+        probes = spray_probes(glob, e_global, teacher_proxies, teacher, global_nodes, kd_nodes, ~train, y_hat,
+                              local_S, S, (counts > 0).nonzero().view(-1))
         metrics = {
             "train_loss": ce.item(), "gnn_kd": kd.item(), "encoder_ce": fce.item(),
             "encoder_kd": fkd.item(), "kd_nodes": float(kd_nodes.sum()),
             **self.evaluate_learner(self.gnn, server_round),  # the GNN is final for this round (see the strategy)
+            **{PROBE + k: v for k, v in probes.items()},
         }
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),

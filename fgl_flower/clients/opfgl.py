@@ -8,7 +8,9 @@ Two messages per client, one upload and one download:
 2. ``train`` carrying the pseudo-graph -- Stage 1 trains the shared-initialised GNN
    :math:`M_G` on it with early stopping on local validation accuracy; Stage 2 fine-tunes
    it on the local graph with node-adaptive distillation from the frozen :math:`M_G`
-   (§2.10-2.11). The reply carries only metrics (measurement, not protocol).
+   (§2.10-2.11). The reply carries only metrics (measurement, not protocol), among them
+   the method's probes (``probe.*``, :data:`fgl_flower.methods.opfgl.PROBES`,
+   :func:`pseudo_graph_probes`).
 
 Options are ``opfgl.<name>`` run-config keys (:class:`~fgl_flower.methods.opfgl.OPFGLOptions`).
 """
@@ -29,6 +31,7 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.learner import make_adam, node_metrics, seeded_model
 from fgl_flower.methods.opfgl import OPFGLOptions
+from fgl_flower.probes import PROBE
 from fgl_flower.protocol import METRICS
 from fgl_flower.records import require_record
 
@@ -158,6 +161,18 @@ def class_sums(features: np.ndarray, labels: np.ndarray, orig: np.ndarray, num_c
     return {k: torch.from_numpy(v) for k, v in out.items()}
 
 
+def pseudo_graph_probes(y_syn: Tensor, edge_index: Tensor, y_train: Tensor) -> dict[str, float]:
+    """The received pseudo-graph seen from one client (:data:`fgl_flower.methods.opfgl.PROBES`):
+    its nodes, the share of the client's training classes (labels ``y_train``) among its
+    labels (1 for a client without labels: nothing is missing) and its directed edges per
+    node."""
+    n = y_syn.numel()
+    own = torch.unique(y_train)
+    covered = torch.isin(own, y_syn).double().mean() if own.numel() else torch.tensor(1.0)
+    return {"pseudo.nodes": float(n), "pseudo.coverage": float(covered),
+            "pseudo.edges": edge_index.size(1) / n if n else 0.0}
+
+
 # --- training with early stopping --------------------------------------------------------
 def train_with_selection(
     model: nn.Module, loss_fn: Callable[[], Tensor], val_acc: Callable[[], float],
@@ -280,5 +295,7 @@ class OPFGLClient(FGLClient):
                 if not k.startswith("num-")}
         res |= {"stage1_steps": stage1["steps"], "stage2_steps": stage2["steps"],
                 "gamma_mean": float(gamma.mean())}
+        probes = pseudo_graph_probes(y_s, ei_s, g.y[g.train_mask]) | {"distill.gamma": float(gamma.mean())}
+        res |= {PROBE + k: v for k, v in probes.items()}
         return RecordDict({METRICS: self.metrics(res, int(g.train_mask.sum()))})
 

@@ -17,7 +17,10 @@ with :math:`\lambda_1 = \lambda_2 = 0`, a round is exactly a FedAvg round.
 The reply carries the model (``arrays``, weighted by ``num-examples``, i.e. the client's
 node count under ``agg-weight=local``) and the class prototypes of the SALC-selected
 training nodes with their counts (``s2fgl.prototypes``). Options are ``s2fgl.<name>``
-run-config keys (:class:`~fgl_flower.methods.s2fgl.S2FGLOptions`).
+run-config keys (:class:`~fgl_flower.methods.s2fgl.S2FGLOptions`). The train metrics
+carry the method's probes (``probe.nlir.share``, ``probe.fgma.share``: each auxiliary
+term's share of the local loss, mean over the round's steps;
+:data:`fgl_flower.methods.s2fgl.PROBES`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ from fgl_flower.models.s2fgl import (
     class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc, spectral_basis,
     top_training_nodes,
 )
+from fgl_flower.probes import PROBE
 from fgl_flower.records import get_record, torch_record
 
 #: Record names of the S2FGL payloads (besides the model).
@@ -90,6 +94,7 @@ class S2FGLClient(LearnerClient):
 
         model.train()
         losses = {"train_loss": 0.0, "fkd_loss": 0.0, "fgma_loss": 0.0}  # of the last step
+        shares = {"nlir.share": 0.0, "fgma.share": 0.0}  # summed over the steps
         h_last = torch.empty(0)
         for step in range(self.cfg.local_epochs):
             self.learner.optimizer.zero_grad()
@@ -107,13 +112,18 @@ class S2FGLClient(LearnerClient):
                     fgma = fgma_loss(z, self.basis(z, server_round, step), z_global, basis_global)
                     loss = loss + o.lambda2 * fgma
                     losses["fgma_loss"] = fgma.item()
+                total = loss.item()
+                if total > 0:
+                    shares["nlir.share"] += o.lambda1 * losses["fkd_loss"] / total if o.lambda1 > 0 else 0.0
+                    shares["fgma.share"] += o.lambda2 * losses["fgma_loss"] / total if o.lambda2 > 0 else 0.0
             h_last = h.detach()
             loss.backward()
             self.learner.optimizer.step()
 
         # Prototypes from the last step's (train-mode) representations, as the code does.
         protos, counts = class_prototypes(h_last, g.y, proto_nodes, self.data.num_classes)
-        reply = self.training_reply(losses)
+        steps = max(self.cfg.local_epochs, 1)
+        reply = self.training_reply(losses | {PROBE + k: v / steps for k, v in shares.items()})
         reply[PROTOTYPES] = torch_record({"prototypes": protos, "counts": counts})
         return reply
 

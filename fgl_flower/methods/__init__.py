@@ -141,6 +141,7 @@ for _spec in (
             "zero-proxies": False,
         },
         check=fedspray.check_config,
+        probes=fedspray.PROBES,
     ),
     MethodSpec(
         name="opfgl",
@@ -152,6 +153,7 @@ for _spec in (
         reference="Yan et al., O-pFGL (one-shot personalized FGL)",
         options=opfgl.OPFGLOptions.defaults(),
         check=opfgl.check_config,
+        probes=opfgl.PROBES,
         fixed_rounds=1,
         query_actions=("stats",),
     ),
@@ -165,6 +167,7 @@ for _spec in (
         reference="Tan et al., ICML 2025",
         options=s2fgl.S2FGLOptions.defaults(),
         check=s2fgl.check_config,
+        probes=s2fgl.PROBES,
     ),
     MethodSpec(
         name="fedstar",

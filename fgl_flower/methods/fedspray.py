@@ -10,8 +10,27 @@ from dataclasses import dataclass
 
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
 
 VARIANTS = {"official": 1.0, "paper": 5.0}  # variant -> its lambda1
+
+#: The structure proxies at work, measured by each client in every round's training
+#: (:func:`fgl_flower.clients.fedspray.spray_probes`).
+PROBES = (
+    # no dead bound: 0 in the official variant's first rounds (no unlabeled node is confident
+    # enough to receive the proxies yet); 0 to the end means the teacher stayed a plain MLP
+    Probe("proxy.shift", "mean total variation between the soft targets with and without the "
+          "global structure proxies, over the distilled nodes that use them"),
+    Probe("proxy.alignment", "mean cosine between the client's class proxies and the global ones "
+          "it received, over its training classes", dead_below=0.1,
+          why="The client's class proxies are zero or unrelated to the aligned global ones: the "
+          "proxies carry no shared class-wise structure."),
+    Probe("proxy.norm", "mean norm of the global class proxies the client received", dead_below=1e-6,
+          why="The global structure proxies are zero."),
+    Probe("kd.agreement", "share of the distilled nodes where the soft target's and the trained "
+          "GNN's predictions agree"),
+    Probe("kd.unlabeled", "share of the unlabeled nodes in the distillation set"),
+)
 
 
 @dataclass(frozen=True)

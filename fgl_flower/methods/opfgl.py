@@ -7,8 +7,27 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
 
 VARIANTS = ("official", "paper")
+
+#: The pseudo-graph each client receives and the distillation it drives, measured by each
+#: client in the one round (:meth:`fgl_flower.clients.opfgl.OPFGLClient.train`).
+PROBES = (
+    Probe("pseudo.nodes", "nodes of the global pseudo-graph the client received", dead_below=1,
+          why="The pseudo-graph is empty: Stage 1's global model learns nothing global."),
+    Probe("pseudo.coverage", "share of the client's training classes present in the pseudo-graph",
+          dead_below=0.5,
+          why="The pseudo-graph lacks most of this client's classes: the global model trained on it "
+          "cannot predict them, and Stage 2 distils from a teacher that never saw them."),
+    Probe("pseudo.edges", "directed edges per node of the pseudo-graph"),
+    Probe("distill.gamma", "mean node-adaptive distillation weight gamma_i of Stage 2", dead_below=1e-6,
+          why="Stage 2 distils nothing from the global model (beta = 0): it is plain local fine-tuning."),
+    Probe("pseudo.fit", "last over first loss of the pseudo-graph optimisation (the server's)",
+          dead_above=0.95,
+          why="The optimisation reduced the statistics-matching loss by less than 5%: the "
+          "pseudo-graph does not carry the pooled class statistics."),
+)
 
 
 @dataclass(frozen=True)

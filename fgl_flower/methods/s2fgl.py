@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
 
 #: Eigensolvers of FGMA: exact dense ``eigh`` of the symmetrised Laplacian (spec §9
 #: item 10, default) or ARPACK on the code's non-symmetric Laplacian (code-faithful).
@@ -14,6 +15,16 @@ EIG_MODES = ("dense-sym", "eigsh-asym")
 #: low and high sets are disjoint (default); ``code`` min(k, n - 1), what ARPACK allows the
 #: official code (the sets overlap when n < 2k; Texas/Wisconsin clients).
 EIG_CAPS = ("half", "code")
+
+#: Each auxiliary loss's share of the local loss, measured by each client during training
+#: (:meth:`fgl_flower.clients.s2fgl.S2FGLClient.train`); 0 before ``start-round``, where the
+#: strategy does not watch them (:meth:`fgl_flower.strategies.s2fgl.S2FGLStrategy.idle_probes`).
+PROBES = (
+    Probe("nlir.share", "lambda1 L_FKD / L, mean over the round's local steps", dead_below=1e-4,
+          why="NLIR adds nothing to the local loss: the round is FedAvg without the repository."),
+    Probe("fgma.share", "lambda2 L_FGMA / L, mean over the round's local steps", dead_below=1e-4,
+          why="FGMA adds nothing to the local loss: no spectral alignment to the global model."),
+)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ r"""O-pFGL server: one upload, one download (spec §2.7-2.9, §3.2).
    sends it with a ``train`` message; clients personalise and reply with metrics only.
 
 The round record lists bytes and messages of each phase; ``upload``/``download`` count the
-protocol payloads (statistics up, pseudo-graph down).
+protocol payloads (statistics up, pseudo-graph down); ``probes`` holds the pseudo-graph as
+each client received it and the server's fit of it (:data:`fgl_flower.methods.opfgl.PROBES`).
 """
 
 from __future__ import annotations
@@ -37,10 +38,11 @@ from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synthetic_class_sizes
+from fgl_flower.probes import collect_probes, summarize_probe
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
-from fgl_flower.strategies.base import FGLStrategy, client_metrics
+from fgl_flower.strategies.base import FGLStrategy, client_metrics, merge_probes
 from fgl_flower.strategies.grid import ClientFailure
 
 
@@ -171,6 +173,12 @@ class OPFGLStrategy(FGLStrategy):
             "clients": {str(k): v for k, v in client_metrics(replies).items()},
             **({"failures": failures} if failures else {}),
         }
+        # the probes: the pseudo-graph each client received (its train reply), and how far the
+        # server's optimisation fitted it to the pooled statistics
+        merge_probes(record, collect_probes(client_metrics(replies, probes=True)))
+        fit = graph.losses[-1] / graph.losses[0] if graph.losses[0] > 0 else 1.0
+        merge_probes(record, {"pseudo.fit": summarize_probe({"server": fit})})
+        self.watch_probes(record)
         if recorder is not None:
             recorder.record_round(record)
         result = Result()

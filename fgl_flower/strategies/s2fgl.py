@@ -60,6 +60,11 @@ class S2FGLStrategy(FedAvgStrategy):
         self.repository = self.repository_from(server_round, [r.content for r in replies])
         return arrays, metrics
 
+    def idle_probes(self, server_round: int) -> tuple[str, ...]:
+        """Before ``start-round`` the auxiliary losses are off by design: their shares (0)
+        are recorded but not watched."""
+        return ("nlir.share", "fgma.share") if server_round < self.opts.start_round else ()
+
     def aggregation_weights(self, server_round: int, replies: list[Message]) -> list[float]:
         weights = super().aggregation_weights(server_round, replies)
         if not self.opts.shuffle_weights:

@@ -120,3 +120,31 @@ def test_class_means_and_kl():
     by_hand = (teacher.exp() * (teacher - torch.log_softmax(logits, -1))).sum(-1).mean()
     torch.testing.assert_close(kl_to_teacher(logits, teacher), by_hand)
     assert kl_to_teacher(logits[:0], teacher[:0]) == 0
+
+
+def test_proxy_alignment_and_shift_by_hand():
+    from fgl_flower.clients.fedspray import proxy_alignment, spray_probes
+
+    local = torch.tensor([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0], [5.0, 5.0]])
+    received = torch.tensor([[2.0, 0.0], [1.0, 0.0], [1.0, 1.0], [7.0, 7.0]])
+    # class 0: cos 1, class 1: cos 0, class 2: a zero local proxy counts 0; class 3 not trained
+    assert proxy_alignment(local, received, torch.tensor([0, 1, 2])) == pytest.approx(1 / 3)
+    assert proxy_alignment(local, received, torch.tensor([], dtype=torch.long)) == 0.0
+    assert proxy_alignment(local, torch.zeros_like(received), torch.tensor([0, 3])) == 0.0
+
+    torch.manual_seed(0)
+    glob = FeatureStructureEncoder(3, 2, proxy_dim=2)
+    e = torch.rand(4, 2)
+    proxies = torch.tensor([[0.0, 0.0], [0.0, 0.0], [3.0, -3.0], [0.0, 0.0]])
+    teacher = torch.log_softmax(glob.teacher_logits(e, proxies), -1)
+    nodes = torch.tensor([False, False, True, True])
+    probes = spray_probes(glob, e, proxies, teacher, nodes, nodes, nodes, teacher, local, received,
+                          torch.tensor([0]))
+    bare = torch.softmax(glob.teacher_logits(e, torch.zeros_like(proxies)), -1)
+    tv = 0.5 * (teacher.exp()[2] - bare[2]).abs().sum()  # node 3's proxy is 0: no shift
+    assert probes["proxy.shift"] == pytest.approx(float(tv) / 2) and tv > 0.01
+    assert probes["kd.agreement"] == 1.0 and probes["kd.unlabeled"] == 1.0
+    assert probes["proxy.norm"] == pytest.approx((2 + 1 + 2**0.5 + 98**0.5) / 4)
+    none = spray_probes(glob, e, proxies, teacher, ~nodes & nodes, nodes, nodes, teacher, local, received,
+                        torch.tensor([0]))
+    assert none["proxy.shift"] == 0.0  # no node receives the global proxies

@@ -7,7 +7,7 @@ from torch_geometric.utils import to_undirected
 
 from fgl_flower.clients.opfgl import (
     class_homophily, class_sums, distillation_factor, label_propagation, propagated_rows,
-    reliable_nodes, simple_edges,
+    pseudo_graph_probes, reliable_nodes, simple_edges,
 )
 from fgl_flower.metrics import macro_f1
 
@@ -117,3 +117,13 @@ def test_gamma_is_clipped_to_its_bounds(flat):
     cfg = parse_run_config(flat)
     client = OPFGLClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
     assert client.gamma().max() > 0.2
+
+
+def test_pseudo_graph_probes_count_the_clients_classes_it_covers():
+    y_syn = torch.tensor([0, 0, 2, 3])
+    edges = torch.tensor([[0, 1, 2], [1, 0, 3]])
+    probes = pseudo_graph_probes(y_syn, edges, torch.tensor([0, 1, 1, 2, 0]))
+    assert probes == {"pseudo.nodes": 4.0, "pseudo.coverage": pytest.approx(2 / 3), "pseudo.edges": 0.75}
+    assert pseudo_graph_probes(y_syn, edges, torch.tensor([1, 4]))["pseudo.coverage"] == 0.0
+    empty = pseudo_graph_probes(y_syn[:0], edges[:, :0], torch.tensor([1]))
+    assert empty == {"pseudo.nodes": 0.0, "pseudo.coverage": 0.0, "pseudo.edges": 0.0}
