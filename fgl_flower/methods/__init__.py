@@ -190,6 +190,7 @@ for _spec in (
         reference="Xie et al., NeurIPS 2021",
         options=gcfl.GCFLOptions.defaults(),
         check=gcfl.check_config,
+        probes=gcfl.PROBES,
     ),
     MethodSpec(
         name="feddense",

@@ -16,24 +16,38 @@ Stoer-Wagner minimum cut of the complete graph on :math:`c` with edge weights
 .. math::
     W_c \leftarrow W_c + \sum_{j\in c} \frac{n_j}{n_c}\, dW_j = \sum_{j\in c} \frac{n_j}{n_c}\, W_j .
 
+GCFL+ (``gcfl.variant = "gcfl+"``, the same paper's sequence-based variant) keeps, per
+client, the sequence of the norms of its last local gradient of the shared parameters
+(``gcfl.sequence = "grad"``; ``"update"``: of :math:`dW_i`), one entry per round it
+trains. Its split needs, besides the criterion above, ``gcfl.seq-length`` entries for every
+client of the cluster; it cuts the complete graph on :math:`c` with edge weights
+:math:`\max D - D_{ij}`, :math:`D` the DTW distances (:func:`dtw`) of the clients' last
+``seq-length`` entries; after a split every client's sequence starts afresh (so at most one
+split per round). Node tasks use ``gcfl.eps1-node``/``gcfl.eps2-node`` instead of
+``gcfl.eps1``/``gcfl.eps2`` (docs/methods/gcfl.md: the graph values never fire there).
+
 GCFL reports, per client, the best of the test accuracies cached at its cluster's splits
 (those of the last evaluation before the split) and the final one: ``test_acc_gcfl``
 beside the usual final accuracy (spec §12 item 15). The cluster models travel in one
 :class:`ArrayRecord` under ``cluster<k>.<key>``, so a checkpoint holds them with the
 assignment; each round's record lists the clusters, each cluster's mean and largest update
-norm (``update_norms``, what the split rule reads) and the splits.
+norm (``update_norms``, what the split rule reads) and the splits (GCFL+: also each
+client's sequence entry of the round, ``seq_norms``, and a split's DTW distances). The
+probe ``clusters`` counts the clusters after each round.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from logging import INFO
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
+from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods.gcfl import GCFLOptions
+from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, run_task
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_numpy, require_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
@@ -72,16 +86,58 @@ def min_cut_split(weights: np.ndarray) -> tuple[list[int], list[int]]:
     return (a, b) if a[0] < b[0] else (b, a)
 
 
+def dtw(a: np.ndarray, b: np.ndarray) -> float:
+    r"""Dynamic-time-warping distance of the 1-d sequences ``a`` (length :math:`n`) and ``b``
+    (length :math:`m`), as the GCFL code's ``dtaidistance.dtw`` computes it by default (no
+    window, no penalty): with :math:`C_{0,0} = 0`, :math:`C_{i,0} = C_{0,j} = \infty` and
+
+    .. math::
+        C_{i,j} = (a_i - b_j)^2 + \min(C_{i-1,j-1},\ C_{i-1,j},\ C_{i,j-1}),
+
+    the distance is :math:`\sqrt{C_{n,m}}` (the Euclidean distance along the cheapest
+    monotone alignment; equal-length sequences give at most their Euclidean distance)."""
+    a, b = np.asarray(a, dtype=np.float64).ravel(), np.asarray(b, dtype=np.float64).ravel()
+    n, m = len(a), len(b)
+    if n == 0 or m == 0:
+        raise ValueError("dtw needs two non-empty sequences.")
+    cost = np.full((n + 1, m + 1), np.inf)
+    cost[0, 0] = 0.0
+    sq = (a[:, None] - b[None, :]) ** 2
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            cost[i, j] = sq[i - 1, j - 1] + min(cost[i - 1, j - 1], cost[i - 1, j], cost[i, j - 1])
+    return float(np.sqrt(cost[n, m]))
+
+
+def dtw_distances(seqs: np.ndarray, standardize: bool = False) -> np.ndarray:
+    """``[m, m]`` pairwise :func:`dtw` distances of the rows of ``seqs [m, L]`` (zero
+    diagonal); ``standardize`` first divides each row by its standard deviation (the GCFL
+    code's ``--standardize``: compare trends, not levels; a constant row stays as is)."""
+    seqs = np.asarray(seqs, dtype=np.float64)
+    if standardize:
+        std = seqs.std(axis=1, keepdims=True)
+        seqs = seqs / np.where(std > 0, std, 1.0)
+    m = seqs.shape[0]
+    d = np.zeros((m, m))
+    for i in range(m):
+        for j in range(i + 1, m):
+            d[i, j] = d[j, i] = dtw(seqs[i], seqs[j])
+    return d
+
+
 class GCFLStrategy(FGLStrategy):
-    """Clustered FedAvg with GCFL's gradient-sequence-free split rule (spec §10)."""
+    """Clustered FedAvg with GCFL's split rule (spec §10), or GCFL+'s (``gcfl.variant``)."""
 
     evaluate_with_next_train = True
-    checkpointed = ("clusters", "cached_acc", "last_acc")
+    checkpointed = ("clusters", "cached_acc", "last_acc", "seqs", "seq_count")
     eval_metrics = {**EVAL_METRICS, "test_acc_gcfl": "num-test"}
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.opts = GCFLOptions.from_config(cfg)
+        self.plus = self.opts.variant == "gcfl+"
+        self.task = run_task(cfg)
+        self.eps1, self.eps2 = self.opts.thresholds(self.task)
         n = cfg.num_clients
         self.clusters = np.zeros(n, dtype=np.int64)  # cluster id of each partition
         self.cached_acc = np.full(n, np.nan)  # best test acc cached at a split
@@ -90,6 +146,19 @@ class GCFLStrategy(FGLStrategy):
         self.selected: list[int] = []
         self.splits: list[dict] = []  # this round's splits (for the round record)
         self.norms: list[dict] = []  # this round's update norms per cluster (ditto)
+        # GCFL+: each client's last seq-length sequence entries (oldest first) and how many
+        # it has had since the last split
+        self.seqs = np.zeros((n, self.opts.seq_length))
+        self.seq_count = np.zeros(n, dtype=np.int64)
+        self.seq_now: dict[int, float] = {}  # this round's entries (for the round record)
+        self.dtw_last = np.zeros((0, 0))  # the DTW distances of the last split (ditto)
+
+    def summary(self) -> None:
+        super().summary()
+        o = self.opts
+        log(INFO, "GCFL variant=%s on a %s task: split when mean update norm < %g, max > %g, "
+            "round > %d, size >= %d%s", o.variant, self.task, self.eps1, self.eps2, o.split_after,
+            o.min_split_size, f", {o.seq_length} {o.sequence}-norm entries (DTW)" if self.plus else "")
 
     # -- per-cluster messages --------------------------------------------------------------
     def select(self, partition_ids: Iterable[int]) -> list[int]:
@@ -128,6 +197,8 @@ class GCFLStrategy(FGLStrategy):
         uploads = {reply_partition_id(r): require_record(r.content, ARRAYS, ArrayRecord) for r in replies}
         weights = {reply_partition_id(r): float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES])
                    for r in replies}
+        if self.plus:
+            self._extend_sequences(uploads, replies)
         out: dict = {}
         next_id = int(self.clusters.max()) + 1
         for c in sorted(set(self.clusters.tolist())):
@@ -140,8 +211,8 @@ class GCFLStrategy(FGLStrategy):
                 mean_norm = float(np.linalg.norm(updates.mean(axis=0)))
                 max_norm = float(np.linalg.norm(updates, axis=1).max())
                 self.norms.append({"cluster": c, "mean_norm": mean_norm, "max_norm": max_norm})
-                if self._splits_now(server_round, len(members), mean_norm, max_norm):
-                    a, b = self._split(c, members, updates, next_id)
+                if self._splits_now(server_round, members, mean_norm, max_norm):
+                    a, b = self._split(c, members, self._cut_weights(members, updates), next_id)
                     groups = [(c, a), (next_id, b)]
                     next_id += 1
             for cid, group in groups:
@@ -153,20 +224,55 @@ class GCFLStrategy(FGLStrategy):
         self.models = ArrayRecord(out)
         return self.models, self.aggregate_train_metrics(replies)
 
-    def _splits_now(self, server_round: int, size: int, mean_norm: float, max_norm: float) -> bool:
-        """GCFL's criterion: late enough, big enough, updates cancelling out but large."""
-        o = self.opts
-        return (server_round > o.split_after and size >= o.min_split_size
-                and mean_norm < o.eps1 and max_norm > o.eps2)
+    def _extend_sequences(self, uploads: dict[int, ArrayRecord], replies: list[Message]) -> None:
+        """GCFL+: append this round's entry to the sequence of every client that trained."""
+        self.seq_now = {}
+        if self.opts.sequence == "grad":
+            key = GRAD_NORM
+            for r in replies:
+                metrics = require_record(r.content, METRICS, MetricRecord)
+                if key not in metrics:
+                    raise RuntimeError(f"GCFL+ client {reply_partition_id(r)} sent no {key!r}.")
+                self.seq_now[reply_partition_id(r)] = float(metrics[key])
+        else:  # the update's norm, known once the server holds the client's cluster model
+            for p, upload in uploads.items():
+                base = self.cluster_arrays(self.models, int(self.clusters[p]))
+                if len(base):
+                    self.seq_now[p] = float(np.linalg.norm(flat_update(upload, base)))
+        for p, value in self.seq_now.items():
+            self.seqs[p] = np.roll(self.seqs[p], -1)
+            self.seqs[p, -1] = value
+            self.seq_count[p] += 1
 
-    def _split(self, cluster: int, members: list[int], updates: np.ndarray,
+    def _splits_now(self, server_round: int, members: list[int], mean_norm: float, max_norm: float) -> bool:
+        """GCFL's criterion: late enough, big enough, updates cancelling out but large;
+        GCFL+ also needs ``seq-length`` entries for every client of the cluster."""
+        o = self.opts
+        return (server_round > o.split_after and len(members) >= o.min_split_size
+                and mean_norm < self.eps1 and max_norm > self.eps2
+                and (not self.plus or bool(np.all(self.seq_count[members] >= o.seq_length))))
+
+    def _cut_weights(self, members: list[int], updates: np.ndarray) -> np.ndarray:
+        """Edge weights of the min cut: GCFL's ``cos + 1`` of the updates, or GCFL+'s
+        ``max D - D`` of the DTW distances ``D`` of the clients' sequences."""
+        if not self.plus:
+            return similarity(updates)
+        distances = dtw_distances(self.seqs[members], self.opts.standardize)
+        self.dtw_last = distances
+        return distances.max() - distances
+
+    def _split(self, cluster: int, members: list[int], weights: np.ndarray,
                new_id: int) -> tuple[list[int], list[int]]:
-        a, b = min_cut_split(similarity(updates))
+        a, b = min_cut_split(weights)
         for p in members:  # GCFL caches the accuracies of the last evaluation
             if np.isfinite(self.last_acc[p]):
                 self.cached_acc[p] = np.nanmax([self.cached_acc[p], self.last_acc[p]])
         kept, moved = [members[i] for i in a], [members[i] for i in b]
-        self.splits.append({"cluster": cluster, "kept": kept, "new_cluster": new_id, "moved": moved})
+        split = {"cluster": cluster, "kept": kept, "new_cluster": new_id, "moved": moved}
+        if self.plus:  # the distances it cut by; every sequence starts afresh
+            split["dtw"] = [[round(float(x), 6) for x in row] for row in self.dtw_last]
+            self.seq_count[:] = 0
+        self.splits.append(split)
         return kept, moved
 
     def restore(self, records):
@@ -177,7 +283,12 @@ class GCFLStrategy(FGLStrategy):
     def round_record(self, server_round: int) -> dict:
         clusters = [[int(p) for p in np.flatnonzero(self.clusters == c)] for c in sorted(set(self.clusters.tolist()))]
         return {"clusters": clusters, **({"update_norms": self.norms} if self.norms else {}),
+                **({"seq_norms": {str(p): v for p, v in sorted(self.seq_now.items())}} if self.plus else {}),
                 **({"splits": self.splits} if self.splits else {})}
+
+    def server_probes(self, server_round: int) -> dict[str, float]:
+        """``clusters``: the number of clusters after this round's aggregation."""
+        return {"clusters": float(len(np.unique(self.clusters)))}
 
     # -- evaluation ------------------------------------------------------------------------
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
