@@ -47,9 +47,13 @@ class Probe:
     dead_above: float | None = None
     why: str = ""
 
-    def dead(self, value: float) -> bool:
-        """Whether ``value`` (one client's, or a server-side value) is past a dead bound."""
-        if not math.isfinite(value):
+    def dead(self, value: float | None) -> bool:
+        """Whether ``value`` (one client's, or a server-side value) is past a dead bound; an
+        undefined value (NaN, or ``None`` as JSON stores it) is dead only for a probe with a
+        bound (e.g. the homophily of an empty graph is undefined, not dead)."""
+        if self.dead_below is None and self.dead_above is None:
+            return False
+        if value is None or not math.isfinite(value):
             return True
         return ((self.dead_below is not None and value < self.dead_below)
                 or (self.dead_above is not None and value > self.dead_above))
@@ -90,6 +94,10 @@ def collect_probes(per_client: Mapping[int, Mapping[str, float]]) -> dict[str, d
     return {name: summarize_probe(v) for name, v in sorted(values.items())}
 
 
+def _fmt(value: float | None) -> str:
+    return "undefined" if value is None else f"{value:.4g}"
+
+
 class ProbeWatch:
     """Warns when a declared probe dies or comes back, per client (or ``server``)."""
 
@@ -111,12 +119,20 @@ class ProbeWatch:
                 who = "the server" if client == "server" else f"client {client}"
                 if now and key not in self.dead:
                     self.dead[key] = value
-                    out.append(f"Round {server_round}: {name} = {value:.4g} on {who} ({probe.bound()}: "
+                    out.append(f"Round {server_round}: {name} = {_fmt(value)} on {who} ({probe.bound()}: "
                                f"dead). {probe.why or probe.doc}")
                 elif not now and key in self.dead:
                     del self.dead[key]
-                    out.append(f"Round {server_round}: {name} = {value:.4g} on {who} is alive again.")
+                    out.append(f"Round {server_round}: {name} = {_fmt(value)} on {who} is alive again.")
         return out
+
+    def state(self) -> list[list]:
+        """What a checkpoint keeps: ``[[probe, client, value when it died], ...]``."""
+        return [[name, client, value] for (name, client), value in sorted(self.dead.items())]
+
+    def load_state(self, state: list[list]) -> None:
+        """Resume from :meth:`state` (a resumed run does not warn again)."""
+        self.dead = {(name, client): value for name, client, value in state}
 
     def dead_now(self) -> dict[str, list[str]]:
         """``{probe: [clients]}`` dead at the last check (for ``summary.json``)."""

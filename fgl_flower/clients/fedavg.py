@@ -24,7 +24,11 @@ class FedAvgClient(LearnerClient):
         self.load_global(content)
         self.seed_round(server_round)
         res = self.learner.fit(self.cfg.local_epochs, extra_loss=self.extra_loss(content))
-        return self.training_reply(res)
+        return self.training_reply({**res, **self.after_fit()})
+
+    def after_fit(self) -> dict[str, float]:
+        """Metrics measured right after local training, for the reply (none for FedAvg)."""
+        return {}
 
     def extra_loss(self, content: RecordDict):
         """Regulariser added to the local loss (none for FedAvg)."""

@@ -17,22 +17,14 @@ from __future__ import annotations
 
 import math
 
-from flwr.app import RecordDict
-
 from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions
 
 
 class GCFLClient(FedAvgClient):
-    def train(self, content: RecordDict, server_round: int) -> RecordDict:
+    def after_fit(self) -> dict[str, float]:
         o = GCFLOptions.from_config(self.cfg)
-        if o.variant != "gcfl+" or o.sequence != "grad":
-            return super().train(content, server_round)
-        self.load_global(content)
-        self.seed_round(server_round)
-        res = self.learner.fit(self.cfg.local_epochs, extra_loss=self.extra_loss(content))
-        res[GRAD_NORM] = self.shared_grad_norm()
-        return self.training_reply(res)
+        return {GRAD_NORM: self.shared_grad_norm()} if o.variant == "gcfl+" and o.sequence == "grad" else {}
 
     def shared_grad_norm(self) -> float:
         """L2 norm of the shared parameters' gradients left by the last local step."""

@@ -54,14 +54,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fgl_flower.methods.fedhero import LATENT_GRAPHS
 from fgl_flower.models.node import GCNLayer
 from fgl_flower.models.sparse import GraphCache, gcn_adjacency
 
 #: Elements of one row block of the dense similarity (float32: 16 MiB).
 BLOCK_ELEMENTS = 1 << 22
-#: What a kept entry of the kNN graph weighs: ``binary`` (Eq. 4, straight-through) or
-#: ``weighted`` (the ReLU'd similarity).
-LATENT_GRAPHS = ("binary", "weighted")
 
 
 class LatentGraph:

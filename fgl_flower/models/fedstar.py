@@ -170,11 +170,15 @@ class ChannelProbes:
 
     def __enter__(self) -> ChannelProbes:
         m = self.model
-        self._handles = [
-            m.struct.register_forward_hook(self._hook(lambda maps: self._norm("struct.norm", maps[-1]))),
-            m.feat.convs[-1].register_forward_hook(self._hook(lambda h: self._norm("feat.norm", h))),
-            m.head.post.register_forward_hook(self._hook(self._head)),
-        ]
+        hooks = ((lambda: m.struct, lambda maps: self._norm("struct.norm", maps[-1])),
+                 (lambda: m.feat.convs[-1], lambda h: self._norm("feat.norm", h)),
+                 (lambda: m.head.post, self._head))
+        try:
+            for module, fn in hooks:
+                self._handles.append(module().register_forward_hook(self._hook(fn)))
+        except BaseException:
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc) -> None:

@@ -269,7 +269,8 @@ class FGLStrategy(Strategy):
                 records[f"strategy.{name}"] = ArrayRecord({"value": Array(np.asarray(
                     value if kinds[name] == "numpy" else value.detach().cpu().numpy()))})
         pending = None if pending is None else {k: v for k, v in pending.items() if k != "_arrays"}
-        meta = {"round": server_round, "config": dict(self.cfg.raw), "pending": pending, "kinds": kinds}
+        meta = {"round": server_round, "config": dict(self.cfg.raw), "pending": pending, "kinds": kinds,
+                "probes_dead": self.probe_watch.state()}
         records[CONFIG] = ConfigRecord({"json": strict_json(meta)})
         return records
 
@@ -293,6 +294,7 @@ class FGLStrategy(Strategy):
 
                 value = torch.from_numpy(value)
             setattr(self, name, value)
+        self.probe_watch.load_state(meta.get("probes_dead", []))
         arrays = require_record(records, ARRAYS, ArrayRecord)
         pending = meta["pending"]
         if pending is not None:
