@@ -50,10 +50,11 @@ class FedHEROClient(FedAvgClient):
     def probe_metrics(self) -> dict[str, float]:
         """The health of the latent graph the evaluation used (``latent.*``,
         :meth:`~fgl_flower.models.fedhero.LatentGraph.health`; homophily over pairs of
-        training nodes) and the regulariser's value on it (``latent.reg``)."""
+        training nodes), the structure learner's embeddings (``latent.dead_units``,
+        ``latent.rank``) and the regulariser's value (``latent.reg``)."""
         g = self.data.data
         model = self.learner.model
-        health = model.last_latent_graph().health(g.y, g.train_mask)
+        health = model.last_latent_graph().health(g.y, g.train_mask) | model.embedding_health()
         with torch.no_grad():
             health["reg"] = float(model.regularizer())
         return {f"latent.{k}": v for k, v in health.items()}

@@ -32,6 +32,8 @@ PROBES = (
     Probe("latent.edges", "latent node pairs per node"),
     Probe("latent.targets", "share of nodes some other node keeps"),
     Probe("latent.hubs", "share of kept entries pointing at the most-kept 1 % of nodes"),
+    Probe("latent.dead_units", "share of the structure learner's ReLU units that are 0 for every node"),
+    Probe("latent.rank", "effective rank of the structure learner's node embeddings S"),
     Probe("latent.reg", "the regulariser L_smooth (Eq. 7) on the evaluation's latent graph"),
     Probe("latent.homophily", "same-label share of latent pairs of training nodes"),
 )

@@ -284,10 +284,14 @@ class FedHERONet(nn.Module):
 
     def latent_graph(self, x: Tensor, edge_index: Tensor) -> LatentGraph:
         """The structure learner's graph for this input (dropout on ``x`` in training)."""
+        return self._embed_and_link(x, edge_index)[0]
+
+    def _embed_and_link(self, x: Tensor, edge_index: Tensor) -> tuple[LatentGraph, Tensor]:
+        """The latent graph and the embeddings ``S [N, d]`` it was built from."""
         xd = self.dense_features(x)
         adj_t = self._adjacency(edge_index, xd.size(0))
         s = self.struct.embed(F.dropout(xd, self.dropout, self.training), adj_t)
-        return self.struct.knn(s, self.k)
+        return self.struct.knn(s, self.k), s
 
     def _adjacency(self, edge_index: Tensor, n: int) -> Tensor:
         return self._cache.get(f"adjacency/{n}", (edge_index,), lambda: gcn_adjacency(edge_index, n))
@@ -295,8 +299,8 @@ class FedHERONet(nn.Module):
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         xd = self.dense_features(x)
         adj_t = self._adjacency(edge_index, xd.size(0))
-        latent = self.latent_graph(x, edge_index)
-        self._last.value = (latent, xd)
+        latent, s = self._embed_and_link(x, edge_index)
+        self._last.value = (latent, xd, s.detach())
         z = F.dropout(F.relu(self.proj(xd)), self.dropout, self.training)
         outs = [xd, z]
         for i, g in enumerate(self.gconv):
@@ -313,6 +317,20 @@ class FedHERONet(nn.Module):
             raise RuntimeError("last_latent_graph() needs a forward pass first")
         return self._last.value[0]
 
+    @torch.no_grad()
+    def embedding_health(self) -> dict[str, float]:
+        r"""The structure learner's embeddings :math:`\mathbf S` of the last forward:
+        ``dead_units``, the share of its :math:`d` ReLU units that are 0 for every node, and
+        ``rank``, their effective rank :math:`(\sum_i\sigma_i)^2/\sum_i\sigma_i^2` over the
+        singular values (1 when every node's embedding points the same way: then every
+        similarity is equal and the top-k picks arbitrarily)."""
+        if self._last.value is None:
+            raise RuntimeError("embedding_health() needs a forward pass first")
+        s = self._last.value[2].float()
+        sv = torch.linalg.svdvals(s)
+        rank = float(sv.sum() ** 2 / (sv ** 2).sum()) if float(sv.sum()) > 0 else 0.0
+        return {"dead_units": float(((s > 0).sum(0) == 0).float().mean()), "rank": rank}
+
     def regularizer(self) -> Tensor:
         """:math:`\\mathcal L_{smooth}` of the latent graph built by the last forward.
 
@@ -321,7 +339,7 @@ class FedHERONet(nn.Module):
         to the kept similarities like the propagation's."""
         if self._last.value is None:
             raise RuntimeError("regularizer() needs a forward pass first")
-        latent, xd = self._last.value
+        latent, xd, _ = self._last.value
         if self.struct.latent == "binary" and not self.reg_surrogate:
             latent = LatentGraph(latent.index, latent.weight.detach(), latent.similarity)
         scale = 1.0 / latent.num_nodes ** 2 if self.reg_norm == "n2" else 1.0

@@ -215,3 +215,19 @@ def test_concat_gcn_is_fedheros_local_channel_alone():
     hero = FedHERONet(12, 8, 3, num_layers=2)
     local = sum(p.numel() for k, p in hero.named_parameters() if k.startswith(("proj.", "lconv.", "cls.")))
     assert sum(p.numel() for p in m.parameters()) == local
+
+
+def test_embedding_health_sees_dead_units_and_a_collapsed_rank():
+    torch.manual_seed(0)
+    x, ei = small_graph()
+    m = FedHERONet(12, 8, 3, num_layers=1, dropout=0.0, k=5).eval()
+    m(x, ei)
+    h = m.embedding_health()
+    assert 0 <= h["dead_units"] < 1 and 1 < h["rank"] <= 8
+    with torch.no_grad():  # every unit but the first off for every node: one direction left
+        m.struct.encoder.bias[1:] = -1e6
+        m.struct.encoder.bias[0] = 1e6
+    m(x, ei)
+    h = m.embedding_health()
+    assert h["dead_units"] == 7 / 8 and h["rank"] == pytest.approx(1.0)
+    assert m.last_latent_graph().health()["contrast"] == pytest.approx(0.0, abs=1e-6)
