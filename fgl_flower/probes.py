@@ -64,6 +64,11 @@ class Probe:
         return " or ".join(p for p in parts if p)
 
 
+def as_metrics(values: Mapping[str, float]) -> dict[str, float]:
+    """Probe ``values`` by name as reply metrics (``probe.<name>``)."""
+    return {PROBE + k: float(v) for k, v in values.items()}
+
+
 def split_probes(metrics: Mapping[str, float]) -> tuple[dict[str, float], dict[str, float]]:
     """``(metrics without probes, {probe name: value})`` of one reply's metrics."""
     rest, probes = {}, {}
@@ -142,4 +147,4 @@ class ProbeWatch:
         return out
 
 
-__all__ = ["PROBE", "Probe", "ProbeWatch", "collect_probes", "split_probes", "summarize_probe"]
+__all__ = ["PROBE", "Probe", "ProbeWatch", "as_metrics", "collect_probes", "split_probes", "summarize_probe"]

@@ -18,7 +18,7 @@ from fgl_flower.clients.state import ClientState
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.device import manual_seed, resolve_device
-from fgl_flower.probes import PROBE
+from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import get_record, record_torch, torch_record
 from fgl_flower.seeds import derive_seed
@@ -149,7 +149,7 @@ class LearnerClient(FGLClient):
         """The learner's evaluation (:meth:`evaluate_learner`) and this method's probes
         (:meth:`probe_metrics`, as ``probe.<name>``) as a reply."""
         res = self.evaluate_learner(self.learner, server_round)
-        res.update({PROBE + k: v for k, v in self.probe_metrics().items()})
+        res.update(as_metrics(self.probe_metrics()))
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})
 
     def probe_metrics(self) -> dict[str, float]:

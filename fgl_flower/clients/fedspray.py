@@ -54,7 +54,7 @@ from fgl_flower.device import cpu_seeded
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
-from fgl_flower.probes import PROBE
+from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, METRICS
 from fgl_flower.records import get_record, torch_record
 
@@ -261,7 +261,7 @@ class FedSprayClient(FGLClient):
             "train_loss": ce.item(), "gnn_kd": kd.item(), "encoder_ce": fce.item(),
             "encoder_kd": fkd.item(), "kd_nodes": float(kd_nodes.sum()),
             **self.evaluate_learner(self.gnn, server_round),  # the GNN is final for this round (see the strategy)
-            **{PROBE + k: v for k, v in probes.items()},
+            **as_metrics(probes),
         }
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),

@@ -31,7 +31,7 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.learner import make_adam, node_metrics, seeded_model
 from fgl_flower.methods.opfgl import OPFGLOptions
-from fgl_flower.probes import PROBE
+from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
 from fgl_flower.records import require_record
 
@@ -296,6 +296,6 @@ class OPFGLClient(FGLClient):
         res |= {"stage1_steps": stage1["steps"], "stage2_steps": stage2["steps"],
                 "gamma_mean": float(gamma.mean())}
         probes = pseudo_graph_probes(y_s, ei_s, g.y[g.train_mask]) | {"distill.gamma": float(gamma.mean())}
-        res |= {PROBE + k: v for k, v in probes.items()}
+        res |= as_metrics(probes)
         return RecordDict({METRICS: self.metrics(res, int(g.train_mask.sum()))})
 

@@ -36,7 +36,7 @@ from fgl_flower.models.s2fgl import (
     class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc, spectral_basis,
     top_training_nodes,
 )
-from fgl_flower.probes import PROBE
+from fgl_flower.probes import as_metrics
 from fgl_flower.records import get_record, torch_record
 
 #: Record names of the S2FGL payloads (besides the model).
@@ -123,7 +123,7 @@ class S2FGLClient(LearnerClient):
         # Prototypes from the last step's (train-mode) representations, as the code does.
         protos, counts = class_prototypes(h_last, g.y, proto_nodes, self.data.num_classes)
         steps = max(self.cfg.local_epochs, 1)
-        reply = self.training_reply(losses | {PROBE + k: v / steps for k, v in shares.items()})
+        reply = self.training_reply(losses | as_metrics({k: v / steps for k, v in shares.items()}))
         reply[PROTOTYPES] = torch_record({"prototypes": protos, "counts": counts})
         return reply
 

@@ -86,13 +86,6 @@ def client_metrics(replies: Iterable[Message], probes: bool = False) -> dict[int
     return out
 
 
-def merge_probes(record: dict, probes: dict[str, dict]) -> None:
-    """Add ``probes`` (:func:`~fgl_flower.probes.collect_probes`) to the round record's
-    ``probes``; a probe reported in both phases keeps the later (evaluation) values."""
-    if probes:
-        record.setdefault("probes", {}).update(probes)
-
-
 class FGLStrategy(Strategy):
     """Strategy base for all methods of this package.
 
@@ -191,6 +184,16 @@ class FGLStrategy(Strategy):
         """Probe values the server measures itself after this round's aggregation (e.g.
         GCFL's number of clusters), recorded as the client ``server`` (default none)."""
         return {}
+
+    def record_probes(self, record: dict, replies: Iterable[Message],
+                      server: dict[str, float] | None = None) -> None:
+        """Add the probe values of ``replies`` (per client) and the ``server``'s own to the
+        round record's ``probes``; a probe reported in both phases keeps the later
+        (evaluation) values."""
+        probes = collect_probes(client_metrics(replies, probes=True))
+        probes.update({k: summarize_probe({"server": v}) for k, v in (server or {}).items()})
+        if probes:
+            record.setdefault("probes", {}).update(probes)
 
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         """Probes that are off by design in this round and so not watched (e.g. S2FGL's
@@ -351,7 +354,7 @@ class FGLStrategy(Strategy):
             record["eval"] = dict(eval_metrics or {})
             record["eval_clients"] = sorted(per_client)  # those sampled that replied
             record["clients"] = {str(k): v for k, v in per_client.items()}
-            merge_probes(record, collect_probes(client_metrics(eval_replies, probes=True)))
+            self.record_probes(record, eval_replies)
             self.watch_probes(record)
             round_arrays = record.pop("_arrays")  # the global arrays after this round
             if evaluate_fn is not None and (res := evaluate_fn(rnd, round_arrays)) is not None:
@@ -404,8 +407,7 @@ class FGLStrategy(Strategy):
             record["train"] = dict(train_metrics or {})
             record["train_clients"] = clients
             record.update(self.round_record(rnd))
-            merge_probes(record, collect_probes(client_metrics(replies, probes=True)))
-            merge_probes(record, {k: summarize_probe({"server": v}) for k, v in self.server_probes(rnd).items()})
+            self.record_probes(record, replies, self.server_probes(rnd))
             record["_arrays"] = arrays
             if train_metrics is not None:
                 result.train_metrics_clientapp[rnd] = train_metrics

@@ -38,11 +38,10 @@ from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synthetic_class_sizes
-from fgl_flower.probes import collect_probes, summarize_probe
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
-from fgl_flower.strategies.base import FGLStrategy, client_metrics, merge_probes
+from fgl_flower.strategies.base import FGLStrategy, client_metrics
 from fgl_flower.strategies.grid import ClientFailure
 
 
@@ -175,9 +174,8 @@ class OPFGLStrategy(FGLStrategy):
         }
         # the probes: the pseudo-graph each client received (its train reply), and how far the
         # server's optimisation fitted it to the pooled statistics
-        merge_probes(record, collect_probes(client_metrics(replies, probes=True)))
         fit = graph.losses[-1] / graph.losses[0] if graph.losses[0] > 0 else 1.0
-        merge_probes(record, {"pseudo.fit": summarize_probe({"server": fit})})
+        self.record_probes(record, replies, {"pseudo.fit": fit})
         self.watch_probes(record)
         if recorder is not None:
             recorder.record_round(record)
