@@ -68,28 +68,31 @@ def _cmdline(proc: psutil.Process) -> list[str]:
 def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     out = tmp_path / "dep"
     # A round waits for the killed node until the SuperLink reports it unavailable (missed
-    # heartbeats) or the timeout ends; the timeout must also cover a ClientApp process start
-    # on a loaded machine (20 s did not when the suite ran in parallel).
-    config = {**flat, "num-rounds": 4, "round-timeout": 60.0, "out-dir": str(out)}
+    # heartbeats, well under a minute) or the timeout ends. The timeout must also cover a
+    # ClientApp process start on a loaded machine: 20 s and then 60 s did not when the suite
+    # ran in parallel on CI (rounds there take 20-45 s each).
+    timeout = 180.0
+    config = {**flat, "num-rounds": 3, "round-timeout": timeout, "out-dir": str(out)}
     result = {}
-    thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=400)))
-    start = time.monotonic()
+    thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=900)))
     thread.start()
     while thread.is_alive() and len(_rounds(out)) < 1:
         time.sleep(0.5)
     victims = [p for p in psutil.Process().children(recursive=True)  # this test's: others may deploy too
                if "flower-supernode" in (cmd := " ".join(_cmdline(p)))
                and "partition-id=2 " in cmd + " "]
-    assert len(victims) == 1
+    assert len(victims) == 1, f"no SuperNode to kill; the run ended with {result}"
     victims[0].kill()
-    thread.join(timeout=400)
-    elapsed = time.monotonic() - start
+    thread.join(timeout=900)
     assert result.get("code") == 0
     rounds = _rounds(out)
-    assert [r["round"] for r in rounds] == [1, 2, 3, 4]
-    assert all("2" in r.get("failures", {}) for r in rounds[2:])  # gone for good after round 1
+    assert [r["round"] for r in rounds] == [1, 2, 3]
+    # Round 2 may still be answered (its messages can reach the node before the kill); round 3 cannot.
+    assert all("2" in r.get("failures", {}) for r in rounds[2:])
     assert all(r["eval_clients"] == [0, 1] for r in rounds[2:])
-    assert elapsed < 300, f"took {elapsed:.0f} s"
+    # The SuperLink told the rounds the node was gone; they did not wait out the timeout.
+    assert not any("round-timeout" in r["failures"]["2"] for r in rounds[2:]), rounds[2:]
+    assert all(r["time_s"] < timeout for r in rounds[2:])
 
 
 @pytest.mark.slow
