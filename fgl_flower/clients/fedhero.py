@@ -36,7 +36,8 @@ class FedHEROClient(FedAvgClient):
         return lambda num_features, num_classes: FedHERONet(
             num_features, c.hidden, num_classes, c.num_layers, c.dropout, alpha=o.alpha, k=o.k,
             heads=o.heads, metric=o.metric, dual_channel=o.dual_channel, lam=o.lam, mu=o.mu,
-            reg_norm=o.reg_norm, latent=o.latent, reg_surrogate=o.reg_surrogate)
+            reg_norm=o.reg_norm, latent=o.latent, reg_surrogate=o.reg_surrogate,
+            struct_act=o.struct_act)
 
     def shared_prefixes(self) -> tuple[str, ...] | None:
         return shared_prefixes(self.options)

@@ -18,6 +18,10 @@ REG_NORMS = ("n2", "none")
 #: What a kept latent entry weighs (models/fedhero.py): Eq. 4's 1 with a straight-through
 #: gradient, or the ReLU'd similarity (spec A1/A3, superseded: the graph empties).
 LATENT_GRAPHS = ("binary", "weighted")
+#: The structure learner's encoder output (Eq. 3's input): the GCN layer's linear output (the
+#: paper names only "a one-layer GNN") or ReLU'd (spec A4: its units die over the rounds until
+#: every similarity is equal and the latent graph is arbitrary).
+STRUCT_ACTIVATIONS = ("none", "relu")
 
 
 #: The latent graph's health, measured on each client's evaluation forward every round
@@ -32,7 +36,7 @@ PROBES = (
     Probe("latent.edges", "latent node pairs per node"),
     Probe("latent.targets", "share of nodes some other node keeps"),
     Probe("latent.hubs", "share of kept entries pointing at the most-kept 1 % of nodes"),
-    Probe("latent.dead_units", "share of the structure learner's ReLU units that are 0 for every node"),
+    Probe("latent.dead_units", "share of the structure learner's embedding units that are 0 for every node"),
     Probe("latent.rank", "effective rank of the structure learner's node embeddings S"),
     Probe("latent.reg", "the regulariser L_smooth (Eq. 7) on the evaluation's latent graph"),
     Probe("latent.homophily", "same-label share of latent pairs of training nodes"),
@@ -53,6 +57,7 @@ class FedHEROOptions(MethodOptions):
     metric: str = "weighted-cos"
     latent: str = "binary"  # binary: Eq. 4's 0/1 kNN graph (straight-through) | weighted: ReLU'd values
     reg_surrogate: bool = False  # binary: also pass the regulariser's gradient straight through
+    struct_act: str = "none"  # the structure learner's encoder output: none (linear) | relu (spec A4)
     share: str = "global"
     share_f0: bool = False  # also federate the feature projection f_0 (spec A5)
     dual_channel: bool = True  # false: one set of layer weights on both graphs ("w/o DC")
@@ -75,7 +80,8 @@ def check_config(cfg: RunConfig) -> None:
     o = FedHEROOptions.from_config(cfg)
     o.require_at_least_one("fedhero", "k", "heads", "max_nodes")
     for name, value, allowed in (("metric", o.metric, METRICS), ("share", o.share, SHARING),
-                                 ("reg-norm", o.reg_norm, REG_NORMS), ("latent", o.latent, LATENT_GRAPHS)):
+                                 ("reg-norm", o.reg_norm, REG_NORMS), ("latent", o.latent, LATENT_GRAPHS),
+                                 ("struct-act", o.struct_act, STRUCT_ACTIVATIONS)):
         if value not in allowed:
             raise ConfigError(f"fedhero.{name}={value!r}: use one of {', '.join(allowed)}.")
     if not 0.0 <= o.alpha <= 1.0:

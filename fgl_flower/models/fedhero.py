@@ -1,8 +1,12 @@
 r"""FedHERO's dual-channel GNN with a latent-graph structure learner (spec §2).
 
 **Structure learner** :math:`g_L` (``struct.*``): one GCN layer on the original graph,
-:math:`\mathbf S = \mathrm{ReLU}(\hat{\mathbf A}\,\mathrm{Dropout}(\mathbf X)\mathbf W_s + b_s)`,
-then a multi-head similarity (Eq. 3, ``metric="weighted-cos"``)
+:math:`\mathbf S = \sigma(\hat{\mathbf A}\,\mathrm{Dropout}(\mathbf X)\mathbf W_s + b_s)`
+with :math:`\sigma` the identity (``activation="none"``, default: the paper names only "a
+one-layer GNN") or ReLU (``"relu"``, spec A4: a ReLU unit that is 0 on every node gets no
+gradient again; over the rounds most die, the embeddings lose rank, and on Chameleon's
+Louvain clients every similarity went to +1, a latent graph picked arbitrarily), then a
+multi-head similarity (Eq. 3, ``metric="weighted-cos"``)
 
 .. math::
     \tilde a_{uv} = \frac{1}{N_H}\sum_{h=1}^{N_H}
@@ -54,7 +58,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from fgl_flower.methods.fedhero import LATENT_GRAPHS
+from fgl_flower.methods.fedhero import LATENT_GRAPHS, STRUCT_ACTIVATIONS
 from fgl_flower.models.node import GCNLayer
 from fgl_flower.models.sparse import GraphCache, gcn_adjacency
 
@@ -177,6 +181,7 @@ def pair_sq_distances(x: Tensor, index: Tensor) -> Tensor:
 class StructureLearner(nn.Module):
     """:math:`g_L`: the GCN encoder and the similarity ``metric`` (spec §2.1, §2.7).
 
+    ``activation``: ``relu`` or ``none`` on the encoder's output (see the module docstring).
     ``weighted-cos`` (Eq. 3): per-head scalings ``w1``, ``w2`` ``[N_H, d]``; ``cos``: plain
     cosine, no parameters; ``att``: :math:`\\frac1{N_H}\\sum_h \\mathrm{ReLU}(\\mathbf S\\mathbf
     W_h)\\mathrm{ReLU}(\\mathbf S\\mathbf W_h)^\\top` (``att [N_H, d, d]``); ``gat``:
@@ -185,12 +190,14 @@ class StructureLearner(nn.Module):
     """
 
     def __init__(self, in_channels: int, hidden: int, heads: int, metric: str = "weighted-cos",
-                 latent: str = "binary") -> None:
+                 latent: str = "binary", activation: str = "none") -> None:
         super().__init__()
         self.encoder = GCNLayer(in_channels, hidden)
         if latent not in LATENT_GRAPHS:
             raise ValueError(f"unknown latent graph {latent!r}; use one of {', '.join(LATENT_GRAPHS)}")
-        self.metric, self.heads, self.latent = metric, heads, latent
+        if activation not in STRUCT_ACTIVATIONS:
+            raise ValueError(f"unknown activation {activation!r}; use one of {', '.join(STRUCT_ACTIVATIONS)}")
+        self.metric, self.heads, self.latent, self.activation = metric, heads, latent, activation
         shapes = {"weighted-cos": {"w1": (heads, hidden), "w2": (heads, hidden)},
                   "cos": {}, "att": {"att": (heads, hidden, hidden)},
                   "gat": {"a1": (heads, hidden), "a2": (heads, hidden)}}
@@ -202,8 +209,9 @@ class StructureLearner(nn.Module):
             self.register_parameter(name, p)
 
     def embed(self, x: Tensor, adj_t: Tensor) -> Tensor:
-        """``S = ReLU(Â x W_s + b_s)`` ``[N, d]`` for dense ``x [N, F]``."""
-        return F.relu(adj_t @ (x @ self.encoder.lin.weight.t()) + self.encoder.bias)
+        """``S = σ(Â x W_s + b_s)`` ``[N, d]`` for dense ``x [N, F]``."""
+        s = adj_t @ (x @ self.encoder.lin.weight.t()) + self.encoder.bias
+        return F.relu(s) if self.activation == "relu" else s
 
     def _factors(self, s: Tensor) -> tuple[Tensor, Tensor]:
         """``P, Q`` with ``ã = P Qᵀ`` (the head mean folded into ``P``)."""
@@ -266,10 +274,10 @@ class FedHERONet(nn.Module):
                  dropout: float = 0.5, *, alpha: float = 0.2, k: int = 20, heads: int = 4,
                  metric: str = "weighted-cos", dual_channel: bool = True, lam: float = 0.1,
                  mu: float = 0.1, reg_norm: str = "n2", latent: str = "binary",
-                 reg_surrogate: bool = False) -> None:
+                 reg_surrogate: bool = False, struct_act: str = "none") -> None:
         super().__init__()
         # Global channel first: clients seeded alike build it alike whatever their local parts.
-        self.struct = StructureLearner(in_channels, hidden, heads, metric, latent)
+        self.struct = StructureLearner(in_channels, hidden, heads, metric, latent, struct_act)
         self.gconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers))
         self.proj = nn.Linear(in_channels, hidden)
         self.lconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers)) if dual_channel else None
@@ -320,7 +328,8 @@ class FedHERONet(nn.Module):
     @torch.no_grad()
     def embedding_health(self) -> dict[str, float]:
         r"""The structure learner's embeddings :math:`\mathbf S` of the last forward:
-        ``dead_units``, the share of its :math:`d` ReLU units that are 0 for every node, and
+        ``dead_units``, the share of its :math:`d` units that are 0 for every node (a ReLU
+        unit that is, learns no more), and
         ``rank``, their effective rank :math:`(\sum_i\sigma_i)^2/\sum_i\sigma_i^2` over the
         singular values (1 when every node's embedding points the same way: then every
         similarity is equal and the top-k picks arbitrarily)."""
@@ -329,7 +338,7 @@ class FedHERONet(nn.Module):
         s = self._last.value[2].float()
         sv = torch.linalg.svdvals(s)
         rank = float(sv.sum() ** 2 / (sv ** 2).sum()) if float(sv.sum()) > 0 else 0.0
-        return {"dead_units": float(((s > 0).sum(0) == 0).float().mean()), "rank": rank}
+        return {"dead_units": float(((s != 0).sum(0) == 0).float().mean()), "rank": rank}
 
     def regularizer(self) -> Tensor:
         """:math:`\\mathcal L_{smooth}` of the latent graph built by the last forward.

@@ -87,6 +87,7 @@ def test_a_client_above_max_nodes_stops_with_a_clear_error(hero_flat):
     ({"fedhero.lam": -0.1}, "non-negative"),
     ({"fedhero.share": "none", "fedhero.share-f0": True}, "share-f0"),
     ({"fedhero.heads": 0}, "fedhero.heads"),
+    ({"fedhero.struct-act": "tanh"}, "fedhero.struct-act"),
 ])
 def test_bad_options_stop_before_training(hero_flat, update, match):
     with pytest.raises(ConfigError, match=match):

@@ -220,7 +220,7 @@ def test_concat_gcn_is_fedheros_local_channel_alone():
 def test_embedding_health_sees_dead_units_and_a_collapsed_rank():
     torch.manual_seed(0)
     x, ei = small_graph()
-    m = FedHERONet(12, 8, 3, num_layers=1, dropout=0.0, k=5).eval()
+    m = FedHERONet(12, 8, 3, num_layers=1, dropout=0.0, k=5, struct_act="relu").eval()
     m(x, ei)
     h = m.embedding_health()
     assert 0 <= h["dead_units"] < 1 and 1 < h["rank"] <= 8
@@ -231,3 +231,25 @@ def test_embedding_health_sees_dead_units_and_a_collapsed_rank():
     h = m.embedding_health()
     assert h["dead_units"] == 7 / 8 and h["rank"] == pytest.approx(1.0)
     assert m.last_latent_graph().health()["contrast"] == pytest.approx(0.0, abs=1e-6)
+
+
+def test_the_linear_encoder_keeps_signed_units_that_cannot_die():
+    """``struct_act="none"`` (default): the GCN layer's output as is, negative entries included; a
+    bias that would switch a ReLU unit off for every node only shifts it."""
+    torch.manual_seed(0)
+    x, ei = small_graph()
+    relu = FedHERONet(12, 8, 3, num_layers=1, dropout=0.0, k=5, struct_act="relu").eval()
+    linear = FedHERONet(12, 8, 3, num_layers=1, dropout=0.0, k=5).eval()  # the default
+    linear.load_state_dict(relu.state_dict())
+    xd = linear.dense_features(x)
+    adj = linear._adjacency(ei, xd.size(0))
+    s_lin, s_relu = linear.struct.embed(xd, adj), relu.struct.embed(xd, adj)
+    assert (s_lin < 0).any() and torch.equal(s_relu, s_lin.clamp_min(0))
+    with torch.no_grad():
+        for m in (relu, linear):
+            m.struct.encoder.bias[0], m.struct.encoder.bias[1:] = 1e6, -1e6
+    relu(x, ei), linear(x, ei)
+    assert relu.embedding_health()["dead_units"] == 7 / 8
+    assert linear.embedding_health()["dead_units"] == 0.0
+    with pytest.raises(ValueError, match="unknown activation"):
+        StructureLearner(4, 8, heads=2, activation="tanh")
