@@ -37,11 +37,11 @@ def test_simulation_and_deployment_match_inprocess(flat, tmp_path):
     expected = {k: ref[k] for k in NUMBERS}
 
     sim = tmp_path / "sim"
-    assert run_simulation(app_dir(), {**flat, "out-dir": str(sim)}, 3, timeout=300) == 0
+    assert run_simulation(app_dir(), {**flat, "out-dir": str(sim)}, 3, timeout=600) == 0
     assert _summary(sim) == expected
 
     dep = tmp_path / "dep"
-    assert run_deployment(app_dir(), {**flat, "out-dir": str(dep)}, 3, timeout=300) == 0
+    assert run_deployment(app_dir(), {**flat, "out-dir": str(dep)}, 3, timeout=600) == 0
     assert _summary(dep) == expected
     rounds = [json.loads(line) for line in (dep / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1, 2]
@@ -52,7 +52,7 @@ def test_simulation_and_deployment_match_inprocess(flat, tmp_path):
 @pytest.mark.slow
 def test_failing_run_reports_failure(flat, tmp_path):
     """A config the ServerApp rejects (relative out-dir) gives a non-zero return code."""
-    assert run_simulation(app_dir(), {**flat, "out-dir": "relative/path"}, 3, timeout=300) != 0
+    assert run_simulation(app_dir(), {**flat, "out-dir": "relative/path"}, 3, timeout=600) != 0
 
 
 @pytest.mark.slow

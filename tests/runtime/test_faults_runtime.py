@@ -49,7 +49,7 @@ def faulty_app(tmp: Path) -> Path:
 def test_simulation_goes_on_without_a_client_that_raises(flat, tmp_path):
     out = tmp_path / "sim"
     code = run_simulation(faulty_app(tmp_path), {**flat, "num-rounds": 3, "out-dir": str(out)}, 3,
-                          timeout=300)
+                          timeout=600)
     assert code == 0
     rounds = _rounds(out)
     assert [sorted(r.get("failures", {})) for r in rounds] == [[], ["1"], []]
@@ -104,9 +104,9 @@ def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_p
     flat = {**flat, "method": "local", "num-rounds": 3, "accept-failures": 0}
     whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     out = tmp_path / "resumed"
-    assert run_simulation(faulty_app(tmp_path), {**flat, "out-dir": str(out)}, 3, timeout=300) != 0
+    assert run_simulation(faulty_app(tmp_path), {**flat, "out-dir": str(out)}, 3, timeout=600) != 0
     assert [r["round"] for r in _rounds(out)] == [1]
-    assert run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=300) == 0
+    assert run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=600) == 0
     resumed = json.loads((out / "summary.json").read_text())
     for key in ("final", "best_val", "last", "rounds_completed", "bytes_up_total"):
         assert resumed[key] == whole[key]
@@ -120,7 +120,7 @@ def test_a_federation_smaller_than_num_clients_fails_within_seconds_with_the_fix
     log = io.StringIO()
     start = time.monotonic()
     code = run_simulation(app_dir(), {**flat, "num-clients": 5, "out-dir": str(tmp_path / "out")}, 2,
-                          stream=log, timeout=300)
+                          stream=log, timeout=600)
     assert code != 0
     assert time.monotonic() - start < 120  # Flower's start-up; was a 600 s wait
     assert "--run-config num-clients=2" in log.getvalue()

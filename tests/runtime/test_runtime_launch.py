@@ -36,7 +36,7 @@ def test_simulation_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     out, log = tmp_path / "sim.json", io.StringIO()
     config = {"out-file": str(out), "message": TRICKY, "num-nodes": 3}
     t0 = time.monotonic()
-    rc = run_simulation(toy_app, config, 3, workdir=tmp_path / "work", stream=log, timeout=300)
+    rc = run_simulation(toy_app, config, 3, workdir=tmp_path / "work", stream=log, timeout=600)
     print(f"simulation: {time.monotonic() - t0:.1f}s")
     assert rc == 0, log.getvalue()[-3000:]
     result = json.loads(out.read_text())
@@ -51,7 +51,7 @@ def test_simulation_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
 def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) -> None:
     log = io.StringIO()
     work = tmp_path / "work"
-    rc = run_simulation(toy_app, {"fail": True}, 2, workdir=work, stream=log, timeout=300)
+    rc = run_simulation(toy_app, {"fail": True}, 2, workdir=work, stream=log, timeout=600)
     assert rc != 0
     assert "toy ServerApp failure" in log.getvalue()
     _assert_clean(tmp_path)
@@ -62,7 +62,7 @@ def test_deployment_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     out, log = tmp_path / "dep.json", io.StringIO()
     config = {"out-file": str(out), "num-nodes": 2, "num-rounds": 2, "message": TRICKY}
     t0 = time.monotonic()
-    rc = run_deployment(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=300)
+    rc = run_deployment(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=600)
     result = json.loads(out.read_text()) if out.exists() else {}
     rounds_s = result.get("seconds", 0.0)
     print(f"deployment: {time.monotonic() - t0:.1f}s total, {rounds_s:.1f}s for 2 rounds")

@@ -21,12 +21,12 @@ from fgl_flower.runtime.security import local_pki, node_key_pair
 @pytest.mark.slow
 def test_secure_local_deployment_gives_the_inprocess_numbers(tmp_path):
     flat = load_app_defaults()
-    flat.update({"num-clients": 2, "num-rounds": 2, "data.synthetic.num-nodes": 300, "progress": False})
+    flat.update({"num-clients": 2, "num-rounds": 1, "data.synthetic.num-nodes": 300, "progress": False})
     expected = run_inprocess({**flat, "out-dir": str(tmp_path / "ref")})
     out = tmp_path / "secure"
     work = tmp_path / "work"
     assert run_deployment(app_dir(), {**flat, "out-dir": str(out)}, 2, secure=True, workdir=work,
-                          timeout=300) == 0
+                          timeout=600) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final"] == expected["final"]
     assert "--insecure" not in (work / "superlink.log").read_text()
