@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 import warnings
@@ -277,10 +278,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    """Every run-config key with its default and meaning (from pyproject.toml)."""
+    """Every run-config key with its default and meaning (from pyproject.toml); the methods
+    come from the registry (the config layer does not import it)."""
     from fgl_flower.config import describe_keys
+    from fgl_flower.methods import METHODS
 
-    rows = describe_keys()
+    rows = [(k, d, f"{m} [{' | '.join(METHODS)}]" if k == "method" else m) for k, d, m in describe_keys()]
     if args.json:
         print(json.dumps([{"key": k, "default": d, "meaning": m} for k, d, m in rows], indent=2))
         return 0
@@ -374,6 +377,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    _plain_logs_unless_terminal()
     try:
         with warnings.catch_warnings():
             # deprecation notices of torch.jit, Ray and PyG: nothing a user of fgl can act on
@@ -386,6 +390,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # `fgl config | head`: the reader left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+def _plain_logs_unless_terminal() -> None:
+    """Flower's console log colours its level names; only a terminal shows colours, a pipe
+    or file would get the escape codes."""
+    from flwr.common.logger import update_console_handler
+
+    try:
+        tty = sys.stderr.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    update_console_handler(colored=tty)
 
 
 if __name__ == "__main__":

@@ -158,6 +158,23 @@ def test_streamed_flower_output_to_a_file_has_no_colour_codes_or_federation_warn
     assert _fmt_bytes(3.5 * 2**20) == "3.5 MiB" and _fmt_bytes(512) == "512 B"
 
 
+def test_an_inprocess_run_piped_to_a_file_is_plain_text(tmp_path):
+    """No colour codes where no terminal reads the log, and no library notice a user cannot
+    act on (ACM-GCN's CSR adjacency used to print PyG's sparse-invariant warning)."""
+    import os
+    import subprocess
+    import sys
+
+    argv = ["run", "--method", "fedavg", "--model", "acmgcn", "--clients", "2", "--rounds", "1",
+            "--inprocess", "--set", "data.synthetic.num-nodes=200", "--out", str(tmp_path / "run")]
+    res = subprocess.run([sys.executable, "-m", "fgl_flower.cli", *argv], capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "PYTHONWARNINGS": "default"})
+    assert res.returncode == 0, res.stderr
+    assert "[round 1/1]" in res.stderr
+    assert "\x1b[" not in res.stdout + res.stderr
+    assert "invariant" not in res.stderr
+
+
 @pytest.mark.parametrize("argv", [["--method", "fedavgg"], ["--dataset", "Coraa"],
                                   ["--partition", "louvainn"], ["--set", "lr=abc"],
                                   ["--set", "fedprox.mu=0.5"], ["--rounds", "0"],

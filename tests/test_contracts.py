@@ -1,5 +1,6 @@
 """Contract tests: pyproject, README and the registries must agree."""
 
+import json
 import re
 from pathlib import Path
 
@@ -101,6 +102,16 @@ def test_every_run_config_key_has_a_meaning_and_fgl_config_lists_it(capsys):
     assert main(["config"]) == 0
     listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line and not line.startswith("Set ")}
     assert listed == set(load_app_defaults())
+
+
+def test_fgl_config_lists_every_registered_method(capsys):
+    from fgl_flower.cli import main
+    from fgl_flower.methods import METHODS
+
+    assert main(["config", "--json"]) == 0
+    row = next(r for r in json.loads(capsys.readouterr().out) if r["key"] == "method")
+    listed = row["meaning"].rsplit("[", 1)[1].rstrip("]").split(" | ")
+    assert listed == list(METHODS) and "fedhero" in listed
 
 
 def test_cli_partition_choices_are_the_registry():
