@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING
 from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from fgl_flower.config import RunConfig, parse_run_config
+from fgl_flower.config import RunConfig
+from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.protocol import (

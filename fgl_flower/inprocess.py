@@ -24,7 +24,7 @@ from flwr.supercore import log
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
 from flwr.supercore.task_identity import TaskIdentity
 
-from fgl_flower.config import parse_run_config
+from fgl_flower.parse import parse_run_config
 
 
 def _roundtrip(content: RecordDict) -> RecordDict:

@@ -53,7 +53,7 @@ def test_data_options_match_partitioners_and_synthetic():
 
 
 def test_defaults_parse():
-    from fgl_flower.config import parse_run_config
+    from fgl_flower.parse import parse_run_config
 
     cfg = parse_run_config(load_app_defaults())
     assert cfg.dataset == "synthetic" and cfg.method in METHODS
@@ -82,7 +82,7 @@ def test_experiment_rows_are_valid_run_configs(path):
     (data availability is not checked: that is the run's own first step)."""
     from fgl_flower.bench import load_experiment
     from fgl_flower.cli import build_run_config, parser
-    from fgl_flower.config import parse_run_config
+    from fgl_flower.parse import parse_run_config
     from fgl_flower.server_app import check_method_task
 
     exp = load_experiment(path, root=REPO)

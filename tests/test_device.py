@@ -4,7 +4,7 @@ import pytest
 import torch
 from methods_data import NEEDS
 
-from fgl_flower.config import parse_run_config
+from fgl_flower.parse import parse_run_config
 from fgl_flower.device import check_device_spec, manual_seed, resolve_device
 from fgl_flower.errors import ConfigError
 

@@ -45,7 +45,7 @@ def test_the_watch_warns_once_per_death_and_revival_and_its_state_survives_json(
 def test_a_checkpoint_keeps_which_probes_are_dead(flat):
     from flwr.app import ArrayRecord
 
-    from fgl_flower.config import parse_run_config
+    from fgl_flower.parse import parse_run_config
     from fgl_flower.strategies.base import FGLStrategy
 
     flat["method"] = "fedhero"

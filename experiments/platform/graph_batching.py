@@ -28,7 +28,7 @@ def main() -> None:
     from torch_geometric.loader import DataLoader
 
     from fgl_flower.api import run_config
-    from fgl_flower.config import parse_run_config
+    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import load_client_data
     from fgl_flower.datasets.encodings import attach_graph_inputs
 

@@ -6,8 +6,7 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.methods import fedstar
-from fgl_flower.methods.fedstar import check_feature_channel
+from fgl_flower.methods.fedstar import PROBES as FEDSTAR_PROBES, check_feature_channel
 
 #: Where the ReLU + Dropout of the feature channel sit (spec §3.1.2): after each GIN layer
 #: (``post``, the paper's implementation details, FedStar's placement) or on the dense
@@ -16,7 +15,7 @@ ACTIVATIONS = ("pre", "post")
 
 #: FedStar's probes (``struct.norm``, ``feat.norm``, ``head.dead``): the same structural
 #: channel and head, measured the same way on ``DDCGNN``.
-PROBES = fedstar.PROBES
+PROBES = FEDSTAR_PROBES
 
 
 @dataclass(frozen=True)

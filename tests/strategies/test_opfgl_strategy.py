@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from fgl_flower.config import parse_run_config
+from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.opfgl import CondenseOptions

@@ -5,7 +5,7 @@ import json
 import pytest
 from methods_data import NEEDS, for_method
 
-from fgl_flower.config import parse_run_config
+from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
