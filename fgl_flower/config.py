@@ -16,9 +16,9 @@ the method registry (whose option modules import this one).
 from __future__ import annotations
 
 import json
-from pathlib import Path
-import sys
+import tomllib
 from collections.abc import Mapping
+from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -287,11 +287,7 @@ def coerce_value(key: str, value: Any, typ: type) -> Scalar:
 
 
 def read_toml(path) -> dict[str, Any]:
-    """Parse a TOML file (``tomllib`` on Python 3.11+, ``tomli`` before)."""
-    if sys.version_info >= (3, 11):
-        import tomllib
-    else:  # pragma: no cover
-        import tomli as tomllib
+    """Parse a TOML file."""
     with open(path, "rb") as f:
         return tomllib.load(f)
 

@@ -128,4 +128,4 @@ def test_fgl_version(capsys):
 
     with pytest.raises(SystemExit):
         main(["--version"])
-    assert capsys.readouterr().out.startswith("fgl-flower 0.1.0 (Flower 1.41")
+    assert capsys.readouterr().out.startswith("fgl-flower 0.1.0 (Flower 1.42")
