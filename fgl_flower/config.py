@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import tomllib
 from collections.abc import Mapping
-from pathlib import Path
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 

@@ -1,0 +1,138 @@
+"""The metric columns of a benchmark table (``columns = [...]`` of an experiment file):
+what each reads from a run's summary and how it formats the values over seeds."""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+
+
+@dataclass(frozen=True)
+class Column:
+    """A metric column: header, how to read one run's value from its summary, and how to
+    show the values of a row's runs (default: percent, mean ± population std)."""
+
+    header: str
+    value: Callable[[Mapping[str, Any]], float | None]
+    cell: Callable[[list[float], list[Mapping[str, Any]]], str] | None = None
+
+    def render(self, runs: list[Mapping[str, Any]]) -> str:
+        values = [v for r in runs if (v := self.value(r)) is not None]
+        return self.cell(values, runs) if self.cell is not None else _mean_std(values)
+
+
+def _at(point: str, key: str) -> Callable[[Mapping[str, Any]], float | None]:
+    return lambda summary: summary.get(point, {}).get(key)
+
+
+def _probe(name: str) -> Callable[[Mapping[str, Any]], float | None]:
+    """A probe's client mean in the run's last round (``summary["probes"]``,
+    :mod:`fgl_flower.probes`)."""
+    return lambda summary: summary.get("probes", {}).get(name, {}).get("mean")
+
+
+def _plain(fmt: str) -> Callable[[list[float], list[Mapping[str, Any]]], str]:
+    """Cell: the mean over runs, not in percent (resource counts)."""
+    return lambda values, runs: format(statistics.fmean(values), fmt) if values else "—"
+
+
+def fedstar_std(runs: list[Mapping[str, Any]], key: str = "test_acc") -> float | None:
+    """The "std" of FedStar's ``aggregateResults.py``: per client the sample std (ddof 1)
+    of its final ``key`` over runs, then the mean over clients (FedDense spec §7)."""
+    per_client: dict[str, list[float]] = {}
+    for r in runs:
+        for pid, m in r.get("final_clients", {}).items():
+            if key in m:
+                per_client.setdefault(pid, []).append(float(m[key]))
+    stds = [statistics.stdev(v) for v in per_client.values() if len(v) > 1]
+    return statistics.fmean(stds) if stds else None
+
+
+def _with_fedstar_std(values: list[float], runs: list[Mapping[str, Any]]) -> str:
+    if not values:
+        return "—"
+    std = fedstar_std(runs)
+    return f"{100 * statistics.fmean(values):.2f}" + ("" if std is None else f" ± {100 * std:.2f}")
+
+
+def _run_std(values: list[float], runs: list[Mapping[str, Any]]) -> str:
+    return f"{100 * statistics.pstdev(values):.2f}" if len(values) > 1 else "—"
+
+
+#: Per-round evaluation metrics a run record keeps (:func:`eval_history`), for columns
+#: such as ``first65``.
+HISTORY_KEYS = ("test_acc_mean",)
+
+
+def eval_history(summary: Mapping[str, Any], key: str) -> list[tuple[int, float]]:
+    """``(round, eval[key])`` of every evaluated round of a run: from its record's
+    ``history`` or its folder's ``rounds.jsonl`` (empty if neither has them)."""
+    if key in summary.get("history", {}):
+        return [(int(r), float(v)) for r, v in summary["history"][key]]
+    path = summary.get("_dir") and Path(summary["_dir"]) / "rounds.jsonl"
+    if not path or not path.exists():
+        return []
+    rounds = (json.loads(line) for line in path.read_text().splitlines())
+    return [(int(r["round"]), float(r["eval"][key])) for r in rounds if key in r.get("eval", {})]
+
+
+def first_round_reaching(threshold: float, key: str = "test_acc_mean") -> Callable[[Mapping[str, Any]], float | None]:
+    """A run's first round whose ``eval[key]`` reaches ``threshold`` (``None`` if it never
+    does)."""
+    def value(summary: Mapping[str, Any]) -> float | None:
+        return next((float(r) for r, v in eval_history(summary, key) if v >= threshold), None)
+    return value
+
+
+def _first_rounds(values: list[float], runs: list[Mapping[str, Any]]) -> str:
+    never = len(runs) - len(values)
+    text = f"{statistics.fmean(values):.0f}" if values else "—"
+    return text + (f" ({never} never)" if never else "")
+
+
+#: Metric columns an experiment may list in ``columns``.
+COLUMNS: dict[str, Column] = {
+    "acc": Column("test acc, weighted (best-val)", _at("best_val", "test_acc")),
+    "acc-final": Column("test acc, weighted (final)", _at("final", "test_acc")),
+    "acc-mean": Column("test acc, client mean (best-val)", _at("best_val", "test_acc_mean")),
+    "f1": Column("test macro-F1 (best-val)", _at("best_val", "test_f1")),
+    "f1-all": Column("test macro-F1, all classes (best-val)", _at("best_val", "test_f1_all")),
+    "val": Column("val acc (best-val)", _at("best_val", "val_acc")),
+    "global-acc": Column("Stage-1 M_G test acc", _at("best_val", "global_test_acc")),
+    "global-f1-all": Column("Stage-1 M_G macro-F1, all classes", _at("best_val", "global_test_f1_all")),
+    "acc-last5": Column("test acc, weighted (mean of last 5 rounds)", _at("last", "test_acc")),
+    "val-last5": Column("val acc, weighted (mean of last 5 rounds)", _at("last", "val_acc")),
+    "worst": Column("worst client (best-val)", _at("best_val", "test_acc_worst")),
+    "minority": Column("minority acc, pooled (best-val)", _at("best_val", "test_minority_acc")),
+    "minority-final": Column("minority acc, pooled (final)", _at("final", "test_minority_acc")),
+    "acc-paper": Column("test acc, client mean (final) ± FedStar std", _at("final", "test_acc_mean"),
+                        _with_fedstar_std),
+    "acc-paper-runstd": Column("± run std", _at("final", "test_acc_mean"), _run_std),
+    "acc-gcfl": Column("client mean, GCFL's rule (final)", _at("final", "test_acc_gcfl_mean")),
+    "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds),
+    "latent-nonempty": Column("latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")),
+    "latent-contrast": Column("latent contrast (final)", _probe("latent.contrast"), _plain(".2f")),
+    "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),
+    "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
+    "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
+    "gflops": Column("GFLOPs /client/round", _at("resources", "gflops"), _plain(".2f")),
+    "mp-gflops": Column("message-passing GFLOPs /client/round", _at("resources", "mp_gflops"), _plain(".2f")),
+    "payload-kib": Column("payload KiB (4 B × shared params)", _at("resources", "payload_kib"), _plain(".2f")),
+    "upload-bytes": Column("upload B /client/round (metered)", _at("resources", "upload_bytes"), _plain(".0f")),
+    "model-kib": Column("model KiB (client mean)", _at("resources", "model_kib"), _plain(".2f")),
+    "shared-params": Column("shared params", _at("resources", "shared_params"), _plain(".0f")),
+}
+
+
+DEFAULT_COLUMNS = ("acc", "acc-final", "acc-mean", "f1", "worst")
+
+
+def _mean_std(values: list[float]) -> str:
+    if not values:
+        return "—"
+    return f"{100 * statistics.fmean(values):.2f} ± {100 * statistics.pstdev(values):.2f}"

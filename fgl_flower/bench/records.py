@@ -1,0 +1,111 @@
+"""Run records: what the tables read of every finished run, kept in
+``<doc stem>.runs.jsonl`` beside the document, so tables render where the run folders are not."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from fgl_flower.bench.columns import HISTORY_KEYS, eval_history
+from fgl_flower.bench.experiment import Experiment, Row, record_key
+from fgl_flower.datasets.root import file_lock
+from fgl_flower.errors import ConfigError
+from fgl_flower.results import atomic_write_text
+
+
+def _folder_summary(exp: Experiment, row: Row, seed: int) -> dict[str, Any] | None:
+    """The summary of ``row``'s run of ``seed`` in its run folder (with ``wall_s`` from
+    ``bench.json`` unless the run was resumed), or ``None``."""
+    path = exp.out / row.slug / f"seed{seed}" / "summary.json"
+    if not path.exists():
+        return None
+    summary = json.loads(path.read_text())
+    summary["_dir"] = str(path.parent)
+    bench_file = path.with_name("bench.json")
+    bench = json.loads(bench_file.read_text()) if bench_file.exists() else {}
+    if "wall_s" in bench and not bench.get("resumed"):
+        summary["wall_s"] = bench["wall_s"]
+    return summary
+
+
+def collect(exp: Experiment, row: Row, records: Records | None = None) -> list[Mapping[str, Any]]:
+    """The summaries of ``row``'s finished seeds: from the run folder, else from
+    ``records``."""
+    key = record_key(exp, row)
+    summaries = []
+    for seed in exp.seeds:
+        summary = _folder_summary(exp, row, seed)
+        if summary is None and records is not None:
+            summary = records.get((key, seed))
+        if summary is not None:
+            summaries.append(summary)
+    return summaries
+
+
+#: ``(record key, seed) -> run record`` (:func:`run_record`).
+Records = dict[tuple[str, int], dict[str, Any]]
+
+
+#: Summary keys a run record keeps: what the tables read.
+RECORD_KEYS = ("seed", "final", "best_val", "last", "final_clients", "resources",
+               "total_time_s", "rounds_completed", "num_rounds", "wall_s", "probes", "probes_dead")
+
+
+def run_record(summary: Mapping[str, Any]) -> dict[str, Any]:
+    """The record of a run: :data:`RECORD_KEYS` of its summary and the per-round
+    :data:`HISTORY_KEYS` (:func:`eval_history`)."""
+    record = {k: summary[k] for k in RECORD_KEYS if k in summary}
+    history = {k: h for k in HISTORY_KEYS if (h := eval_history(summary, k))}
+    return {**record, "history": history} if history else record
+
+
+def records_path(doc: Path) -> Path:
+    """The run records of results page ``doc``: ``<stem>.runs.jsonl`` beside it."""
+    return doc.with_name(f"{doc.stem}.runs.jsonl")
+
+
+def load_records(path: Path) -> Records:
+    """The records in ``path`` (none if it does not exist)."""
+    if not path.exists():
+        return {}
+    records: Records = {}
+    for n, line in enumerate(path.read_text().splitlines(), 1):
+        try:
+            entry = json.loads(line)
+            records[(entry["command"], int(entry["seed"]))] = entry["run"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ConfigError(f"{path}:{n}: not a run record ({e}); restore the file from git.") from e
+    return records
+
+
+def _records_lock(path: Path):
+    """An inter-process lock for ``path``'s records (its lock file is outside the repo)."""
+    tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
+    return file_lock(Path(tempfile.gettempdir()) / f"fgl-bench-records-{tag}.lock")
+
+
+def sync_records(path: Path, exps: list[Experiment]) -> Records:
+    """Record the runs in ``exps``' run folders in ``path`` (a folder's run replaces its
+    record), drop records no row of ``exps`` would show, and return the records."""
+    with _records_lock(path):
+        old = load_records(path)
+        shown: dict[str, set[int]] = {}
+        for exp in exps:
+            for row in exp.rows:
+                shown.setdefault(record_key(exp, row), set()).update(exp.seeds)
+        records = {k: v for k, v in old.items() if k[1] in shown.get(k[0], ())}
+        for exp in exps:
+            for row in exp.rows:
+                for seed in exp.seeds:
+                    summary = _folder_summary(exp, row, seed)
+                    if summary is not None:
+                        records[(record_key(exp, row), seed)] = run_record(summary)
+        if records != old:
+            lines = [json.dumps({"command": k, "seed": s, "run": records[(k, s)]}, sort_keys=True)
+                     for k, s in sorted(records)]
+            atomic_write_text(path, "".join(line + "\n" for line in lines))
+    return records

@@ -1,0 +1,142 @@
+"""Running an experiment: every (row, seed) as its own ``fgl run`` process, ``--jobs``
+at a time, resumable, stopped at ``--time-limit``."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from fgl_flower.bench.experiment import Experiment, record_key, select_rows
+from fgl_flower.bench.records import load_records, records_path
+from fgl_flower.results import atomic_write_text
+
+
+def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None,
+                   rows: list[str] | None = None, jobs: int = 1, time_limit: float | None = None,
+                   neutral: Mapping[str, Any] | None = None) -> None:
+    """Run every (seed, row) with neither a run folder nor a record (only ``seeds`` and the
+    rows matching ``rows`` (see :func:`select_rows`) if given) with ``fgl run``, ``jobs`` at
+    a time; print one line per run as it starts and one as it ends.
+
+    A run folder left by an interrupted run that has a server checkpoint is continued with
+    ``fgl run --resume``, not started again. ``time_limit`` (seconds): no run starts after
+    it, and the runs still going are stopped then (as by Ctrl-C), so that the same command
+    later resumes them (one that has written its summary is let exit). ``neutral``:
+    :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g. ``checkpoint-every``)."""
+    from fgl_flower.checkpoint import resumable
+
+    seeds = exp.seeds if seeds is None else seeds
+    selected = select_rows(exp, rows)
+    records = load_records(records_path(exp.doc))
+    recorded = {(row.slug, seed) for seed in seeds for row in selected
+                if (record_key(exp, row), seed) in records}
+    if recorded:
+        print(f"{len(recorded)} run(s) recorded in {records_path(exp.doc)} are not run again "
+              "(delete their lines to rerun them)", flush=True)
+    missing = []
+    for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
+        for row in selected:
+            out = exp.out / row.slug / f"seed{seed}"
+            if (row.slug, seed) in recorded or (out / "summary.json").exists():
+                continue
+            if resumable(out):
+                cmd = ["fgl", "run", "--resume", str(out)] + (["--inprocess"] if row.inprocess else [])
+            else:
+                cmd = replace(row, overrides={**row.overrides, **(neutral or {})}).command(seed, str(out))
+            missing.append((out, cmd))
+    pending = [(f"[{i}/{len(missing)}]", out, cmd) for i, (out, cmd) in enumerate(missing, 1)]
+    if dry_run:
+        for tag, _, cmd in pending:
+            print(f"{tag} {shlex.join(cmd)}", flush=True)
+        return
+    deadline = None if time_limit is None else time.monotonic() + time_limit
+    pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on its own process
+    try:
+        outcomes = [future.result() for future in [pool.submit(_run_one, *run, deadline) for run in pending]]
+    finally:
+        pool.shutdown(cancel_futures=True)  # after Ctrl-C or an error, start no further runs
+    stopped, unstarted = outcomes.count("stopped"), outcomes.count("not started")
+    if stopped or unstarted:
+        print(f"time limit reached: {stopped} run(s) stopped, {unstarted} not started; the same "
+              "command resumes the stopped ones from their last checkpoint (`checkpoint-every`) "
+              "and starts the others", flush=True)
+
+
+#: Seconds a run stopped at the time limit gets to end after its Ctrl-C (SIGINT): Flower's
+#: runtimes stop their processes then; what is left after it is killed.
+STOP_GRACE_S = 60.0
+
+
+def _run_one(tag: str, out: Path, cmd: list[str], deadline: float | None = None) -> str:
+    """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
+    resumes; ``bench.json`` holds its wall time when it succeeds): ``"ok"``, ``"failed"``,
+    ``"stopped"`` at ``deadline`` (a :func:`time.monotonic` time) or ``"not started"``."""
+    if deadline is not None and time.monotonic() >= deadline:
+        return "not started"
+    print(f"{tag} {shlex.join(cmd)}", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    resumed = "--resume" in cmd
+    t0 = time.perf_counter()
+    with open(out / "fgl.log", "a" if resumed else "w") as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            code = proc.wait(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            code = _wait_if_done(proc, out)
+            if code is None:
+                _stop(proc)
+                print(f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s", flush=True)
+                return "stopped"
+        except BaseException:  # Ctrl-C in this process reached the run too; let it end
+            _stop(proc)
+            raise
+    wall = time.perf_counter() - t0
+    if code == 0:  # a resumed run's wall time covers only its last part
+        bench = {"wall_s": wall, **({"resumed": True} if resumed else {})}
+        atomic_write_text(out / "bench.json", json.dumps(bench) + "\n")
+    status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
+    print(f"    {tag} {status} in {wall:.0f}s", flush=True)
+    return "ok" if code == 0 else "failed"
+
+
+def _wait_if_done(proc: subprocess.Popen, out: Path) -> int | None:
+    """At the time limit: a run that has written its ``summary.json`` has finished and is
+    only exiting, so wait for it (up to :data:`STOP_GRACE_S`) instead of stopping it; its
+    exit code, or ``None`` for a run still going."""
+    if not (out / "summary.json").exists():
+        return None
+    try:
+        return proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        return None
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Stop ``proc`` as Ctrl-C would (its runtimes tear down their processes), then kill
+    what is left of its process tree after :data:`STOP_GRACE_S`."""
+    if proc.poll() is not None:
+        return
+    import psutil
+
+    from fgl_flower.runtime.processes import stop_processes
+
+    try:
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
+    except psutil.Error:
+        tree = []
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(STOP_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass
+    stop_processes([p for p in tree if p.is_running()], grace=5.0)
+    proc.wait()
