@@ -306,8 +306,8 @@ class Partition:
     def client(self, partition_id: int):
         """Client ``partition_id``'s data (graph, features, labels and split masks for node
         tasks; train/val/test graphs for graph tasks)."""
-        from fgl_flower.parse import parse_run_config
         from fgl_flower.datasets import load_client_data
+        from fgl_flower.parse import parse_run_config
 
         return load_client_data(parse_run_config(self.config).data_config(), partition_id)
 
@@ -323,9 +323,9 @@ def partition(dataset: str | None = None, partition: str | None = None, clients:
     """Build (or load from the cache) a partition and its per-client statistics, with the
     same options as :func:`run` (``seed``, ``partition_seed``, ``split``, ``data={...}``;
     ``clients=0``: the partition's natural count)."""
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import partition_stats, validate_data_config
     from fgl_flower.launch import flat_config, resolve_num_clients
+    from fgl_flower.parse import parse_run_config
 
     flat = flat_config(_flatten({"dataset": dataset, "partition": partition, "clients": clients, **options}))
     cfg = parse_run_config(flat)

@@ -157,8 +157,8 @@ def cmd_methods(args: argparse.Namespace) -> int:
 
 def cmd_partition_stats(args: argparse.Namespace) -> int:
     """Per-client statistics, then their mean ± (population) std over the clients."""
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import partition_stats, validate_data_config
+    from fgl_flower.parse import parse_run_config
 
     args.out = None
     cfg = parse_run_config(build_run_config(args))

@@ -27,9 +27,9 @@ from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, 
 from flwr.clientapp import ClientApp
 
 from fgl_flower.config import RunConfig
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
+from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import (
     CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID,
     PARTITION_QUERY, RESUME_ROUND, SERVER_ROUND,

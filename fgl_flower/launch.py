@@ -95,8 +95,8 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
     Returns the run's config with ``num-clients = 0`` resolved to the partition's natural
     count (:func:`resolve_num_clients`); run it with ``cfg.flat()``.
     """
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import validate_data_config
+    from fgl_flower.parse import parse_run_config
     from fgl_flower.server_app import check_method_task
 
     if engine not in ENGINES:
@@ -122,8 +122,8 @@ def resolve_num_clients(cfg):
     check sees the count; ``cfg`` itself otherwise. Builds that partition's cache."""
     if cfg.num_clients != 0:
         return cfg
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import natural_num_clients
+    from fgl_flower.parse import parse_run_config
 
     return parse_run_config({**cfg.flat(), "num-clients": natural_num_clients(cfg.data_config())})
 

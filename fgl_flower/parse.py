@@ -14,7 +14,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.config import CHOICES, CORE_KEYS, FOLDS, RunConfig, Scalar, _check_split_fold, coerce_value, parse_split
+from fgl_flower.config import (
+    CHOICES, CORE_KEYS, FOLDS, RunConfig, Scalar, _check_split_fold, coerce_value, parse_split,
+)
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
 

@@ -12,11 +12,11 @@ from flwr.supercore import log
 
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig
-from fgl_flower.parse import parse_run_config
 from fgl_flower.datasets import cache_dir, task_of
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
+from fgl_flower.parse import parse_run_config
 from fgl_flower.results import RunRecorder
 
 app = ServerApp()

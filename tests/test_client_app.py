@@ -49,9 +49,9 @@ def test_memoised_pieces_follow_the_config(flat):
     from dataclasses import replace
 
     from fgl_flower.clients.learner import seeded_model
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import load_client_data
     from fgl_flower.models.sparse import GraphCache
+    from fgl_flower.parse import parse_run_config
 
     cfg = parse_run_config(flat)
     data = cfg.data_config()

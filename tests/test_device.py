@@ -4,9 +4,9 @@ import pytest
 import torch
 from methods_data import NEEDS
 
-from fgl_flower.parse import parse_run_config
 from fgl_flower.device import check_device_spec, manual_seed, resolve_device
 from fgl_flower.errors import ConfigError
+from fgl_flower.parse import parse_run_config
 
 
 @pytest.mark.parametrize("spec", ["auto", "cpu", "cuda", "cuda:1", "CUDA:0"])

@@ -26,10 +26,10 @@ def main() -> None:
     args = p.parse_args()
 
     from fgl_flower.checkpoint import SERVER_FILE, read_records, run_checkpoint_dir
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets.encodings import attach_graph_inputs
     from fgl_flower.datasets.federated import load_client_data
     from fgl_flower.models.fedstar import FedStarGIN
+    from fgl_flower.parse import parse_run_config
 
     ckpt = run_checkpoint_dir(args.run)
     meta = json.loads(str(read_records(ckpt / SERVER_FILE)["config"]["json"]))

@@ -36,10 +36,10 @@ def measure(setting: str, name: str, device: str, repeats: int) -> dict:
     import torch.nn.functional as F
 
     from fgl_flower.config import load_app_defaults
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import load_client_data, natural_num_clients
     from fgl_flower.models import build_model
     from fgl_flower.models.fedhero import FedHERONet, latent_graph_bytes
+    from fgl_flower.parse import parse_run_config
 
     dataset, partition, clients = setting.split(":")
     flat = {**load_app_defaults(), "method": "fedhero", "dataset": dataset, "partition": partition,

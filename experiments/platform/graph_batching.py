@@ -28,9 +28,9 @@ def main() -> None:
     from torch_geometric.loader import DataLoader
 
     from fgl_flower.api import run_config
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import load_client_data
     from fgl_flower.datasets.encodings import attach_graph_inputs
+    from fgl_flower.parse import parse_run_config
 
     cfg = parse_run_config(run_config(
         "feddense", dataset=args.dataset, partition="per-dataset", clients=args.clients, model="gin",

@@ -9,9 +9,9 @@ import torch
 from methods_data import GRAPH_TASK
 
 from fgl_flower.client_app import make_app
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import InProcessGrid
+from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.server_app import run
 

@@ -5,8 +5,8 @@ import pytest
 import torch
 from test_feddense_family import run_recorded
 
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
+from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import NUM_EXAMPLES
 
 

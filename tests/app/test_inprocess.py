@@ -6,9 +6,9 @@ import pytest
 import torch
 from methods_data import NEEDS
 
-from fgl_flower.parse import parse_run_config
 from fgl_flower.inprocess import InProcessGrid, run_inprocess
 from fgl_flower.methods import METHODS
+from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 
 

@@ -8,10 +8,10 @@ import torch
 from fgl_flower.clients.fedspray import FedSprayClient, class_means, kl_to_teacher
 from fgl_flower.clients.state import ClientState
 from fgl_flower.config import load_app_defaults
-from fgl_flower.parse import parse_run_config
 from fgl_flower.datasets import load_client_data
 from fgl_flower.inprocess import InProcessGrid
 from fgl_flower.models.fedspray import FeatureStructureEncoder
+from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 
 

@@ -104,8 +104,8 @@ def test_gamma_is_clipped_to_its_bounds(flat):
 
     from fgl_flower.clients.opfgl import OPFGLClient
     from fgl_flower.clients.state import ClientState
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.datasets import load_client_data
+    from fgl_flower.parse import parse_run_config
 
     flat.update({"method": "opfgl", "num-rounds": 1, "opfgl.beta": 5.0,
                  "opfgl.gamma-min": 0.05, "opfgl.gamma-max": 0.2})

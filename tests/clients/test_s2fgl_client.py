@@ -9,10 +9,10 @@ from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY, S2FGLClient
 from fgl_flower.clients.state import ClientState
 from fgl_flower.config import load_app_defaults
-from fgl_flower.parse import parse_run_config
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
+from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
 
 ACM = {"model": "acmgcn", "hidden": 16, "dropout": 0.1, "optimizer": "sgd", "lr": 0.2,

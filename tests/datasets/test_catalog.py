@@ -1,9 +1,9 @@
 """Catalog options of node datasets."""
 
 from fgl_flower.config import load_app_defaults
-from fgl_flower.parse import parse_run_config
 from fgl_flower.datasets import load_client_data
 from fgl_flower.datasets.catalog import load_dataset
+from fgl_flower.parse import parse_run_config
 
 
 def test_undirected_adds_the_reverse_edges_of_a_directed_graph(data_root):

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 from fgl_flower.config import load_app_defaults
-from fgl_flower.parse import parse_run_config
 from fgl_flower.datasets import DataConfig, load_client_data
 from fgl_flower.datasets.splits import NodeGroups, five_group_split, node_groups
+from fgl_flower.parse import parse_run_config
 
 
 def test_groups_are_a_seeded_near_equal_cut():

@@ -8,9 +8,9 @@ from flwr.app import ConfigRecord, Error, Message, MetricRecord, RecordDict
 
 from fgl_flower.client_app import make_app
 from fgl_flower.clients.state import ClientState
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import DivergedError
 from fgl_flower.inprocess import InProcessGrid
+from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid
 from faults import fail_partition

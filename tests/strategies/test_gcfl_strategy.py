@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, MessageType, MetricRecord, RecordDict
 
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, check_config
+from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.strategies.gcfl import GCFLStrategy, dtw, dtw_distances, min_cut_split, similarity
 

@@ -63,9 +63,9 @@ def test_a_federation_of_another_size_stops_at_once_with_the_fix(flat):
 
     import pytest
 
-    from fgl_flower.parse import parse_run_config
     from fgl_flower.errors import ConfigError
     from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.parse import parse_run_config
     from fgl_flower.server_app import run
 
     flat["num-clients"] = 5

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.opfgl import CondenseOptions
 from fgl_flower.models.opfgl import LinkPredictor, condense, propagate_dense, synthetic_class_sizes
+from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.opfgl import pooled_statistics, secure_sum
 
 

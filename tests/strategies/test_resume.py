@@ -10,10 +10,10 @@ from methods_data import NEEDS, for_method
 
 from fgl_flower.checkpoint import CheckpointError
 from fgl_flower.client_app import make_app
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import InProcessGrid, run_inprocess
 from fgl_flower.methods import METHODS
+from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 from fgl_flower.strategies.grid import ClientFailure
 

@@ -5,10 +5,10 @@ import json
 import pytest
 from methods_data import NEEDS, for_method
 
-from fgl_flower.parse import parse_run_config
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
+from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.sampling import sample_clients, sample_size
 
 
