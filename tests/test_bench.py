@@ -494,6 +494,34 @@ def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monke
     assert f"| 60.00 ± 10.00 | — | {wall:.1f} | 2/2 |" in (tmp_path / "doc.md").read_text()
 
 
+def test_a_bench_started_with_ctrl_c_ignored_still_stops_its_runs_with_it(tmp_path, monkeypatch):
+    """A shell starts ``fgl bench ... &`` with SIGINT ignored; its runs must still take the
+    Ctrl-C of the time limit (not sit it out until they are killed a minute later)."""
+    import subprocess
+    import time
+
+    _fake_fgl(tmp_path, monkeypatch,
+        "import pathlib, sys, time\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "print('started', flush=True)\n"
+        "time.sleep(60)\n")
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    script = ("import signal, sys\n"
+              "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for a shell's background job\n"
+              "from pathlib import Path\n"
+              "from fgl_flower.bench import load_experiment, run_experiment\n"
+              f"run_experiment(load_experiment(Path({str(spec)!r}), root=Path({str(tmp_path)!r})), "
+              "time_limit=2.0)\n")
+    t0 = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "stopped at the time limit" in done.stdout
+    assert time.monotonic() - t0 < 30  # with SIGINT ignored by the run: about 62 s
+    log = (tmp_path / "runs" / "t").glob("*/seed0/fgl.log")
+    assert "KeyboardInterrupt" in next(log).read_text()
+
+
 def test_a_run_that_has_written_its_results_at_the_time_limit_is_not_stopped(tmp_path, monkeypatch,
                                                                                  capsys):
     """A run whose summary is written when the limit comes is only exiting: it ends as a

@@ -58,6 +58,7 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
             print(f"{tag} {shlex.join(cmd)}", flush=True)
         return
     deadline = None if time_limit is None else time.monotonic() + time_limit
+    _let_runs_take_ctrl_c()
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on its own process
     try:
         outcomes = [future.result() for future in [pool.submit(_run_one, *run, deadline) for run in pending]]
@@ -68,6 +69,16 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
         print(f"time limit reached: {stopped} run(s) stopped, {unstarted} not started; the same "
               "command resumes the stopped ones from their last checkpoint (`checkpoint-every`) "
               "and starts the others", flush=True)
+
+
+def _let_runs_take_ctrl_c() -> None:
+    """A shell starts a background job (``fgl bench ... &`` in a batch script) with SIGINT
+    ignored, and its ``fgl run`` processes would inherit that: the Ctrl-C that stops them
+    at the time limit (and lets them stop their runtimes) would go unheard until they are
+    killed :data:`STOP_GRACE_S` later. A handler set here is reset to the default in each
+    child when it starts, so the runs take Ctrl-C again."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 #: Seconds a run stopped at the time limit gets to end after its Ctrl-C (SIGINT): Flower's
