@@ -9,6 +9,13 @@ from fgl_flower.bench import COLUMNS, load_experiment, render, run_experiment
 from fgl_flower.errors import ConfigError
 
 
+def _row_of(text: str, command_part: str) -> str:
+    """The table line of the row whose command (listed below its table) holds ``command_part``."""
+    item = next(x for x in text.splitlines() if x.startswith("- c") and command_part in x)
+    key = item.split()[1]
+    return next(x for x in text.splitlines() if x.startswith("| ") and x.endswith(f"| {key} |"))
+
+
 def test_bench_table_from_summaries(tmp_path, capsys):
     spec = tmp_path / "exp.toml"
     spec.write_text(
@@ -190,7 +197,7 @@ def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
         (out / "summary.json").write_text(json.dumps({
             "final": ev, "best_val": ev, "final_clients": {"0": {"test_acc": a}, "1": {"test_acc": b}},
             "resources": {"payload_kib": 14.4375, "gflops": 2.0 + seed}}))
-    line = render(exp).splitlines()[-1]
+    line = _row_of(render(exp), "--method feddense")
     # client means 0.70, 0.75, 0.65; per-client stds 0.1 and 0.1732 -> mean 0.1366
     assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 14.44 | 4.00 |" in line
 
@@ -255,7 +262,7 @@ def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
         json.dumps({"seed": 0, "best_val": {"test_acc": 0.9}}))
     write_docs([exp])
     second = (tmp_path / "doc.md").read_text()
-    local = next(line for line in second.splitlines() if "--method local" in line)
+    local = _row_of(second, "--method local")
     assert "| 90.00 ± 0.00 |" in second and "| 70.00 ± 0.00 |" in local and f"1/1 {KEPT}" in local
     assert "Kept from an earlier version" in second
     write_docs([exp])  # kept again, marked once
@@ -276,8 +283,9 @@ def test_lines_written_with_overwrite_in_the_command_are_kept(tmp_path):
     (tmp_path / "doc.md").write_text(
         f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{cmd}` |\n")
     write_docs([exp])
-    line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
-    assert "| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line and "--overwrite" not in line
+    text = (tmp_path / "doc.md").read_text()
+    line = _row_of(text, "--method fedavg")
+    assert "| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line and "--overwrite" not in text
 
 
 def test_a_line_stands_for_commands_that_differ_only_in_outcome_neutral_keys(tmp_path):
@@ -297,7 +305,7 @@ def test_a_line_stands_for_commands_that_differ_only_in_outcome_neutral_keys(tmp
         (tmp_path / "doc.md").write_text(f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{old_cmd}` |\n")
         exp, _ = doc_for(extra)
         write_docs([exp])
-        line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
+        line = _row_of((tmp_path / "doc.md").read_text(), "--method fedavg")
         assert ("| 81.00 ± 0.50 |" in line and f"1/1 {KEPT}" in line) is kept
 
 
@@ -316,8 +324,35 @@ def test_a_kept_line_survives_a_column_added_since(tmp_path):
         f"| setting | method | paper | {acc} | s/round | min/run | seeds | command |\n|---|---|---|---|---|---|---|---|\n"
         f"| Cora | fedavg | — | 81.00 ± 0.50 | 1.25 | 3.0 | 1/1 | `{cmd}` |\n")
     write_docs([exp])
-    line = next(x for x in (tmp_path / "doc.md").read_text().splitlines() if "--method fedavg" in x)
-    assert line == f"| Cora | fedavg | — | 81.00 ± 0.50 | — | 1.25 | 3.0 | 1/1 {KEPT} | `{cmd}` |"
+    text = (tmp_path / "doc.md").read_text()
+    assert _row_of(text, "--method fedavg") == f"| Cora | fedavg | — | 81.00 ± 0.50 | — | 1.25 | 3.0 | 1/1 {KEPT} | c1 |"
+    assert f"- c1 (Cora, fedavg): `{cmd}`" in text.splitlines()
+
+
+def test_tables_hold_numbers_and_the_commands_follow_them(tmp_path):
+    """Each row's command is listed below its table under the row's key, not in the table;
+    a rewrite of such a page keeps a row whose runs are gone (read back through the key)."""
+    import shutil
+
+    from fgl_flower.bench import KEPT, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n[[row]]\nmethod = "local"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    for row, acc in zip(exp.rows, (0.8, 0.7)):
+        out = exp.out / row.slug / "seed0"
+        out.mkdir(parents=True)
+        (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": acc}}))
+    write_docs([exp])
+    text = (tmp_path / "doc.md").read_text()
+    table = [x for x in text.splitlines() if x.startswith("| ")]
+    assert table[0].endswith("| seeds | run |") and not any("fgl run" in x for x in table)
+    assert _row_of(text, "--method local").endswith("| 70.00 ± 0.00 | — | — | 1/1 | c2 |")
+    shutil.rmtree(exp.out / exp.rows[1].slug)
+    (tmp_path / "doc.runs.jsonl").unlink()
+    write_docs([exp])
+    assert _row_of((tmp_path / "doc.md").read_text(), "--method local").endswith(f"| 70.00 ± 0.00 | — | — | 1/1 {KEPT} | c2 |")
 
 
 def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):

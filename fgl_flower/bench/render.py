@@ -3,6 +3,7 @@ marked), its paired-difference table, and the documents that several files share
 
 from __future__ import annotations
 
+import re
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -35,6 +36,13 @@ def _marked(seeds_cell: str) -> str:
 #: Header of the paired-comparison table (:func:`paired_table`).
 PAIRED_HEADER = ("row", "minus", "metric", "per seed", "mean", "95 % CI", "seeds")
 
+#: Last column of a results table: the row's key (``c1``, ``c2``, ...) into the list of
+#: commands below the table, which keeps the table to numbers. Pages written before held the
+#: command itself in a last column headed ``command``; :func:`kept_lines` reads both.
+RUN_HEADER = "run"
+_ROW_KEY = re.compile(r"^c\d+$")
+_COMMAND_ITEM = re.compile(r"^- (c\d+)\b.*(`fgl run [^`]+`)\s*$")
+
 
 @dataclass
 class Kept:
@@ -59,27 +67,43 @@ class Kept:
 
 
 def kept_lines(text: str) -> Kept:
-    """The measured lines (seeds not ``0``/``0/N``) of a document's ``text``."""
+    """The measured lines (seeds not ``0``/``0/N``) of a document's ``text``: result rows
+    with their command in the last cell (pages written before :data:`RUN_HEADER`) or with a
+    row key whose command is listed below the table."""
     kept = Kept()
     headers: list[str] | None = None
+    keyed: dict[str, tuple[list[str] | None, list[str]]] = {}  # the last table's rows by key
+
+    def keep(command_cell: str, row_headers: list[str] | None, cells: list[str]) -> None:
+        if cells[-2].startswith("0/"):
+            return
+        key = (_command_key(command_cell), cells[-2].removesuffix(f" {KEPT}").partition("/")[2])
+        if row_headers and len(row_headers) == len(cells):
+            old = kept.rows.get(key)  # the same runs in another table: the union of columns
+            merged = dict(old) if isinstance(old, dict) else {}
+            merged.update((h, c) for h, c in zip(row_headers, cells) if c != "—" or h not in merged)
+            kept.rows[key] = merged
+        else:
+            kept.rows[key] = cells
+
     for line in text.splitlines():
+        if (item := _COMMAND_ITEM.match(line)) and item.group(1) in keyed:
+            keep(item.group(2), *keyed.pop(item.group(1)))
+            continue
         if line.startswith("|---"):
             continue
         if not line.startswith("| "):
             headers = None
             continue
         cells = _cells(line)
-        if cells[-1] == "command" or tuple(cells) == PAIRED_HEADER:
+        if cells[-1] in ("command", RUN_HEADER) or tuple(cells) == PAIRED_HEADER:
             headers = cells
-        elif cells[-1].startswith("`fgl run ") and not cells[-2].startswith("0/"):
-            key = (_command_key(cells[-1]), cells[-2].removesuffix(f" {KEPT}").partition("/")[2])
-            if headers and len(headers) == len(cells):
-                old = kept.rows.get(key)  # the same runs in another table: the union of columns
-                merged = dict(old) if isinstance(old, dict) else {}
-                merged.update((h, c) for h, c in zip(headers, cells) if c != "—" or h not in merged)
-                kept.rows[key] = merged
-            else:
-                kept.rows[key] = cells
+            if cells[-1] == RUN_HEADER:
+                keyed = {}
+        elif cells[-1].startswith("`fgl run "):
+            keep(cells[-1], headers, cells)
+        elif _ROW_KEY.match(cells[-1]) and headers and headers[-1] == RUN_HEADER:
+            keyed[cells[-1]] = (headers, cells)
         elif headers == list(PAIRED_HEADER) and len(cells) == len(headers) and cells[-1] != "0":
             kept.paired[(cells[0], cells[1], cells[2])] = cells
     return kept
@@ -102,12 +126,12 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
         lines += [exp.notes.strip(), ""]
     rows = [(row, collect(exp, row, records)) for row in exp.rows]
     headers = ["setting", "method", "paper", *(COLUMNS[c].header for c in exp.columns),
-               "s/round", "min/run", "seeds", "command"]
+               "s/round", "min/run", "seeds", RUN_HEADER]
     selected = sorted({r["best_val"].get("selected_by", "val_acc") for _, runs in rows
                        for r in runs if "best_val" in r}) or ["val_acc"]
     lines += [
         f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "
-        f"commands). *Best-val*: at the round selected by {' / '.join(selected)} (highest "
+        f"commands below the table, one per row, by the key in its *{RUN_HEADER}* column). *Best-val*: at the round selected by {' / '.join(selected)} (highest "
         "accuracy or lowest loss, weighted over clients); *final*: at the last round. "
         "*Weighted* and *pooled*: over all clients' test nodes (or graphs), i.e. weighted by "
         "their counts; *client mean*: unweighted mean over clients; *worst*: the lowest "
@@ -118,13 +142,15 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
         "|" + "---|" * len(headers),
     ]
     reused: set[int] = set()
-    for row, runs in rows:
+    commands: list[str] = []
+    for number, (row, runs) in enumerate(rows, 1):
         cmd = doc_command(exp, row)
+        commands.append(f"- c{number} ({row.group}, {row.args.get('method')}): `{cmd}`")
         cells = kept.cells(cmd, len(exp.seeds), headers)
         if not runs and cells is not None:
             cells[:3] = [row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper)]
             cells[-2] = _marked(cells[-2])
-            cells[-1] = f"`{cmd}`"
+            cells[-1] = f"c{number}"
             lines.append("| " + " | ".join(cells) + " |")
             reused.add(id(row))
             continue
@@ -136,12 +162,14 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
             *metrics,
             f"{statistics.fmean(per_round):.2f}" if per_round else "—",
             f"{statistics.fmean(wall):.1f}" if wall else "—",
-            f"{len(runs)}/{len(exp.seeds)}", f"`{cmd}`",
+            f"{len(runs)}/{len(exp.seeds)}", f"c{number}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
     if reused:
         lines += ["", f"{KEPT} Kept from an earlier version of this page: the row's runs are neither on "
                   "the machine that wrote this one nor in its run records; its command reproduces them."]
+    lines += ["", "<details><summary>Commands of the rows above (<code>SEED</code>: each seed)</summary>",
+              "", *commands, "", "</details>"]
     if exp.paired and any(row.versus for row in exp.rows):
         lines += ["", *paired_table(exp, {id(row): runs for row, runs in rows}, kept, reused)]
     return "\n".join(lines) + "\n"
