@@ -42,7 +42,9 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     """The app defaults (``pyproject.toml``) with ``overrides`` applied, ready to validate.
 
     A one-shot method (O-pFGL) gets its fixed number of rounds unless ``num-rounds`` is
-    overridden; ``out-dir`` becomes ``out`` (default ``./runs/<method>-<dataset>-...``) and
+    overridden; a method's ``defaults`` (:class:`~fgl_flower.methods.MethodSpec`) fill the
+    keys not overridden (``partition`` only with ``dataset``); a dataset group gets
+    ``partition = per-dataset`` and its natural client count unless they are given; ``out-dir`` becomes ``out`` (default ``./runs/<method>-<dataset>-...``) and
     paths are made absolute (clients may run in another working directory). ``where``
     prefixes error messages (``"--set "`` for the command line).
     """
@@ -57,12 +59,26 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     spec = METHODS.get(str(flat["method"]))
     if spec.fixed_rounds is not None and "num-rounds" not in overrides:
         flat["num-rounds"] = spec.fixed_rounds
+    for key, value in spec.defaults.items():  # the method's demo where the user said nothing
+        if key not in overrides and (key != "partition" or "dataset" not in overrides):
+            flat[key] = value
+    if _is_group(str(flat["dataset"])):  # one client per member dataset
+        if "partition" not in overrides:
+            flat["partition"] = "per-dataset"
+        if "num-clients" not in overrides:
+            flat["num-clients"] = 0  # the group's natural count
     path = Path(out).expanduser().resolve() if out else default_out_dir(flat)
     flat["out-dir"] = str(path)
     for key in ("data-root", "data.files.dir"):
         if flat.get(key):
             flat[key] = str(Path(str(flat[key])).expanduser().resolve())
     return flat
+
+
+def _is_group(dataset: str) -> bool:
+    from fgl_flower.datasets.catalog import DATASET_GROUPS
+
+    return dataset in DATASET_GROUPS
 
 
 def default_out_dir(flat: Mapping[str, Scalar]) -> Path:

@@ -46,10 +46,12 @@ def test_data_options_match_partitioners_and_synthetic():
             assert data.get(name) == _defaults(part.options), f"data.{name}"
         else:
             assert name not in data
-    assert data["synthetic"] == _defaults(DATASETS.get("synthetic").options)
+    generated = ("synthetic", "synthetic-graphs")
+    for name in generated:
+        assert data[name] == _defaults(DATASETS.get(name).options), f"data.{name}"
     # Options of every node dataset: "" (= as stored) unless set.
     assert {k: v for k, v in data.items() if not isinstance(v, dict)} == dict.fromkeys(NODE_OPTIONS, "")
-    assert set(data) <= set(PARTITIONERS) | {"synthetic"} | set(NODE_OPTIONS)
+    assert set(data) <= set(PARTITIONERS) | set(generated) | set(NODE_OPTIONS)
 
 
 def test_defaults_parse():

@@ -22,8 +22,9 @@ from fgl_flower.datasets.root import cache_dir, resolve_data_root
 from fgl_flower.datasets.syncora import FOLDER as SYN_CORA_FOLDER
 from fgl_flower.datasets.syncora import HOMOPHILY_LEVELS, REPLICAS, file_name, load_syn_cora
 from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS
+from fgl_flower.datasets.synthetic_graphs import SYNTHETIC_GRAPH_OPTIONS
 from fgl_flower.errors import CorruptDataError, DataUnavailableError, FGLError
-from fgl_flower.registry import Registry
+from fgl_flower.registry import Registry, import_object
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data, Dataset
@@ -93,21 +94,24 @@ class PyGEntry:
 
 @dataclass(frozen=True)
 class SyntheticEntry:
-    """The seeded contextual SBM of :mod:`fgl_flower.datasets.synthetic` (no files)."""
+    """A seeded generator (no files): ``synthetic``, the contextual SBM of
+    :mod:`fgl_flower.datasets.synthetic` (nodes), and ``synthetic-graphs``, the community
+    graphs of :mod:`fgl_flower.datasets.synthetic_graphs` (graph classification).
+    ``generator`` (``"module:function"``) is called with the options, ``data-seed`` as
+    ``seed``."""
 
     name: str = "synthetic"
     task: Task = "node"
     options: Mapping[str, Option] = field(default_factory=lambda: dict(SYNTHETIC_OPTIONS))
+    generator: str = "fgl_flower.datasets.synthetic:contextual_sbm"
 
     def status(self, root: Path) -> tuple[bool, Path]:
         return True, root
 
-    def load(self, root: Path, options: Mapping[str, Scalar]) -> Data:
+    def load(self, root: Path, options: Mapping[str, Scalar]) -> Data | Dataset:
         kw = {k.replace("-", "_"): v for k, v in options.items()}
         kw["seed"] = kw.pop("data_seed")
-        from fgl_flower.datasets.synthetic import contextual_sbm
-
-        return contextual_sbm(**kw)
+        return import_object(self.generator)(**kw)
 
 
 @dataclass(frozen=True)
@@ -183,6 +187,9 @@ def _populate() -> None:
     _pyg("WikiCS", "node", "WikiCS", "WikiCS", "raw", is_undirected=True)
     _pyg("Flickr", "node", "Flickr", "Flickr", "raw")
     DATASETS.register("synthetic", SyntheticEntry())
+    DATASETS.register("synthetic-graphs", SyntheticEntry(
+        "synthetic-graphs", "graph", dict(SYNTHETIC_GRAPH_OPTIONS),
+        "fgl_flower.datasets.synthetic_graphs:synthetic_graphs"))
     for h in HOMOPHILY_LEVELS:
         for r in REPLICAS:
             DATASETS.register(f"syn-cora-h{h}-r{r}", SynCoraEntry(f"syn-cora-h{h}-r{r}", file_name(h, r)))

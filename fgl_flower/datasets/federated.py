@@ -181,7 +181,7 @@ def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
 
 
 def _graph_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
-    dataset = load_dataset(r.dataset, cfg.data_root)
+    dataset = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
     y = dataset.y.view(-1).numpy()
     for ids in _split_items(r, cfg, PartitionInput(r.dataset, y), "graphs"):
         yield {"graphs": [dataset[int(i)].to_dict() for i in ids], "dataset": r.dataset,

@@ -50,6 +50,11 @@ class MethodSpec:
             registers a handler for each).
         fixed_rounds: Rounds the protocol always has (one-shot: 1); ``fgl run`` uses it
             when no round count is given.
+        defaults: Run-config values where the app's defaults (a node-level GCN demo on
+            ``synthetic``) cannot run the method, e.g. its backbone or a graph-level
+            dataset: ``fgl run`` and the Python API use them for keys the user did not
+            give (``partition`` only together with ``dataset``), so that ``fgl run
+            --method <name>`` alone runs a small demo.
         probes: The quantities that show its mechanism working (:mod:`fgl_flower.probes`),
             recorded every round; a run warns when one is dead.
     """
@@ -65,6 +70,7 @@ class MethodSpec:
     query_actions: tuple[str, ...] = ()
     fixed_rounds: int | None = None
     probes: tuple[Probe, ...] = ()
+    defaults: Mapping[str, Scalar] = field(default_factory=dict)
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
@@ -168,6 +174,7 @@ for _spec in (
         options=s2fgl.S2FGLOptions.defaults(),
         check=s2fgl.check_config,
         probes=s2fgl.PROBES,
+        defaults={"model": "acmgcn"},
     ),
     MethodSpec(
         name="fedstar",
@@ -203,6 +210,7 @@ for _spec in (
         options=feddense.FedDenseOptions.defaults(),
         check=feddense.check_config,
         probes=feddense.PROBES,
+        defaults={"dataset": "synthetic-graphs", "partition": "random", "model": "gin"},
     ),
     MethodSpec(
         name="fedhero",
