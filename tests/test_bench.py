@@ -238,11 +238,8 @@ def test_versus_must_name_a_row(tmp_path):
         load_experiment(spec, root=tmp_path)
 
 
-def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
-    """Run folders stay on the machine that made them: a later write keeps the rows it has
-    neither runs nor records for (same command and columns), marked, and rewrites the others."""
-    from fgl_flower.bench import KEPT, write_docs
-
+def _fedavg_and_local_measured(tmp_path):
+    """An experiment of two Cora rows (FedAvg 80 %, Local 70 %), one seed, each with its run."""
     spec = tmp_path / "exp.toml"
     spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
                     '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n[[row]]\nmethod = "local"\ndataset = "Cora"\n')
@@ -251,6 +248,15 @@ def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
         out = exp.out / row.slug / "seed0"
         out.mkdir(parents=True)
         (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": acc}}))
+    return exp
+
+
+def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
+    """Run folders stay on the machine that made them: a later write keeps the rows it has
+    neither runs nor records for (same command and columns), marked, and rewrites the others."""
+    from fgl_flower.bench import KEPT, write_docs
+
+    exp = _fedavg_and_local_measured(tmp_path)
     write_docs([exp])
     first = (tmp_path / "doc.md").read_text()
     assert "| 80.00 ± 0.00 |" in first and "| 70.00 ± 0.00 |" in first and KEPT not in first
@@ -336,14 +342,7 @@ def test_tables_hold_numbers_and_the_commands_follow_them(tmp_path):
 
     from fgl_flower.bench import KEPT, write_docs
 
-    spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n[[row]]\nmethod = "local"\ndataset = "Cora"\n')
-    exp = load_experiment(spec, root=tmp_path)
-    for row, acc in zip(exp.rows, (0.8, 0.7)):
-        out = exp.out / row.slug / "seed0"
-        out.mkdir(parents=True)
-        (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": acc}}))
+    exp = _fedavg_and_local_measured(tmp_path)
     write_docs([exp])
     text = (tmp_path / "doc.md").read_text()
     table = [x for x in text.splitlines() if x.startswith("| ")]
