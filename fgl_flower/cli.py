@@ -24,7 +24,7 @@ from typing import Any
 
 from fgl_flower.bench import OUTCOME_NEUTRAL_KEYS
 from fgl_flower.errors import ConfigError, FGLError
-from fgl_flower.launch import prepare, resolve_num_clients  # noqa: F401 (the CLI's API)
+from fgl_flower.launch import OWN_FEDERATION_CLIENTS, prepare, resolve_num_clients  # noqa: F401 (the CLI's API)
 
 Scalar = int | float | bool | str
 
@@ -261,7 +261,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", help=f"dataset name or group (see `fgl datasets`; default {d['dataset']})")
     p.add_argument("--partition", help=f"partitioner: {', '.join(PARTITIONS)} (default {d['partition']})")
     p.add_argument("--clients", type=int, help=f"number of clients (= SuperNodes; default "
-                   f"{d['num-clients']}); 0: the partition's natural count (louvain-merge, dataset groups)")
+                   f"{OWN_FEDERATION_CLIENTS}); 0: the partition's natural count (louvain-merge, dataset groups)")
     p.add_argument("--rounds", type=int, help=f"communication rounds (default {d['num-rounds']}; "
                    "one-shot methods: 1)")
     p.add_argument("--seed", type=int, help=f"run seed (model init, training, splits; default {d['seed']})")

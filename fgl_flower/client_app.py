@@ -18,6 +18,7 @@ from __future__ import annotations
 import functools
 import itertools
 import uuid
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING
 from flwr.app import ConfigRecord, Context, Message, MessageType, MetricRecord, RecordDict
 from flwr.clientapp import ClientApp
 
-from fgl_flower.config import RunConfig
+from fgl_flower.config import FOLLOW_FEDERATION, RunConfig
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.parse import parse_run_config
@@ -56,6 +57,19 @@ def node_partition(context: Context) -> tuple[int, int]:
 @functools.lru_cache(maxsize=8)
 def _parsed(items: tuple) -> RunConfig:
     return parse_run_config(dict(items))
+
+
+def node_run_config(context: Context) -> RunConfig:
+    """The run config as this node runs it: ``num-clients`` left to follow the federation
+    (:data:`~fgl_flower.config.FOLLOW_FEDERATION`) becomes the node's ``num-partitions``;
+    a count that differs from it is a :class:`ConfigError`."""
+    cfg = _parsed(tuple(sorted(context.run_config.items())))
+    num = node_partition(context)[1]
+    if cfg.num_clients == FOLLOW_FEDERATION:
+        return _parsed(tuple(sorted({**context.run_config, "num-clients": num}.items())))
+    if num != cfg.num_clients:
+        raise ConfigError(f"num-partitions={num} on this node but num-clients={cfg.num_clients}.")
+    return cfg
 
 
 #: ``context.state`` key of the token that names the state a client saved last.
@@ -123,20 +137,22 @@ def release_clients() -> None:
 
 def build_client(context: Context) -> FGLClient:
     """A fresh method client for this node (partition id from ``context.node_config``)."""
-    cfg = _parsed(tuple(sorted(context.run_config.items())))
-    pid, num = node_partition(context)
-    if num != cfg.num_clients:
-        raise ConfigError(f"num-partitions={num} on this node but num-clients={cfg.num_clients}.")
-    import torch
+    cfg = node_run_config(context)
+    pid = node_partition(context)[0]
+    with warnings.catch_warnings():
+        # torch.jit's deprecation notice when PyG is first imported: nothing a user can act on
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated",
+                                category=DeprecationWarning)
+        import torch
 
-    from fgl_flower.clients.state import ClientState
-    from fgl_flower.datasets import load_client_data
+        from fgl_flower.clients.state import ClientState
+        from fgl_flower.datasets import load_client_data
 
-    if torch.get_num_threads() != cfg.cpus_per_client:
-        # The CPUs this client was given; a fixed count also keeps sums reproducible.
-        torch.set_num_threads(cfg.cpus_per_client)
-    data = load_client_data(cfg.data_config(), pid)
-    return METHODS.get(cfg.method).client_class()(cfg, data, ClientState(context.state), pid)
+        if torch.get_num_threads() != cfg.cpus_per_client:
+            # The CPUs this client was given; a fixed count also keeps sums reproducible.
+            torch.set_num_threads(cfg.cpus_per_client)
+        data = load_client_data(cfg.data_config(), pid)
+        return METHODS.get(cfg.method).client_class()(cfg, data, ClientState(context.state), pid)
 
 
 def _round(msg: Message) -> int:
@@ -149,7 +165,7 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
     one. In a resumed run, the client's state first comes from its checkpoint; after a
     train message it is checkpointed (:mod:`fgl_flower.checkpoint`)."""
     items = tuple(sorted(context.run_config.items()))
-    cfg = _parsed(items)
+    cfg = node_run_config(context)
     config = get_record(msg.content, CONFIG, ConfigRecord)
     folder = _checkpoint_dir(context, cfg)
     resumed = config is not None and RESUME_ROUND in config

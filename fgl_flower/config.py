@@ -73,6 +73,12 @@ CORE_KEYS: dict[str, type] = {
     "resume": bool,
 }
 
+#: ``num-clients`` that follows the federation: as many clients as its SuperNodes serve
+#: partitions (their ``num-partitions``), so that ``flwr run .`` works with any federation.
+FOLLOW_FEDERATION = -1
+#: ``num-clients`` of 0: the partition's natural number of clients (louvain-merge, groups).
+NATURAL_CLIENTS = 0
+
 #: Core keys with a fixed set of values: the values and what the key chooses
 #: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -102,6 +108,8 @@ class RunConfig:
     fixed across seeds, as in most FGL papers. ``split_fold`` of ``-1`` means "``seed`` mod
     5" (``split-mode=five-group``: seeds 0-4 rotate the five folds). ``num_clients`` of 0
     asks for the partition's natural count; ``fgl run`` resolves it before the run starts.
+    ``num_clients`` of -1 (:data:`FOLLOW_FEDERATION`, the app's default) follows the
+    federation: the server and each client read it from the SuperNodes' ``num-partitions``.
     """
 
     method: str

@@ -24,6 +24,8 @@ from flwr.supercore import log
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
 from flwr.supercore.task_identity import TaskIdentity
 
+from fgl_flower.config import FOLLOW_FEDERATION
+from fgl_flower.errors import ConfigError
 from fgl_flower.parse import parse_run_config
 
 
@@ -112,6 +114,9 @@ def run_inprocess(flat_config: Mapping[str, Any], serialize: bool = False) -> di
     from fgl_flower.server_app import run
 
     cfg = parse_run_config(flat_config)
+    if cfg.num_clients == FOLLOW_FEDERATION:
+        raise ConfigError(f"num-clients={FOLLOW_FEDERATION} follows a federation's SuperNodes, but "
+                          "run_inprocess makes its own: set num-clients.")
     try:
         return run(InProcessGrid(flat_config, cfg.num_clients, serialize=serialize), cfg)
     finally:

@@ -23,6 +23,10 @@ Scalar = int | float | bool | str
 #: local SuperLink with one SuperNode per client.
 ENGINES = ("inprocess", "simulation", "deployment")
 
+#: Clients of a run that starts its own federation (every engine here) when ``num-clients``
+#: is left at the app's default, which follows the federation (``flwr run .``'s SuperNodes).
+OWN_FEDERATION_CLIENTS = 5
+
 
 def typed(key: str, value: Any, defaults: Mapping[str, Scalar], where: str = "") -> Scalar:
     """``value`` converted to the type of ``key``'s default (text is parsed); an unknown
@@ -44,11 +48,13 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     A one-shot method (O-pFGL) gets its fixed number of rounds unless ``num-rounds`` is
     overridden; a method's ``defaults`` (:class:`~fgl_flower.methods.MethodSpec`) fill the
     keys not overridden (``partition`` only with ``dataset``); a dataset group gets
-    ``partition = per-dataset`` and its natural client count unless they are given; ``out-dir`` becomes ``out`` (default ``./runs/<method>-<dataset>-...``) and
+    ``partition = per-dataset`` and its natural client count unless they are given; a
+    ``num-clients`` left to follow the federation becomes :data:`OWN_FEDERATION_CLIENTS`
+    (these engines start their own federation, sized by it); ``out-dir`` becomes ``out`` (default ``./runs/<method>-<dataset>-...``) and
     paths are made absolute (clients may run in another working directory). ``where``
     prefixes error messages (``"--set "`` for the command line).
     """
-    from fgl_flower.config import load_app_defaults
+    from fgl_flower.config import FOLLOW_FEDERATION, load_app_defaults
     from fgl_flower.methods import METHODS, method_option_defaults
 
     defaults = load_app_defaults()
@@ -67,6 +73,13 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
             flat["partition"] = "per-dataset"
         if "num-clients" not in overrides:
             flat["num-clients"] = 0  # the group's natural count
+    if flat["num-clients"] == FOLLOW_FEDERATION:
+        if "num-clients" in overrides:
+            raise ConfigError(
+                f"{where}num-clients={FOLLOW_FEDERATION} follows the SuperNodes of a federation that "
+                "`flwr run .` is given, but this run starts its own federation: give the number "
+                f"of clients, or leave it out for {OWN_FEDERATION_CLIENTS}.")
+        flat["num-clients"] = OWN_FEDERATION_CLIENTS
     path = Path(out).expanduser().resolve() if out else default_out_dir(flat)
     flat["out-dir"] = str(path)
     for key in ("data-root", "data.files.dir"):

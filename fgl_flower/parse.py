@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fgl_flower.config import (
-    CHOICES, CORE_KEYS, FOLDS, RunConfig, Scalar, _check_split_fold, coerce_value, parse_split,
+    CHOICES, CORE_KEYS, FOLDS, FOLLOW_FEDERATION, RunConfig, Scalar, _check_split_fold, coerce_value, parse_split,
 )
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
@@ -69,9 +69,10 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
                 "cpus-per-client", "min-train-clients"):
         if int(core[key]) < 1:
             raise ConfigError(f"{key} must be at least 1 (got {core[key]}).")
-    if int(core["num-clients"]) < 0:
-        raise ConfigError(f"num-clients must be at least 1, or 0 for the partition's natural number "
-                          f"of clients (got {core['num-clients']}).")
+    if int(core["num-clients"]) < FOLLOW_FEDERATION:
+        raise ConfigError(f"num-clients must be at least 1, 0 for the partition's natural number "
+                          f"of clients, or {FOLLOW_FEDERATION} for as many as the federation's "
+                          f"SuperNodes (got {core['num-clients']}).")
     _check_split_fold(int(core["split-fold"]))
     if not 0.0 <= float(core["edge-flip"]) < 1.0:
         raise ConfigError(f"edge-flip must be in [0, 1) (got {core['edge-flip']}): the probability "

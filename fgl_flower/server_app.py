@@ -11,7 +11,7 @@ from flwr.serverapp import Grid, ServerApp
 from flwr.supercore import log
 
 from fgl_flower.checkpoint import Checkpointer
-from fgl_flower.config import RunConfig
+from fgl_flower.config import FOLLOW_FEDERATION, RunConfig
 from fgl_flower.datasets import cache_dir, task_of
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
@@ -51,9 +51,21 @@ def check_method_task(cfg: RunConfig) -> None:
         )
 
 
+def follow_federation(grid: Grid, cfg: RunConfig) -> RunConfig:
+    """``cfg`` with ``num-clients`` set to the ``num-partitions`` of ``grid``'s SuperNodes."""
+    from fgl_flower.strategies.grid import MeteredGrid
+
+    num = MeteredGrid(grid).federation_size(cfg.round_timeout)
+    log(INFO, "num-clients follows the federation: %d (its SuperNodes' num-partitions)", num)
+    return parse_run_config({**cfg.flat(), "num-clients": num})
+
+
 def run(grid: Grid, cfg: RunConfig) -> dict:
-    """Run ``cfg`` on ``grid`` and write its results; returns the summary."""
+    """Run ``cfg`` on ``grid`` and write its results; returns the summary. A ``num-clients``
+    left to follow the federation (the app's default) is read from the SuperNodes first."""
     check_method_task(cfg)
+    if cfg.num_clients == FOLLOW_FEDERATION:
+        cfg = follow_federation(grid, cfg)
     if cfg.num_clients == 0:  # the SuperNodes were started for some count: it must be known
         raise ConfigError(f"num-clients=0 (the natural number of clients of {cfg.partition}) must be "
                           "resolved before the run starts: `fgl run` does; with `flwr run`, set "

@@ -138,7 +138,7 @@ class MeteredGrid:
         without building a client). Clients are then addressed, sampled and ordered by
         partition id, the same in simulation and deployment, whatever node ids Flower
         assigned. A node that serves another number of partitions stops the run at once
-        (e.g. ``flwr run .`` with Flower's 2 default SuperNodes and ``num-clients=5``),
+        (e.g. ``flwr run .`` with Flower's 2 default SuperNodes and ``num-clients=5`` set),
         with the command that fixes it; so do two nodes serving one partition.
         """
         start = time.monotonic()
@@ -162,6 +162,20 @@ class MeteredGrid:
         self.reset()  # discovery is not part of any round's traffic
         self.partitions = {n: p for p, n in owners.items()}
         return dict(sorted(owners.items()))
+
+    def federation_size(self, timeout: float = 600.0) -> int:
+        """The ``num-partitions`` that the federation's SuperNodes serve, asked of the first
+        node to connect (one ``query.partition``, not counted as traffic); :meth:`discover`
+        then holds every node to it."""
+        start = time.monotonic()
+        while not (nodes := self.get_node_ids()):
+            if time.monotonic() - start > timeout:
+                raise FGLError(f"No SuperNode connected within {timeout:.0f}s: start the "
+                               "federation's SuperNodes, or set num-clients.")
+            time.sleep(0.5)
+        ((_, _, num),) = self._ask_partitions(nodes[:1], timeout)
+        self.reset()
+        return num
 
     def _ask_partitions(self, nodes: list[int], timeout: float) -> list[tuple[int, int, int]]:
         """``(node id, partition id, num-partitions)`` of each node in ``nodes``."""

@@ -64,7 +64,7 @@ def test_run_config_rotates_folds_with_the_seed():
     ("split-fold", -2, "split-fold must be -1"),
     ("edge-flip", 1.0, r"edge-flip must be in \[0, 1\)"),
     ("edge-flip", -0.5, r"edge-flip must be in \[0, 1\)"),
-    ("num-clients", -1, "num-clients must be at least 1, or 0"),
+    ("num-clients", -2, "num-clients must be at least 1, 0 for the partition"),
 ])
 def test_bad_values_of_the_new_keys(key, value, match):
     from fgl_flower.errors import ConfigError

@@ -36,9 +36,10 @@ def test_simulation_and_deployment_match_inprocess(flat, tmp_path):
     ref = run_inprocess({**flat, "out-dir": str(tmp_path / "ref"), "progress": False})
     expected = {k: ref[k] for k in NUMBERS}
 
-    sim = tmp_path / "sim"
-    assert run_simulation(app_dir(), {**flat, "out-dir": str(sim)}, 3, timeout=600) == 0
+    sim = tmp_path / "sim"  # num-clients left to follow the federation: its 3 SuperNodes
+    assert run_simulation(app_dir(), {**flat, "out-dir": str(sim), "num-clients": -1}, 3, timeout=600) == 0
     assert _summary(sim) == expected
+    assert json.loads((sim / "summary.json").read_text())["num_clients"] == 3
 
     dep = tmp_path / "dep"
     assert run_deployment(app_dir(), {**flat, "out-dir": str(dep)}, 3, timeout=600) == 0

@@ -114,7 +114,7 @@ def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_p
 
 @pytest.mark.slow
 def test_a_federation_smaller_than_num_clients_fails_within_seconds_with_the_fix(flat, tmp_path):
-    """What plain `flwr run .` does with Flower's 2 default SuperNodes and num-clients=5."""
+    """What plain `flwr run .` does with Flower's 2 default SuperNodes and num-clients=5 set."""
     import io
 
     log = io.StringIO()

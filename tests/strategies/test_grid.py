@@ -58,7 +58,7 @@ def test_arrays_of_several_chunks_are_serialized():
 
 
 def test_a_federation_of_another_size_stops_at_once_with_the_fix(flat):
-    """flwr run . with Flower's 2 default SuperNodes and num-clients=5 used to wait 600 s."""
+    """flwr run . with Flower's 2 default SuperNodes and num-clients=5 set used to wait 600 s."""
     import time
 
     import pytest
@@ -74,3 +74,24 @@ def test_a_federation_of_another_size_stops_at_once_with_the_fix(flat):
                                           r"num-clients=2.*num-supernodes=5"):
         run(InProcessGrid(flat, 2), parse_run_config(flat))
     assert time.monotonic() - t0 < 10
+
+
+def test_num_clients_left_at_its_default_follows_the_federation(flat):
+    """flwr run . with no option: the app's num-clients (-1) becomes the SuperNodes' count on
+    the server and on every client, and the run equals one with that count set."""
+    import json
+    from pathlib import Path
+
+    from fgl_flower.config import FOLLOW_FEDERATION, load_app_defaults
+    from fgl_flower.inprocess import InProcessGrid, run_inprocess
+    from fgl_flower.parse import parse_run_config
+    from fgl_flower.server_app import run
+
+    assert load_app_defaults()["num-clients"] == FOLLOW_FEDERATION
+    follow = {**flat, "num-clients": FOLLOW_FEDERATION}
+    summary = run(InProcessGrid(follow, 2), parse_run_config(follow))
+    fixed = run_inprocess({**flat, "num-clients": 2, "out-dir": flat["out-dir"] + "-fixed"})
+    assert summary["num_clients"] == 2
+    assert summary["final"] == fixed["final"] and summary["best_val"] == fixed["best_val"]
+    written = json.loads((Path(flat["out-dir"]) / "config.json").read_text())
+    assert written["num_clients"] == 2
