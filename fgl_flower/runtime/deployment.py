@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TextIO
 
 from fgl_flower.errors import ConfigError, FGLError
+from fgl_flower.runtime.bundle import staged_app
 from fgl_flower.runtime.config import (
     FlatRunConfig,
     check_app_dir,
@@ -64,7 +65,7 @@ def run_deployment(
         pki = local_pki(work / "pki", host, num_supernodes) if secure else None
         write_connections(flwr_home, CONNECTION, {"address": address, "insecure": True} if pki is None
                           else {"address": address, "root-certificates": str(pki.ca_cert)})
-        args = [str(app_dir), CONNECTION, "--stream"]
+        args = [str(staged_app(app_dir, work / "app")), CONNECTION, "--stream"]
         args += run_config_args(work / "run-config.toml", run_config)
         with ProcessGroup() as group:
             _start_superlink(group, superlink_exe, env, work, host, link_port, pki)

@@ -8,6 +8,7 @@ from typing import TextIO
 import psutil
 
 from fgl_flower.errors import ConfigError
+from fgl_flower.runtime.bundle import staged_app
 from fgl_flower.runtime.config import (
     FlatRunConfig,
     check_app_dir,
@@ -63,7 +64,7 @@ def run_simulation(
         write_connections(flwr_home, CONNECTION, {"address": ":local:"})
         federation = (f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client} "
                       f"client-resources-num-gpus={float(gpus_per_client)}")
-        args = [str(app_dir), CONNECTION, "--stream", "--federation-config", federation]
+        args = [str(staged_app(app_dir, work / "app")), CONNECTION, "--stream", "--federation-config", federation]
         args += run_config_args(work / "run-config.toml", run_config)
         with ProcessGroup() as group:
             try:
