@@ -56,16 +56,49 @@ def test_failing_run_reports_failure(flat, tmp_path):
     assert run_simulation(app_dir(), {**flat, "out-dir": "relative/path"}, 3, timeout=600) != 0
 
 
+@pytest.fixture
+def two_node_ray_cluster():
+    """A real Ray cluster of two nodes on this machine, one CPU each (so the two client
+    actors that fit cannot share a node)."""
+    from ray.cluster_utils import Cluster
+
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    try:
+        cluster.add_node(num_cpus=1)
+        cluster.wait_for_nodes()
+        yield cluster
+    finally:
+        cluster.shutdown()
+
+
+def _actor_nodes(address: str) -> list[str]:
+    """The Ray node of every Flower client actor the cluster has run (dead ones included)."""
+    import ray
+    from ray._private import state
+
+    ray.init(address=address, logging_level="ERROR")
+    try:
+        return [a["Address"]["NodeID"] for a in state.actors().values()
+                if a["ActorClassName"] == "ClientAppActor"]
+    finally:
+        ray.shutdown()
+
+
 @pytest.mark.slow
-def test_fgl_run_cli_end_to_end(tmp_path, capsys, monkeypatch):
+def test_fgl_run_cli_end_to_end_on_a_two_node_ray_cluster(tmp_path, capsys, monkeypatch,
+                                                          two_node_ray_cluster):
+    """`fgl run --ray-address`: the client actors run on both nodes, the numbers are the
+    in-process run's, and the CLI prints its summary and writes the curves."""
     from fgl_flower.cli import main
 
     monkeypatch.chdir(tmp_path)
-    out = tmp_path / "cli"
-    code = main(["run", "--clients", "3", "--rounds", "1", "--set", "data.synthetic.num-nodes=300",
-                 "--out", str(out)])
-    assert code == 0
+    args = ["run", "--clients", "3", "--rounds", "2", "--set", "data.synthetic.num-nodes=300"]
+    out, ref = tmp_path / "cli", tmp_path / "ref"
+    assert main([*args, "--ray-address", two_node_ray_cluster.address, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "best-val" in printed and str(out) in printed
-    assert json.loads((out / "summary.json").read_text())["rounds_completed"] == 1
     assert (out / "curves.png").stat().st_size > 0
+    nodes = _actor_nodes(two_node_ray_cluster.address)
+    assert len(nodes) == 2 and len(set(nodes)) == 2
+    assert main([*args, "--inprocess", "--out", str(ref)]) == 0
+    assert _summary(out) == _summary(ref) and _summary(out)["rounds_completed"] == 2
