@@ -253,7 +253,7 @@ PARTITIONS = ("louvain", "louvain-topk", "louvain-plus", "louvain-merge", "metis
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
-    from fgl_flower.config import load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
     from fgl_flower.models.registry import MODELS
 
     d = load_app_defaults()
@@ -280,7 +280,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 def cmd_config(args: argparse.Namespace) -> int:
     """Every run-config key with its default and meaning (from pyproject.toml); the methods
     come from the registry (the config layer does not import it)."""
-    from fgl_flower.config import describe_keys
+    from fgl_flower.app_defaults import describe_keys
     from fgl_flower.methods import METHODS
 
     rows = [(k, d, f"{m} [{' | '.join(METHODS)}]" if k == "method" else m) for k, d, m in describe_keys()]

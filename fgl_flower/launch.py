@@ -54,7 +54,8 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     paths are made absolute (clients may run in another working directory). ``where``
     prefixes error messages (``"--set "`` for the command line).
     """
-    from fgl_flower.config import FOLLOW_FEDERATION, load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
+    from fgl_flower.config import FOLLOW_FEDERATION
     from fgl_flower.methods import METHODS, method_option_defaults
 
     defaults = load_app_defaults()

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 
 REPO = Path(__file__).resolve().parents[1]
 

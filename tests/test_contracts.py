@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from fgl_flower.config import CORE_KEYS, load_app_defaults, read_toml
+from fgl_flower.app_defaults import load_app_defaults, read_toml
+from fgl_flower.config import CORE_KEYS
 from fgl_flower.datasets import DATASETS, PARTITIONERS
 from fgl_flower.datasets.catalog import NODE_OPTIONS
 from fgl_flower.methods import METHODS
@@ -96,7 +97,7 @@ def test_experiment_rows_are_valid_run_configs(path):
 
 def test_every_run_config_key_has_a_meaning_and_fgl_config_lists_it(capsys):
     from fgl_flower.cli import main
-    from fgl_flower.config import describe_keys
+    from fgl_flower.app_defaults import describe_keys
 
     rows = describe_keys()
     assert [k for k, _, m in rows if not m] == []

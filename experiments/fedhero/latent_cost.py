@@ -35,7 +35,7 @@ def measure(setting: str, name: str, device: str, repeats: int) -> dict:
     import torch
     import torch.nn.functional as F
 
-    from fgl_flower.config import load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
     from fgl_flower.datasets import load_client_data, natural_num_clients
     from fgl_flower.models import build_model
     from fgl_flower.models.fedhero import FedHERONet, latent_graph_bytes

@@ -36,7 +36,7 @@ import torch
 
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.learner import make_learner
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
 from fgl_flower.parse import parse_run_config
 from fgl_flower.results import atomic_write_text

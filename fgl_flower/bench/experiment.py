@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from fgl_flower.bench.columns import COLUMNS, DEFAULT_COLUMNS
-from fgl_flower.config import read_toml
+from fgl_flower.app_defaults import read_toml
 from fgl_flower.errors import ConfigError
 
 

@@ -43,7 +43,7 @@ def staged_app(app_dir: Path, dest: Path) -> Path:
     none is set (then every file is a candidate and Flower's walk is needed)."""
     import pathspec
 
-    from fgl_flower.config import read_toml
+    from fgl_flower.app_defaults import read_toml
 
     app = read_toml(app_dir / "pyproject.toml").get("tool", {}).get("flwr", {}).get("app", {})
     patterns = [str(p) for p in app.get("fab-include", [])]

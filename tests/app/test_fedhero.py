@@ -118,7 +118,7 @@ def test_fedstar_on_node_tasks_shares_only_its_structure_channel(flat):
 # -- the latent graph on real heterophilic data -------------------------------------------
 
 def chameleon_flat(data_root, tmp_path, **extra):
-    from fgl_flower.config import load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
 
     flat = load_app_defaults()
     flat.update({"method": "fedhero", "dataset": "chameleon", "partition": "metis", "num-clients": 3,

@@ -10,7 +10,7 @@ import math
 import pytest
 import torch
 
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
 

@@ -7,7 +7,7 @@ import torch
 
 from fgl_flower.clients.fedspray import FedSprayClient, class_means, kl_to_teacher
 from fgl_flower.clients.state import ClientState
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
 from fgl_flower.inprocess import InProcessGrid
 from fgl_flower.models.fedspray import FeatureStructureEncoder

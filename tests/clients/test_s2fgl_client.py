@@ -8,7 +8,7 @@ from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 
 from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY, S2FGLClient
 from fgl_flower.clients.state import ClientState
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess

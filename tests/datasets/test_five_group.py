@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import DataConfig, load_client_data
 from fgl_flower.datasets.splits import NodeGroups, five_group_split, node_groups
 from fgl_flower.parse import parse_run_config

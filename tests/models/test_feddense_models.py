@@ -99,7 +99,7 @@ def test_the_structural_channel_starts_equal_on_clients_of_different_datasets():
 
 
 def test_post_is_the_default_everywhere():
-    from fgl_flower.config import load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
     from fgl_flower.methods.feddense import FedDenseOptions
 
     assert DDCGNN(5, 2).activation == "post"

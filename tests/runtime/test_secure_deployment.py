@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.paths import app_dir
 from fgl_flower.runtime import run_deployment

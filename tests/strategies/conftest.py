@@ -1,6 +1,6 @@
 import pytest
 
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.inprocess import InProcessGrid
 
 

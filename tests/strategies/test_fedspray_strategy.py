@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.fedspray import FedSprayStrategy, align_proxies

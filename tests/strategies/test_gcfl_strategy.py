@@ -230,7 +230,7 @@ def test_gcfl_splits_on_chameleon_with_the_node_thresholds(data_root, tmp_path, 
     Adam step a round) with the default node thresholds: the cluster of all splits within 48
     rounds (measured: in round 47 for both variants, whose rounds are FedAvg's until then).
     With the graph thresholds 0.05/0.1 GCFL never splits here (mean update norm >= 0.128)."""
-    from fgl_flower.config import load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
 
     flat = load_app_defaults()
     flat.update({"method": "gcfl", "gcfl.variant": variant, "dataset": "chameleon", "partition": "metis",

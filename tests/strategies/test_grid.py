@@ -82,7 +82,8 @@ def test_num_clients_left_at_its_default_follows_the_federation(flat):
     import json
     from pathlib import Path
 
-    from fgl_flower.config import FOLLOW_FEDERATION, load_app_defaults
+    from fgl_flower.app_defaults import load_app_defaults
+    from fgl_flower.config import FOLLOW_FEDERATION
     from fgl_flower.inprocess import InProcessGrid, run_inprocess
     from fgl_flower.parse import parse_run_config
     from fgl_flower.server_app import run

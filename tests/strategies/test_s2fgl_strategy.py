@@ -5,7 +5,7 @@ import torch
 from flwr.app import ArrayRecord, RecordDict
 
 from fgl_flower.clients.s2fgl import PROTOTYPES
-from fgl_flower.config import load_app_defaults
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository
 from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.s2fgl import S2FGLStrategy
