@@ -13,6 +13,7 @@ which gives the same numbers for less work. It runs the same ServerApp/ClientApp
 from __future__ import annotations
 
 import traceback
+from datetime import datetime, timedelta, timezone
 from collections.abc import Iterable, Mapping
 from logging import ERROR
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 from flwr.app import Context, Error, Message, RecordDict
 from flwr.clientapp import ClientApp
 from flwr.common.constant import ErrorCode
+from flwr.proto.node_pb2 import NodeInfo  # pylint: disable=E0611
 from flwr.supercore import log
 from flwr.supercore.inflatable.inflatable_utils import inflate_object_from_contents
 from flwr.supercore.task_identity import TaskIdentity
@@ -63,6 +65,7 @@ class InProcessGrid:
             from fgl_flower.client_app import app as client_app
         self.client_app = client_app
         self.serialize = serialize
+        self.registration: list[int] | None = None  # partition ids in registration order
         # Messages read the process's task identity, which a SuperLink would set.
         for attr in ("run_id", "node_id", "task_id"):
             if getattr(TaskIdentity, f"_{attr}") is None:
@@ -81,6 +84,16 @@ class InProcessGrid:
 
     def get_node_ids(self) -> Iterable[int]:
         return list(self._nodes)
+
+    def get_nodes(self) -> Iterable[NodeInfo]:
+        """The nodes as Flower's simulation registers them: in partition order, one
+        microsecond apart (``registration`` reorders them, for tests)."""
+        start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        order = sorted(self._nodes.values(), key=lambda c: int(c.node_config["partition-id"]))
+        if self.registration is not None:
+            order = [order[i] for i in self.registration]
+        return [NodeInfo(node_id=c.node_id, registered_at=(start + timedelta(microseconds=k)).isoformat())
+                for k, c in enumerate(order)]
 
     def context(self, partition_id: int) -> Context:
         """The context (and persistent state) of the node with ``partition_id``."""

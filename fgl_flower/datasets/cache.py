@@ -1,8 +1,9 @@
-"""On-disk partition cache: one ``torch.save`` file per client, written atomically.
+"""On-disk partition cache: a folder per partition, complete once its ``meta.json`` exists.
 
-Layout: ``<cache_dir()>/partitions/<tag>/client_<k>.pt`` plus ``meta.json``, which is
-written last and marks the partition complete. Creators serialise on ``<tag>.lock``;
-readers of a complete partition take no lock.
+Layout: ``<cache_dir()>/partitions/<tag>/`` holds the partition's files (node tasks: a few
+arrays for all clients, :mod:`fgl_flower.datasets.node_store`; graph tasks: one
+``torch.save`` file per client, :func:`write_client_files`) and ``meta.json``, written last.
+Creators serialise on ``<tag>.lock``; readers of a complete partition take no lock.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from fgl_flower.datasets.root import cache_dir, file_lock
 #: Bump when the stored format changes (part of every cache tag; a partitioner whose
 #: output changes bumps its own ``Partitioner.version`` instead).
 #: 2: node parts hold ``num_nodes_total`` (the whole graph's node count).
-FORMAT_VERSION = 2
+#: 3: node partitions are arrays for all clients (``node_store``), not a file per client.
+FORMAT_VERSION = 3
 
 
 def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
@@ -43,11 +45,12 @@ def client_file(folder: Path, partition_id: int) -> Path:
 
 
 def ensure_partition(
-    tag: str, meta: Mapping[str, Any], build: Callable[[], Iterable[dict[str, Any]]]
+    tag: str, meta: Mapping[str, Any], write: Callable[[Path], Mapping[str, Any]]
 ) -> Path:
-    """Return the folder of partition ``tag``, creating it with ``build()`` if absent.
+    """Return the folder of partition ``tag``, creating it with ``write(folder)`` if absent.
 
-    ``build`` yields one dict of tensors per client, in client order.
+    ``write`` stores the clients' parts in the folder and returns what ``meta.json`` adds
+    to ``meta`` about them (at least ``num_parts``).
     """
     folder = partition_dir(tag)
     done = folder / "meta.json"
@@ -57,13 +60,18 @@ def ensure_partition(
         if done.exists():  # another process finished meanwhile
             return folder
         folder.mkdir(parents=True, exist_ok=True)
-        count = 0
-        for k, part in enumerate(build()):
-            atomic_write(client_file(folder, k), lambda p, obj=part: torch.save(obj, p))
-            count += 1
-        info = {**meta, "format": FORMAT_VERSION, "num_parts": count}
+        info = {**meta, **write(folder), "format": FORMAT_VERSION}
         atomic_write(done, lambda p: p.write_text(json.dumps(info, indent=1, sort_keys=True)))
     return folder
+
+
+def write_client_files(folder: Path, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """Store one ``torch.save`` file per client (``parts`` in client order)."""
+    count = 0
+    for k, part in enumerate(parts):
+        atomic_write(client_file(folder, k), lambda p, obj=part: torch.save(obj, p))
+        count += 1
+    return {"layout": "client-files", "num_parts": count}
 
 
 def num_parts(folder: Path) -> int:

@@ -1,8 +1,9 @@
 """Federated data API: partition a dataset once, then hand each client its own part.
 
 A partition is a deterministic function of (dataset, partitioner, options, number of
-clients, partition seed). It is computed once, cached on disk with one file per client
-(see :mod:`fgl_flower.datasets.cache`) and memoised in-process; splits are recomputed
+clients, partition seed). It is computed once, cached on disk (node tasks: a few arrays
+for all clients, :mod:`fgl_flower.datasets.node_store`; graph tasks: a file per client, see
+:mod:`fgl_flower.datasets.cache`) and memoised in-process; splits are recomputed
 from ``(split, split_mode, split_seed, split_fold)`` on every load (they are cheap), and so
 is the edge-flip noise (:mod:`fgl_flower.datasets.noise`, from ``split_seed`` and the client).
 
@@ -33,10 +34,11 @@ import torch
 from flwr.common.logger import log
 from torch import Tensor
 
-from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part, num_parts
+from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part, num_parts, write_client_files
 from fgl_flower.datasets.catalog import DATASETS, load_dataset
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.homophily import edge_homophily, node_homophily
+from fgl_flower.datasets.node_store import load_node_part, write_node_parts
 from fgl_flower.datasets.noise import EDGE_FLIP_STREAM, flip_edges
 from fgl_flower.datasets.packed import PackedGraphs
 from fgl_flower.datasets.partition import PartitionInput
@@ -46,6 +48,7 @@ from fgl_flower.datasets.splits import (
     node_groups,
 )
 from fgl_flower.errors import ConfigError
+from fgl_flower.progress import step as _step
 
 __all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "check_training_classes",
            "load_client_data", "natural_num_clients", "partition_stats", "task_of",
@@ -153,16 +156,18 @@ def _split_items(r: _Resolved, cfg: DataConfig, inp: PartitionInput, what: str) 
     """The partitioner's clients of ``inp`` (natural partitioners: as many as the data give)."""
     opts = dict(r.part_opts)
     if r.partitioner.natural_clients:
-        return r.partitioner.natural_split(inp, cfg.partition_seed, opts)
+        with _step(f"Partitioning {r.dataset} ({r.partition})"):
+            return r.partitioner.natural_split(inp, cfg.partition_seed, opts)
     if cfg.num_clients > inp.num_items:
         raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {inp.num_items} {what} of {r.dataset!r}.")
-    parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, opts)
+    with _step(f"Partitioning {r.dataset} into {cfg.num_clients} clients ({r.partition})"):
+        parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, opts)
     _check_parts(r, parts, cfg.num_clients)
     return parts
 
 
 def _node_part(data: Data, ids: np.ndarray) -> dict[str, Any]:
-    """The stored part of the nodes ``ids`` of ``data``: their induced subgraph (local ids)."""
+    """The part of the nodes ``ids`` of ``data``: their induced subgraph (local ids)."""
     from torch_geometric.utils import subgraph
 
     n = data.num_nodes
@@ -173,19 +178,23 @@ def _node_part(data: Data, ids: np.ndarray) -> dict[str, Any]:
             "num_nodes_total": int(n)}
 
 
-def _node_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
-    data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
+def _write_node_parts(r: _Resolved, cfg: DataConfig, folder: Path) -> dict[str, Any]:
+    with _step(f"Loading {r.dataset}"):
+        data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
     inp = PartitionInput(r.dataset, data.y.numpy(), undirected_edges(data.edge_index, data.num_nodes))
-    for ids in _split_items(r, cfg, inp, "nodes"):
-        yield _node_part(data, ids)
+    parts = _split_items(r, cfg, inp, "nodes")
+    with _step(f"Storing {len(parts)} clients' subgraphs of {r.dataset}"):
+        return write_node_parts(folder, data, parts)
 
 
-def _graph_parts(r: _Resolved, cfg: DataConfig) -> Iterator[dict[str, Any]]:
+def _write_graph_parts(r: _Resolved, cfg: DataConfig, folder: Path) -> dict[str, Any]:
     dataset = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
     y = dataset.y.view(-1).numpy()
-    for ids in _split_items(r, cfg, PartitionInput(r.dataset, y), "graphs"):
-        yield {"graphs": [dataset[int(i)].to_dict() for i in ids], "dataset": r.dataset,
-               "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
+    parts = _split_items(r, cfg, PartitionInput(r.dataset, y), "graphs")
+    return write_client_files(folder, (
+        {"graphs": [dataset[int(i)].to_dict() for i in ids], "dataset": r.dataset,
+         "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
+        for ids in parts))
 
 
 def _tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
@@ -208,8 +217,8 @@ def _partition_folder(cfg: DataConfig) -> Path:
     """The cached partition of ``cfg`` (built if absent); natural partitioners: any count."""
     r = _resolve(cfg)
     tag, meta = _tag(r, cfg)
-    build = _node_parts if r.task == "node" else _graph_parts
-    return ensure_partition(tag, meta, lambda: build(r, cfg))
+    write = _write_node_parts if r.task == "node" else _write_graph_parts
+    return ensure_partition(tag, meta, lambda folder: write(r, cfg, folder))
 
 
 def natural_num_clients(cfg: DataConfig) -> int | None:
@@ -256,6 +265,8 @@ def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     if r.partitioner.natural_clients and num_parts(folder) != cfg.num_clients:
         raise r.partitioner.count_error(r.partition, r.dataset, num_parts(folder), cfg.num_clients,
                                         dict(r.part_opts))
+    if r.task == "node":
+        return load_node_part(folder, partition_id)
     part = load_part(folder, partition_id)
     if r.task == "graph":
         from torch_geometric.data import Data
@@ -345,19 +356,22 @@ def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
     (run option ``untrained-classes = allow``) a logged warning. Dataset groups are checked
     per member dataset (their label spaces differ). ``num_clients = 0`` is resolved first."""
     cfg = with_natural_clients(cfg)
+    if _resolve(cfg).members is None:
+        _partition_folder(_part_config(cfg))  # built (and reported) before the clients are read
     present: dict[str, set[int]] = {}
     trained: dict[str, set[int]] = {}
-    for k in range(cfg.num_clients):
-        c = load_client_data(cfg, k)
-        if isinstance(c, NodeClientData):
-            name, kind = cfg.dataset, "node"
-            every, train = c.data.y.tolist(), c.data.y[c.data.train_mask].tolist()
-        else:
-            name, kind = c.dataset, "graph"
-            every = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
-            train = [int(g.y.view(-1)[0]) for g in c.train]
-        present.setdefault(name, set()).update(every)
-        trained.setdefault(name, set()).update(train)
+    with _step(f"Checking the training classes of {cfg.num_clients} clients"):
+        for k in range(cfg.num_clients):
+            c = load_client_data(cfg, k)
+            if isinstance(c, NodeClientData):
+                name, kind = cfg.dataset, "node"
+                every, train = c.data.y.tolist(), c.data.y[c.data.train_mask].tolist()
+            else:
+                name, kind = c.dataset, "graph"
+                every = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
+                train = [int(g.y.view(-1)[0]) for g in c.train]
+            present.setdefault(name, set()).update(every)
+            trained.setdefault(name, set()).update(train)
     for name, labels in present.items():
         missing = sorted(labels - trained[name])
         if not missing:

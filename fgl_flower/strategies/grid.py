@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from logging import INFO
+from logging import INFO, WARNING
 
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
@@ -22,6 +22,15 @@ from flwr.supercore import log
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY
 from fgl_flower.records import require_record
+
+
+#: From this many clients on, discovery takes a node's rank by registration time as its
+#: partition id (the order in which Flower's simulation registers its SuperNodes) and checks
+#: each node once, the first time a message is addressed to it, instead of asking every node
+#: up front: Flower's simulation scans every node for each message batch, and asking 10,000
+#: nodes at once took 6 minutes. A node found serving another partition sends discovery back
+#: to asking every node, and the messages on to the right ones.
+LAZY_DISCOVERY_MIN = 1000
 
 
 class ClientFailure(FGLError):
@@ -120,6 +129,9 @@ class MeteredGrid:
         self.accept_failures = accept_failures
         self.sizer = PayloadSizer()
         self.partitions: dict[int, int] = {}  # node id -> partition id (from discovery)
+        self.unchecked: set[int] = set()  # nodes whose partition is assumed, not yet asked
+        self.redirect: dict[int, int] = {}  # node assumed for a partition -> its real node
+        self.num_clients = 0
         self.reset()
 
     def reset(self) -> None:
@@ -140,7 +152,38 @@ class MeteredGrid:
         assigned. A node that serves another number of partitions stops the run at once
         (e.g. ``flwr run .`` with Flower's 2 default SuperNodes and ``num-clients=5`` set),
         with the command that fixes it; so do two nodes serving one partition.
+        From :data:`LAZY_DISCOVERY_MIN` clients on, nodes are mapped by registration order and
+        each is checked when first addressed (:meth:`send_and_receive`).
         """
+        self.num_clients = num_clients
+        if num_clients >= LAZY_DISCOVERY_MIN and (owners := self._by_registration(num_clients, timeout)):
+            return owners
+        return self._ask_every_node(num_clients, timeout)
+
+    def _by_registration(self, num_clients: int, timeout: float) -> dict[int, int] | None:
+        """``{partition id: node id}`` by the nodes' registration order, if every node is
+        there and the first and last registered serve partitions 0 and ``num_clients - 1``;
+        else ``None``."""
+        try:
+            infos = list(self.grid.get_nodes())
+        except (AttributeError, NotImplementedError):
+            return None
+        if len(infos) != num_clients or any(not i.registered_at for i in infos):
+            return None
+        order = [i.node_id for i in sorted(infos, key=lambda i: (i.registered_at, i.node_id))]
+        ends = {order[0]: 0, order[-1]: num_clients - 1}
+        for node, pid, num in self._ask_partitions(list(ends), timeout):
+            self._check_partition(node, pid, num, num_clients, {})
+            if pid != ends[node]:
+                return None
+        self.reset()
+        self.partitions = {n: p for p, n in enumerate(order)}
+        self.unchecked = set(order) - set(ends)
+        log(INFO, "%d nodes: partition ids taken from the registration order, each checked "
+            "when first addressed", num_clients)
+        return dict(enumerate(order))
+
+    def _ask_every_node(self, num_clients: int, timeout: float) -> dict[int, int]:
         start = time.monotonic()
         owners: dict[int, int] = {}
         asked: set[int] = set()
@@ -185,7 +228,7 @@ class MeteredGrid:
         messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
                             dst_node_id=n) for n in nodes]
         out = []
-        for reply in self.send_and_receive(messages, timeout=timeout, strict=True):
+        for reply in self._exchange(messages, timeout, strict=True):
             rec = require_record(reply.content, CONFIG, ConfigRecord)
             out.append((reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])))
         return out
@@ -227,8 +270,53 @@ class MeteredGrid:
                          strict: bool = False) -> list[Message]:
         """The replies, sorted by partition id. Failed clients go to :attr:`failures`;
         more than ``accept_failures`` of them (any, if ``strict``), or no reply at all,
-        raise :class:`ClientFailure`."""
-        messages = list(messages)
+        raise :class:`ClientFailure`. Nodes addressed for the first time under a partition
+        assumed by registration order are checked first (not counted as traffic)."""
+        messages = self._check_addresses(list(messages), timeout)
+        if self.redirect:
+            messages = [self._readdress(m, self.redirect.get(m.metadata.dst_node_id)) for m in messages]
+        return self._exchange(messages, timeout, strict)
+
+    def _check_addresses(self, messages: list[Message], timeout: float | None) -> list[Message]:
+        """``messages``, after asking the unchecked nodes among their destinations for their
+        partition ids; if one serves another partition, every node is asked (discovery by
+        messages) and :attr:`redirect` sends each message to the node of its partition."""
+        nodes = sorted({m.metadata.dst_node_id for m in messages} & self.unchecked)
+        if not nodes:
+            return messages
+        config = RecordDict({CONFIG: ConfigRecord()})
+        queries = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
+                           dst_node_id=n) for n in nodes]
+        wrong = []
+        for reply in self.grid.send_and_receive(queries, timeout=timeout):
+            if reply.has_error():  # left unchecked: the message itself will fail or succeed
+                continue
+            rec = require_record(reply.content, CONFIG, ConfigRecord)
+            node, pid = reply.metadata.src_node_id, int(rec[PARTITION_ID])
+            self._check_partition(node, pid, int(rec[NUM_PARTITIONS]), self.num_clients, {})
+            self.unchecked.discard(node)
+            if pid != self.partitions[node]:
+                wrong.append((node, pid))
+        if not wrong:
+            return messages
+        node, pid = wrong[0]
+        log(WARNING, "Node %d serves partition %d, not %d as its registration order said: "
+            "asking every node for its partition", node, pid, self.partitions[node])
+        assumed = dict(self.partitions)
+        self.unchecked = set()
+        owners = self._ask_every_node(self.num_clients, timeout if timeout is not None else 600.0)
+        self.redirect = {n: owners[p] for n, p in assumed.items() if owners[p] != n}
+        return messages
+
+    @staticmethod
+    def _readdress(message: Message, node: int | None) -> Message:
+        if node is None:
+            return message
+        return Message(content=message.content, dst_node_id=node,
+                       message_type=message.metadata.message_type,
+                       ttl=message.metadata.ttl, group_id=message.metadata.group_id)
+
+    def _exchange(self, messages: list[Message], timeout: float | None, strict: bool) -> list[Message]:
         self.messages_down += len(messages)
         sizes: dict[int, int] = {}  # a broadcast shares one content: serialize it once
         for m in messages:

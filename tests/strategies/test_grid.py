@@ -96,3 +96,57 @@ def test_num_clients_left_at_its_default_follows_the_federation(flat):
     assert summary["final"] == fixed["final"] and summary["best_val"] == fixed["best_val"]
     written = json.loads((Path(flat["out-dir"]) / "config.json").read_text())
     assert written["num_clients"] == 2
+
+
+def _count_queries(grid):
+    """Wrap ``grid.client_app`` to count the partition queries it answers."""
+    from fgl_flower.protocol import PARTITION_QUERY
+
+    app, seen = grid.client_app, []
+
+    def counting(msg, ctx):
+        if msg.metadata.message_type.endswith(PARTITION_QUERY):
+            seen.append(ctx.node_config["partition-id"])
+        return app(msg, ctx)
+
+    grid.client_app = counting
+    return seen
+
+
+def test_many_clients_are_mapped_by_registration_order_and_checked_when_first_addressed(flat, monkeypatch):
+    """From LAZY_DISCOVERY_MIN clients on, only the ends and the sampled nodes are asked for
+    their partition; the numbers equal discovery by asking every node."""
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.parse import parse_run_config
+    from fgl_flower.server_app import run
+    from fgl_flower.strategies import grid as grid_module
+
+    flat.update({"num-clients": 8, "fraction-train": 0.25, "num-rounds": 2})
+    every = run(InProcessGrid({**flat, "out-dir": flat["out-dir"] + "-every"}, 8),
+                parse_run_config({**flat, "out-dir": flat["out-dir"] + "-every"}))
+    monkeypatch.setattr(grid_module, "LAZY_DISCOVERY_MIN", 4)
+    lazy_grid = InProcessGrid(flat, 8)
+    asked = _count_queries(lazy_grid)
+    lazy = run(lazy_grid, parse_run_config(flat))
+    assert lazy["final"] == every["final"] and lazy["best_val"] == every["best_val"]
+    assert lazy["bytes_up_total"] == every["bytes_up_total"]
+    assert asked[:2] == [0, 7] and len(asked) == len(set(asked)) < 8  # each node once, not all
+
+
+def test_a_registration_order_that_is_not_the_partition_order_falls_back_to_asking_all(flat, monkeypatch):
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.parse import parse_run_config
+    from fgl_flower.server_app import run
+    from fgl_flower.strategies import grid as grid_module
+
+    flat.update({"num-clients": 8, "fraction-train": 0.25, "num-rounds": 2})
+    every = run(InProcessGrid({**flat, "out-dir": flat["out-dir"] + "-every"}, 8),
+                parse_run_config({**flat, "out-dir": flat["out-dir"] + "-every"}))
+    monkeypatch.setattr(grid_module, "LAZY_DISCOVERY_MIN", 4)
+    shuffled = InProcessGrid(flat, 8)
+    shuffled.registration = [0, 2, 1, 4, 3, 6, 5, 7]  # ends right, the middle swapped
+    asked = _count_queries(shuffled)
+    lazy = run(shuffled, parse_run_config(flat))
+    assert lazy["final"] == every["final"] and lazy["best_val"] == every["best_val"]
+    assert lazy["bytes_up_total"] == every["bytes_up_total"]
+    assert sorted(set(asked)) == list(range(8))  # the fallback asked every node
