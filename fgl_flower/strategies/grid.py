@@ -161,13 +161,18 @@ class MeteredGrid:
         return self._ask_every_node(num_clients, timeout)
 
     def _by_registration(self, num_clients: int, timeout: float) -> dict[int, int] | None:
-        """``{partition id: node id}`` by the nodes' registration order, if every node is
-        there and the first and last registered serve partitions 0 and ``num_clients - 1``;
-        else ``None``."""
-        try:
-            infos = list(self.grid.get_nodes())
-        except (AttributeError, NotImplementedError):
-            return None
+        """``{partition id: node id}`` by the nodes' registration order, once ``num_clients``
+        nodes have registered, if the first and last registered serve partitions 0 and
+        ``num_clients - 1``; else (another number of nodes, or another order) ``None``."""
+        start = time.monotonic()
+        while True:  # until every node has registered (a large simulation takes a while)
+            try:
+                infos = list(self.grid.get_nodes())
+            except (AttributeError, NotImplementedError):
+                return None
+            if len(infos) >= num_clients or time.monotonic() - start > timeout:
+                break
+            time.sleep(0.5)
         if len(infos) != num_clients or any(not i.registered_at for i in infos):
             return None
         order = [i.node_id for i in sorted(infos, key=lambda i: (i.registered_at, i.node_id))]
