@@ -13,3 +13,8 @@ class ExecutableNotFoundError(LaunchError, FileNotFoundError):
 
 class RunTimeoutError(LaunchError, TimeoutError):
     """A Flower run did not finish within the given timeout."""
+
+
+class SuperLinkStartError(LaunchError):
+    """``flwr run`` gave up starting its local SuperLink (Flower waits a fixed 15 s); the run
+    never started, so starting again loses nothing."""

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TextIO
 
-from fgl_flower.runtime.errors import RunTimeoutError
+from fgl_flower.runtime.errors import RunTimeoutError, SuperLinkStartError
 from fgl_flower.runtime.processes import ANSI_ESCAPE, ProcessGroup
 
 RUN_FAILED = 1
@@ -28,6 +28,7 @@ RUN_FAILED = 1
 COMPLETED = "finished:completed"
 _RUN_ID = re.compile(r"Successfully started run (\d+)")
 _FAILURE_LINE = re.compile(r"ERROR.*Exit Code: \d+|raised an exception")
+_SUPERLINK_START_FAILED = re.compile(r"Failed to start local SuperLink within")
 _CLI_TIMEOUT_S = 60.0
 #: Lines of Flower's output that a user of ``fgl`` cannot act on: the federation is sized
 #: to the run (``num-supernodes = num-clients``), so the warning about Flower's default
@@ -43,6 +44,7 @@ class _OutputPump(threading.Thread):
         self._pipe, self._stream, self._log = pipe, stream, log
         self.run_id: int | None = None
         self.saw_failure = False
+        self.superlink_start_failed = False
         try:
             self._tty = stream.isatty()
         except (AttributeError, ValueError):
@@ -69,6 +71,8 @@ class _OutputPump(threading.Thread):
             self.run_id = int(match.group(1))
         if _FAILURE_LINE.search(line):
             self.saw_failure = True
+        if _SUPERLINK_START_FAILED.search(line):
+            self.superlink_start_failed = True
 
 
 def run_flwr(
@@ -78,7 +82,8 @@ def run_flwr(
     """Run ``flwr run <args>`` to completion and return its outcome as a return code.
 
     On timeout, exception or KeyboardInterrupt the run is stopped with ``flwr stop``
-    (best effort) and the ``flwr`` child terminated before the error propagates.
+    (best effort) and the ``flwr`` child terminated before the error propagates. If ``flwr``
+    could not start its local SuperLink, :class:`SuperLinkStartError` (no run was started).
     """
     env = group.env(env)  # helpers (flwr ls/stop) may start a SuperLink: mark it too
     proc = group.spawn([flwr, "run", *args], env, cwd=workdir)
@@ -96,6 +101,8 @@ def run_flwr(
         _abort(flwr, proc, pump, connection, env, workdir)
         raise
     pump.join(timeout=10)
+    if returncode != 0 and pump.run_id is None and pump.superlink_start_failed:
+        raise SuperLinkStartError("flwr run could not start its local SuperLink in time")
     if returncode != 0:
         return returncode
     return _outcome(flwr, pump, connection, env, workdir)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import TextIO
 
@@ -18,10 +19,15 @@ from fgl_flower.runtime.config import (
     work_directory,
     write_connections,
 )
+from fgl_flower.runtime.errors import SuperLinkStartError
 from fgl_flower.runtime.flwr_cli import run_flwr
 from fgl_flower.runtime.processes import ProcessGroup, free_ports, stop_processes
 
 CONNECTION = "local"
+
+
+#: Tries of ``flwr run`` when it cannot start its local SuperLink within Flower's fixed 15 s.
+SUPERLINK_START_ATTEMPTS = 3
 
 
 def run_simulation(
@@ -66,13 +72,20 @@ def run_simulation(
                       f"client-resources-num-gpus={float(gpus_per_client)}")
         args = [str(staged_app(app_dir, work / "app")), CONNECTION, "--stream", "--federation-config", federation]
         args += run_config_args(work / "run-config.toml", run_config)
-        with ProcessGroup() as group:
-            try:
-                return run_flwr(
-                    flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
-                )
-            finally:
-                group.adopt(local_superlinks(flwr_home))
+        for attempt in range(1, SUPERLINK_START_ATTEMPTS + 1):
+            with ProcessGroup() as group:
+                try:
+                    return run_flwr(
+                        flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
+                    )
+                except SuperLinkStartError:
+                    if attempt == SUPERLINK_START_ATTEMPTS:
+                        raise
+                    print(f"Starting the local SuperLink again (attempt {attempt + 1}: Flower waits "
+                          "15 s for it, which a busy machine can exceed)", file=stream or sys.stdout)
+                finally:
+                    group.adopt(local_superlinks(flwr_home))
+        raise AssertionError("unreachable")
 
 
 def check_client_resources(cpus_per_client: int, gpus_per_client: float) -> None:

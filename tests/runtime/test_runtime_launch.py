@@ -121,3 +121,26 @@ def test_superlink_start_failure_is_reported(
         run_deployment(toy_app, {}, 2, workdir=tmp_path / "work")
     assert "\n" not in str(info.value)
     _assert_clean(tmp_path)
+
+
+def test_a_local_superlink_that_starts_too_slowly_is_started_again(
+    toy_app: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Flower's `flwr run` gives its local SuperLink a fixed 15 s; on a busy machine the run
+    is started again (no run had started), up to SUPERLINK_START_ATTEMPTS times."""
+    from fgl_flower.runtime import simulation
+    from fgl_flower.runtime.errors import SuperLinkStartError
+
+    calls = tmp_path / "calls"
+    fake = tmp_path / "flwr"
+    fake.write_text(f"#!/bin/sh\necho x >> {calls}\n"
+                    "echo 'Failed to start local SuperLink within 15s. See logs at /x.'\nexit 1\n")
+    fake.chmod(0o755)
+    real = simulation.require_executable
+    monkeypatch.setattr(simulation, "require_executable",
+                        lambda name, env: str(fake) if name == "flwr" else real(name, env))
+    log = io.StringIO()
+    with pytest.raises(SuperLinkStartError):
+        run_simulation(toy_app, {}, 2, workdir=tmp_path / "work", stream=log, timeout=60)
+    assert len(calls.read_text().split()) == simulation.SUPERLINK_START_ATTEMPTS
+    assert "Starting the local SuperLink again (attempt 2" in log.getvalue()
