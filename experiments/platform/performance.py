@@ -437,6 +437,11 @@ def main() -> None:
         for name in parts:
             print(f"measuring {name} ...", flush=True)
             sections[name] = PARTS[name](Path(tmp))
+    print(write_doc(path, sections))
+
+
+def write_doc(path: Path, sections: dict[str, str]) -> str:
+    """Write ``docs/performance.md`` from its sections (in :data:`HEADINGS` order)."""
     doc = f"""# Performance
 
 Measured by `experiments/platform/performance.py` on this project's machine
@@ -446,14 +451,14 @@ machine is shared, so repeated runs vary by 10-30 %, and ratios are taken within
 
 """ + "\n".join(sections[name] for name in HEADINGS if name in sections)
     atomic_write_text(path, doc)
-    print(doc)
+    return doc
 
 
 #: The heading each part's section starts with.
-HEADINGS = {"three-way": "## Three ways", "startup": "## Where", "deployment": "## Local deployment",
+HEADINGS = {"three-way": "## Three ways", "peers": "## Beside the peers", "startup": "## Where", "deployment": "## Local deployment",
             "scale": "## 1000 virtual clients", "many-clients": "## 10,000 and 100,000",
             "batching": "## Graph classification",
-            "gpu": "## On a GPU"}  # batching: graph_batching.py's numbers; gpu: gpu_benchmark.py
+            "gpu": "## On a GPU"}  # batching: graph_batching.py; gpu: gpu_benchmark.py; peers: peers.py
 
 
 def kept_sections(path: Path) -> dict[str, str]:
