@@ -294,7 +294,7 @@ class MeteredGrid:
                            dst_node_id=n) for n in nodes]
         wrong = []
         for reply in self.grid.send_and_receive(queries, timeout=timeout):
-            if reply.has_error():  # left unchecked: the message itself will fail or succeed
+            if reply.has_error():  # a node that cannot answer stays unchecked; its message goes as addressed
                 continue
             rec = require_record(reply.content, CONFIG, ConfigRecord)
             node, pid = reply.metadata.src_node_id, int(rec[PARTITION_ID])
