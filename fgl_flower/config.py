@@ -74,8 +74,6 @@ CORE_KEYS: dict[str, type] = {
 #: ``num-clients`` that follows the federation: as many clients as its SuperNodes serve
 #: partitions (their ``num-partitions``), so that ``flwr run .`` works with any federation.
 FOLLOW_FEDERATION = -1
-#: ``num-clients`` of 0: the partition's natural number of clients (louvain-merge, groups).
-NATURAL_CLIENTS = 0
 
 #: Core keys with a fixed set of values: the values and what the key chooses
 #: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).

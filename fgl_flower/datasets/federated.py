@@ -23,7 +23,6 @@ import functools
 import hashlib
 import json
 import random
-from collections.abc import Iterator
 from logging import WARNING
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path

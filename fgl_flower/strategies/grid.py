@@ -229,14 +229,20 @@ class MeteredGrid:
         """``(node id, partition id, num-partitions)`` of each node in ``nodes``."""
         if not nodes:
             return []
+        return [self._answer(r) for r in self._exchange(self._queries(nodes), timeout, strict=True)]
+
+    @staticmethod
+    def _queries(nodes: list[int]) -> list[Message]:
+        """A ``query.partition`` message to each of ``nodes``."""
         config = RecordDict({CONFIG: ConfigRecord()})
-        messages = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
-                            dst_node_id=n) for n in nodes]
-        out = []
-        for reply in self._exchange(messages, timeout, strict=True):
-            rec = require_record(reply.content, CONFIG, ConfigRecord)
-            out.append((reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])))
-        return out
+        return [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
+                        dst_node_id=n) for n in nodes]
+
+    @staticmethod
+    def _answer(reply: Message) -> tuple[int, int, int]:
+        """``(node id, partition id, num-partitions)`` of a ``query.partition`` reply."""
+        rec = require_record(reply.content, CONFIG, ConfigRecord)
+        return reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
 
     @staticmethod
     def _check_partition(node: int, pid: int, num: int, num_clients: int, owners: dict[int, int]) -> None:
@@ -289,16 +295,12 @@ class MeteredGrid:
         nodes = sorted({m.metadata.dst_node_id for m in messages} & self.unchecked)
         if not nodes:
             return messages
-        config = RecordDict({CONFIG: ConfigRecord()})
-        queries = [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
-                           dst_node_id=n) for n in nodes]
         wrong = []
-        for reply in self.grid.send_and_receive(queries, timeout=timeout):
+        for reply in self.grid.send_and_receive(self._queries(nodes), timeout=timeout):
             if reply.has_error():  # a node that cannot answer stays unchecked; its message goes as addressed
                 continue
-            rec = require_record(reply.content, CONFIG, ConfigRecord)
-            node, pid = reply.metadata.src_node_id, int(rec[PARTITION_ID])
-            self._check_partition(node, pid, int(rec[NUM_PARTITIONS]), self.num_clients, {})
+            node, pid, num = self._answer(reply)
+            self._check_partition(node, pid, num, self.num_clients, {})
             self.unchecked.discard(node)
             if pid != self.partitions[node]:
                 wrong.append((node, pid))
