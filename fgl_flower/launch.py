@@ -139,9 +139,9 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
     validate_data_config(cfg.data_config())
     check_resources(cfg, engine, gpus)
     cfg = resolve_num_clients(cfg)
-    from fgl_flower.datasets.federated import check_training_classes  # torch: after the config
+    from fgl_flower.datasets.class_check import check_training_classes
 
-    # builds and caches the whole partition
+    # builds and caches the whole partition (torch only where it is not cached yet)
     check_training_classes(cfg.data_config(), allow=cfg.untrained_classes == "allow")
     return cfg
 
@@ -158,19 +158,25 @@ def resolve_num_clients(cfg):
     return parse_run_config({**cfg.flat(), "num-clients": natural_num_clients(cfg.data_config())})
 
 
+def visible_gpus() -> int:
+    """GPUs torch sees here; torch is imported only where this count matters (importing it
+    takes seconds, and a CPU simulation's launcher needs it for nothing else)."""
+    import torch
+
+    return torch.cuda.device_count()
+
+
 def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
     """The run's devices and resources exist on this machine (``engine``: one of
     :data:`ENGINES`); one :class:`ConfigError` saying what to change."""
     import os
 
-    import torch
-
     from fgl_flower.device import resolve_device
     from fgl_flower.runtime.simulation import check_client_resources
 
-    visible = torch.cuda.device_count()
     if engine != "simulation":
         if gpus:
+            visible = visible_gpus()
             bad = [g for g in gpus if not g.isdigit() or int(g) >= visible]
             if bad:
                 raise ConfigError(f"--gpus {','.join(gpus)}: this machine has {visible} GPU(s) "
@@ -182,7 +188,7 @@ def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
     if cfg.cpus_per_client > cores:
         raise ConfigError(f"--cpus-per-client {cfg.cpus_per_client}: this machine has {cores} CPUs, "
                           "and Ray would never start a client that needs more.")
-    if cfg.gpus_per_client > 0 and visible == 0:
+    if cfg.gpus_per_client > 0 and visible_gpus() == 0:
         raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
                           "to torch; leave it at 0 (CPU clients).")
     check_client_resources(cfg.cpus_per_client, cfg.gpus_per_client)

@@ -8,16 +8,18 @@ Creators serialise on ``<tag>.lock``; readers of a complete partition take no lo
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from fgl_flower.datasets.root import cache_dir, file_lock
+
+if TYPE_CHECKING:
+    from fgl_flower.datasets.resolve import DataConfig, _Resolved
 
 #: Bump when the stored format changes (part of every cache tag; a partitioner whose
 #: output changes bumps its own ``Partitioner.version`` instead).
@@ -38,6 +40,23 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
 
 def partition_dir(tag: str) -> Path:
     return cache_dir() / "partitions" / tag
+
+
+def partition_tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
+    """The cache tag and metadata of ``cfg``'s partition (``r``: ``cfg`` resolved); natural
+    partitioners are keyed with ``num_clients`` 0, whatever count they give."""
+    num_clients = 0 if r.partitioner.natural_clients else cfg.num_clients
+    meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": num_clients,
+            "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts),
+            "format": FORMAT_VERSION, "partitioner_version": r.partitioner.version}
+    digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{r.dataset}-{r.partition}-{num_clients}-{digest}", meta
+
+
+def stored_partition(tag: str) -> Path | None:
+    """The folder of partition ``tag`` if it is complete, else ``None`` (nothing is built)."""
+    folder = partition_dir(tag)
+    return folder if (folder / "meta.json").exists() else None
 
 
 def client_file(folder: Path, partition_id: int) -> Path:
@@ -67,6 +86,8 @@ def ensure_partition(
 
 def write_client_files(folder: Path, parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
     """Store one ``torch.save`` file per client (``parts`` in client order)."""
+    import torch
+
     count = 0
     for k, part in enumerate(parts):
         atomic_write(client_file(folder, k), lambda p, obj=part: torch.save(obj, p))
@@ -81,4 +102,6 @@ def num_parts(folder: Path) -> int:
 
 def load_part(folder: Path, partition_id: int) -> dict[str, Any]:
     """Load one client's stored dict (tensors only, ``weights_only``)."""
+    import torch
+
     return torch.load(client_file(folder, partition_id), weights_only=True)

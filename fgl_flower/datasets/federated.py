@@ -20,8 +20,6 @@ Client ``x`` is stored sparse (COO, coalesced) where its density is below 10 %, 
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 import random
 from logging import WARNING
 from dataclasses import dataclass, field, fields, replace
@@ -33,7 +31,7 @@ import torch
 from flwr.common.logger import log
 from torch import Tensor
 
-from fgl_flower.datasets.cache import FORMAT_VERSION, ensure_partition, load_part, num_parts, write_client_files
+from fgl_flower.datasets.cache import ensure_partition, load_part, num_parts, partition_tag, write_client_files
 from fgl_flower.datasets.catalog import DATASETS, load_dataset
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.homophily import edge_homophily, node_homophily
@@ -49,7 +47,7 @@ from fgl_flower.datasets.splits import (
 from fgl_flower.errors import ConfigError
 from fgl_flower.progress import step as _step
 
-__all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "check_training_classes",
+__all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "class_labels",
            "load_client_data", "natural_num_clients", "partition_stats", "task_of",
            "validate_data_config", "with_natural_clients"]
 
@@ -196,16 +194,6 @@ def _write_graph_parts(r: _Resolved, cfg: DataConfig, folder: Path) -> dict[str,
         for ids in parts))
 
 
-def _tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
-    """The cache tag and metadata of ``cfg``'s partition (natural partitioners: ``num_clients`` 0)."""
-    num_clients = 0 if r.partitioner.natural_clients else cfg.num_clients
-    meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": num_clients,
-            "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts),
-            "format": FORMAT_VERSION, "partitioner_version": r.partitioner.version}
-    digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{r.dataset}-{r.partition}-{num_clients}-{digest}", meta
-
-
 def _part_config(cfg: DataConfig) -> DataConfig:
     """``cfg`` without the split and noise fields: the key of a partition."""
     return DataConfig(cfg.dataset, cfg.partition, cfg.num_clients, cfg.partition_seed,
@@ -215,7 +203,7 @@ def _part_config(cfg: DataConfig) -> DataConfig:
 def _partition_folder(cfg: DataConfig) -> Path:
     """The cached partition of ``cfg`` (built if absent); natural partitioners: any count."""
     r = _resolve(cfg)
-    tag, meta = _tag(r, cfg)
+    tag, meta = partition_tag(r, cfg)
     write = _write_node_parts if r.task == "node" else _write_graph_parts
     return ensure_partition(tag, meta, lambda folder: write(r, cfg, folder))
 
@@ -349,16 +337,15 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
 
 
-def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
-    """Every class that occurs in the data has a training example on some client (else no
-    model can learn it): one :class:`ConfigError` naming the classes, or with ``allow``
-    (run option ``untrained-classes = allow``) a logged warning. Dataset groups are checked
-    per member dataset (their label spaces differ). ``num_clients = 0`` is resolved first."""
+def class_labels(cfg: DataConfig) -> dict[str, tuple[str, set[int], set[int]]]:
+    """``{dataset: (kind, labels that occur, labels with a training example)}`` over all
+    clients of ``cfg`` (``kind``: ``"node"`` or ``"graph"``; dataset groups per member
+    dataset, whose label spaces differ). Loads every client once; ``num_clients = 0`` is
+    resolved first. :mod:`fgl_flower.datasets.class_check` judges (and remembers) it."""
     cfg = with_natural_clients(cfg)
     if _resolve(cfg).members is None:
         _partition_folder(_part_config(cfg))  # built (and reported) before the clients are read
-    present: dict[str, set[int]] = {}
-    trained: dict[str, set[int]] = {}
+    found: dict[str, tuple[str, set[int], set[int]]] = {}
     with _step(f"Checking the training classes of {cfg.num_clients} clients"):
         for k in range(cfg.num_clients):
             c = load_client_data(cfg, k)
@@ -369,21 +356,10 @@ def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
                 name, kind = c.dataset, "graph"
                 every = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
                 train = [int(g.y.view(-1)[0]) for g in c.train]
-            present.setdefault(name, set()).update(every)
-            trained.setdefault(name, set()).update(train)
-    for name, labels in present.items():
-        missing = sorted(labels - trained[name])
-        if not missing:
-            continue
-        what = (f"{name}: class(es) {missing[:10]} have no training {kind} on any client (they "
-                "occur only in validation/test splits), so no model can learn them.")
-        if allow:
-            log(WARNING, "%s Going on (untrained-classes=allow).", what)
-            continue
-        raise ConfigError(
-            f"{what} Raise the train ratio (split={','.join(map(str, cfg.split))}), use "
-            "split-mode=stratified or fewer clients, or set untrained-classes=allow to run "
-            "the protocol as it is.")
+            _, present, trained = found.setdefault(name, (kind, set(), set()))
+            present.update(every)
+            trained.update(train)
+    return found
 
 
 # --- statistics -------------------------------------------------------------------------

@@ -47,7 +47,8 @@ def log_tail(path: Path, lines: int = 15) -> str:
 
 
 def stop_processes(procs: Iterable[psutil.Process], grace: float = TERMINATE_GRACE_S) -> None:
-    """Terminate processes and all their descendants; kill what survives ``grace`` s."""
+    """Terminate processes and all their descendants; kill what survives ``grace`` s
+    (``grace=0``: kill them at once)."""
     targets: dict[int, psutil.Process] = {}
     for proc in procs:
         try:
@@ -55,12 +56,14 @@ def stop_processes(procs: Iterable[psutil.Process], grace: float = TERMINATE_GRA
                 targets[child.pid] = child
         except psutil.Error:
             continue
-    for proc in targets.values():
-        _signal(proc, kill=False)
-    _, alive = psutil.wait_procs(list(targets.values()), timeout=grace)
+    alive = list(targets.values())
+    if grace > 0:
+        for proc in alive:
+            _signal(proc, kill=False)
+        _, alive = psutil.wait_procs(alive, timeout=grace)
     for proc in alive:
         _signal(proc, kill=True)
-    psutil.wait_procs(alive, timeout=grace)
+    psutil.wait_procs(alive, timeout=max(grace, TERMINATE_GRACE_S))
 
 
 def _signal(proc: psutil.Process, *, kill: bool) -> None:

@@ -75,9 +75,14 @@ def run_simulation(
         for attempt in range(1, SUPERLINK_START_ATTEMPTS + 1):
             with ProcessGroup() as group:
                 try:
-                    return run_flwr(
+                    code = run_flwr(
                         flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
                     )
+                    # The run is over and its status read: the SuperLink has nothing left to
+                    # flush (its state database is SQLite, safe against a kill). Its graceful
+                    # stop waits a 1 s grace per gRPC server; a kill takes milliseconds.
+                    stop_processes(local_superlinks(flwr_home), grace=0)
+                    return code
                 except SuperLinkStartError:
                     if attempt == SUPERLINK_START_ATTEMPTS:
                         raise

@@ -32,6 +32,12 @@ from fgl_flower.records import require_record
 #: to asking every node, and the messages on to the right ones.
 LAZY_DISCOVERY_MIN = 1000
 
+#: Seconds between two looks for replies on a grid that polls an in-memory LinkState (the
+#: simulation's ``InMemoryGrid``, whose default is 0.1 s): a look there is a dictionary
+#: lookup, and every round waits on average half this interval after its last reply.
+#: A deployment's gRPC grid, whose looks are network requests, keeps Flower's default.
+IN_MEMORY_PULL_INTERVAL_S = 0.01
+
 
 class ClientFailure(FGLError):
     """A client replied with an error instead of a result."""
@@ -126,6 +132,9 @@ class MeteredGrid:
 
     def __init__(self, grid: Grid, accept_failures: int = 0) -> None:
         self.grid = grid
+        # Flower does not export InMemoryGrid: known by name, so a deployment grid is untouched
+        if type(grid).__name__ == "InMemoryGrid" and getattr(grid, "pull_interval", 0) > IN_MEMORY_PULL_INTERVAL_S:
+            grid.pull_interval = IN_MEMORY_PULL_INTERVAL_S
         self.accept_failures = accept_failures
         self.sizer = PayloadSizer()
         self.partitions: dict[int, int] = {}  # node id -> partition id (from discovery)

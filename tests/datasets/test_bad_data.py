@@ -6,7 +6,7 @@ import shutil
 import pytest
 
 from fgl_flower.datasets import DATASETS, DataConfig, dataset_status, load_client_data, load_dataset
-from fgl_flower.datasets.federated import check_training_classes
+from fgl_flower.datasets.class_check import check_training_classes
 from fgl_flower.errors import ConfigError, CorruptDataError, DataUnavailableError
 
 

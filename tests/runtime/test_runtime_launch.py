@@ -144,3 +144,22 @@ def test_a_local_superlink_that_starts_too_slowly_is_started_again(
         run_simulation(toy_app, {}, 2, workdir=tmp_path / "work", stream=log, timeout=60)
     assert len(calls.read_text().split()) == simulation.SUPERLINK_START_ATTEMPTS
     assert "Starting the local SuperLink again (attempt 2" in log.getvalue()
+
+
+def test_stop_processes_with_no_grace_kills_at_once(tmp_path: Path) -> None:
+    """What ends the managed SuperLink after a finished run: no 1 s gRPC grace per server."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from fgl_flower.runtime.processes import stop_processes
+
+    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
+                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)"])
+    time.sleep(0.5)  # the handler is in place
+    t0 = time.monotonic()
+    proc = psutil.Process(stubborn.pid)
+    stop_processes([proc], grace=0)  # it ignores SIGTERM: only a kill ends it
+    assert not proc.is_running()
+    assert time.monotonic() - t0 < 1.0

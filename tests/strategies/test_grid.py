@@ -150,3 +150,21 @@ def test_a_registration_order_that_is_not_the_partition_order_falls_back_to_aski
     assert lazy["final"] == every["final"] and lazy["best_val"] == every["best_val"]
     assert lazy["bytes_up_total"] == every["bytes_up_total"]
     assert sorted(set(asked)) == list(range(8))  # the fallback asked every node
+
+
+def test_the_simulation_grid_is_polled_every_10_ms_and_a_deployment_grid_is_left_alone():
+    """Each round waits on average half the poll interval after its last reply: 0.1 s (Flower's
+    default) cost 4-5 s over the 100 rounds of docs/performance.md's job."""
+    from types import SimpleNamespace
+
+    from flwr.superlink.grid.inmemory_grid import InMemoryGrid
+
+    from fgl_flower.strategies.grid import IN_MEMORY_PULL_INTERVAL_S, MeteredGrid
+
+    simulation = InMemoryGrid(state_factory=SimpleNamespace(state=lambda: None))
+    assert simulation.pull_interval == 0.1  # Flower's default, which the wrapper lowers
+    MeteredGrid(simulation)
+    assert simulation.pull_interval == IN_MEMORY_PULL_INTERVAL_S == 0.01
+    other = SimpleNamespace(pull_interval=0.1)
+    MeteredGrid(other)
+    assert other.pull_interval == 0.1
