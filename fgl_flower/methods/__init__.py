@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods import feddense, fedhero, fedspray, fedstar, gcfl, opfgl, s2fgl
+from fgl_flower.methods import feddense, fedhero, fedpub, fedspray, fedstar, gcfl, opfgl, s2fgl
 from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
 
@@ -223,6 +223,19 @@ for _spec in (
         options=fedhero.FedHEROOptions.defaults(),
         check=fedhero.check_config,
         probes=fedhero.PROBES,
+    ),
+    MethodSpec(
+        name="fedpub",
+        strategy="fgl_flower.strategies.fedpub:FedPubStrategy",
+        client="fgl_flower.clients.fedpub:FedPubClient",
+        tasks=("node",),
+        summary="Personalised averages weighted by the similarity of the clients' functional "
+        "embeddings on a random proxy graph; personalised sparse masks stay on the clients.",
+        reference="Baek et al., FED-PUB, ICML 2023",
+        options=fedpub.FedPubOptions.defaults(),
+        check=fedpub.check_config,
+        probes=fedpub.PROBES,
+        defaults={"hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
     ),
 ):
     register_method(_spec)

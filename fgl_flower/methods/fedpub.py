@@ -1,0 +1,73 @@
+"""FED-PUB's run options (``fedpub.*``), probes and validation (torch-free)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: How the server turns functional-embedding similarities into aggregation weights: the
+#: softmax ``exp(tau * S)`` row-normalised (the paper's and the code's default), or ``S``
+#: itself row-normalised (the code's ``--agg-norm cosine``).
+AGG_NORMS = ("exp", "cosine")
+#: The local regularisers: with gradients, as the paper's objective reads (``paper``), or as
+#: the official code computes them, on the detached copies ``state_dict()`` returns, which
+#: add a constant to the loss and change no parameter (``code``).
+REGULARIZERS = ("paper", "code")
+#: Reply record that carries a client's functional embedding.
+EMBEDDING = "fedpub.embedding"
+
+#: Measured by the server on each round's personalisation weights, and by the clients on
+#: their masks.
+PROBES = (
+    Probe("fedpub.weight-spread", "largest minus smallest weight in a client's personalised "
+          "average, mean over the clients that trained", dead_below=1e-3,
+          why="Every client averages all models alike: FED-PUB is an unweighted FedAvg."),
+    Probe("fedpub.self-weight", "mean weight of a client's own model in its personalised average"),
+    Probe("fedpub.similarity-spread", "largest minus smallest similarity of two clients' "
+          "functional embeddings"),
+    Probe("fedpub.mask-pruned", "share of mask entries below fedpub.l1 (zeroed at evaluation)"),
+)
+
+
+@dataclass(frozen=True)
+class FedPubOptions(MethodOptions):
+    """FED-PUB's hyperparameters (the official code's defaults; ``norm-scale`` 3 as its
+    Cora scripts run it, 10 in its parser)."""
+
+    norm_scale: float = 3.0  # tau in exp(tau * cos(h_i, h_j))
+    agg_norm: str = "exp"  # exp | cosine
+    l1: float = 1e-3  # lambda_1: L1 of the masks; masks below it are zeroed at evaluation
+    loc_l2: float = 1e-3  # lambda_2: proximity to the personalised model received
+    regularizers: str = "paper"  # paper: with gradients | code: as the official code (no effect)
+    proxy_graphs: int = 5  # random graphs of the proxy input
+    proxy_nodes: int = 100  # nodes per proxy graph
+    proxy_p: float = 0.1  # edge probability inside a proxy graph (none between them)
+    mask_init: str = "ones"  # ones (the scripts' --laye/clsf-mask-one) | xavier
+
+
+MASK_INITS = ("ones", "xavier")
+
+
+def check_config(cfg: RunConfig) -> None:
+    o = FedPubOptions.from_config(cfg)
+    if cfg.model != "gcn" or cfg.num_layers != 2:
+        raise ConfigError(f"FED-PUB trains its own masked GCN (two GCN layers of `hidden` units and a "
+                          f"linear classifier, models/fedpub.py): leave model=gcn and num-layers=2 "
+                          f"(got model={cfg.model!r}, num-layers={cfg.num_layers}).")
+    if o.agg_norm not in AGG_NORMS:
+        raise ConfigError(f"fedpub.agg-norm={o.agg_norm!r}: use one of {', '.join(AGG_NORMS)}.")
+    if o.regularizers not in REGULARIZERS:
+        raise ConfigError(f"fedpub.regularizers={o.regularizers!r}: use one of {', '.join(REGULARIZERS)}.")
+    if o.mask_init not in MASK_INITS:
+        raise ConfigError(f"fedpub.mask-init={o.mask_init!r}: use one of {', '.join(MASK_INITS)}.")
+    for name in ("norm_scale", "l1", "loc_l2"):
+        value = getattr(o, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"fedpub.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+    o.require_at_least_one("fedpub", "proxy_graphs", "proxy_nodes")
+    if not 0.0 < o.proxy_p <= 1.0:
+        raise ConfigError(f"fedpub.proxy-p={o.proxy_p} must be in (0, 1]: an edge probability.")

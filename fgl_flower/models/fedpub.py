@@ -1,0 +1,121 @@
+r"""FED-PUB's masked GCN (Baek et al., ICML 2023): two GCN layers and a linear classifier
+whose weights are multiplied element-wise by personalised masks.
+
+Every weight matrix :math:`\mathbf W` (``conv1``, ``conv2``: ``[H, F]`` and ``[H, H]``;
+``clsif``: ``[C, H]``) has a mask :math:`\mathbf M` of its shape (``masks.<layer>``, ones at
+the start, as the official scripts run it). A layer computes with
+:math:`\mathbf W \odot \mathbf M` in training and with :math:`\mathbf W \odot
+\mathrm{prune}(\mathbf M)` in evaluation, where :math:`\mathrm{prune}` zeroes the entries with
+:math:`|m| < \lambda_1` (``l1``):
+
+.. math::
+    \mathbf H_1 &= \mathrm{Dropout}(\mathrm{ReLU}(\hat{\mathbf A}\mathbf X(\mathbf W_1\odot\mathbf M_1)^\top + \mathbf b_1)) \\
+    \mathbf H_2 &= \hat{\mathbf A}\mathbf H_1(\mathbf W_2\odot\mathbf M_2)^\top + \mathbf b_2 \\
+    \mathbf Y &= \mathrm{Dropout}(\mathrm{ReLU}(\mathbf H_2))(\mathbf W_c\odot\mathbf M_c)^\top + \mathbf b_c
+
+with :math:`\hat{\mathbf A}` GCN's normalised adjacency with self-loops. The weights
+(``conv1.*``, ``conv2.*``, ``clsif.*``) are federated; the masks stay on the client.
+:meth:`MaskedGCN.embed` returns :math:`\mathbf H_2` (before its ReLU): averaged over the
+nodes of the proxy graph it is the client's functional embedding.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import GCNConv
+
+#: The federated layers; each has a mask ``masks.<layer>`` of its weight's shape.
+LAYERS = ("conv1", "conv2", "clsif")
+
+
+class MaskedGCNConv(GCNConv):
+    """PyG's :class:`GCNConv` (same parameters, initialisation and normalisation) whose
+    weight is multiplied by a mask given to :meth:`forward`."""
+
+    def forward(self, x: Tensor, edge_index: Tensor, mask: Tensor) -> Tensor:  # type: ignore[override]
+        edge_index, edge_weight = self._normalized(edge_index, x.size(0), x.dtype)
+        x = F.linear(x, self.lin.weight * mask)
+        out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
+        return out + self.bias
+
+    def _normalized(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+        from torch_geometric.nn.conv.gcn_conv import gcn_norm
+
+        return gcn_norm(edge_index, None, num_nodes, self.improved, self.add_self_loops, self.flow, dtype)
+
+
+class MaskedGCN(nn.Module):
+    """``conv1`` (F→H), ``conv2`` (H→H) and ``clsif`` (H→C), masked (module docstring).
+
+    Args:
+        num_features, hidden, num_classes: the layer widths.
+        dropout: after each ReLU.
+        l1: masks below this (in absolute value) are zeroed at evaluation.
+        mask_init: ``"ones"`` or ``"xavier"`` (Xavier-uniform masks).
+    """
+
+    def __init__(self, num_features: int, hidden: int, num_classes: int, dropout: float = 0.5,
+                 l1: float = 1e-3, mask_init: str = "ones") -> None:
+        super().__init__()
+        self.dropout, self.l1 = dropout, l1
+        self.conv1 = MaskedGCNConv(num_features, hidden)
+        self.conv2 = MaskedGCNConv(hidden, hidden)
+        self.clsif = nn.Linear(hidden, num_classes)
+        # the official MaskedLinear: Xavier-uniform weight, and its [1, C] bias as well
+        nn.init.xavier_uniform_(self.clsif.weight)
+        bound = math.sqrt(6.0 / (1 + num_classes))
+        nn.init.uniform_(self.clsif.bias, -bound, bound)
+        shapes = {"conv1": self.conv1.lin.weight.shape, "conv2": self.conv2.lin.weight.shape,
+                  "clsif": self.clsif.weight.shape}
+        self.masks = nn.ParameterDict({k: nn.Parameter(torch.ones(s)) for k, s in shapes.items()})
+        if mask_init == "xavier":
+            for m in self.masks.values():
+                nn.init.xavier_uniform_(m)
+
+    def mask(self, layer: str) -> Tensor:
+        """``masks.<layer>`` as the layer uses it: raw in training, pruned in evaluation."""
+        m = self.masks[layer]
+        return m if self.training else m.masked_fill(m.abs() < self.l1, 0.0)
+
+    def embed(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """``H_2 [N, H]``: the second layer's output before its ReLU."""
+        h = F.relu(self.conv1(x, edge_index, self.mask("conv1")))
+        h = F.dropout(h, self.dropout, self.training)
+        return self.conv2(h, edge_index, self.mask("conv2"))
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        h = F.dropout(F.relu(self.embed(x, edge_index)), self.dropout, self.training)
+        return F.linear(h, self.clsif.weight * self.mask("clsif"), self.clsif.bias)
+
+    def mask_l1(self) -> Tensor:
+        r""":math:`\sum_l \lVert\mathbf M_l\rVert_1`."""
+        return sum(m.abs().sum() for m in self.masks.values())
+
+    def pruned_share(self) -> float:
+        """Share of mask entries that evaluation zeroes (``|m| < l1``)."""
+        with torch.no_grad():
+            pruned = sum(int((m.abs() < self.l1).sum()) for m in self.masks.values())
+            return pruned / sum(m.numel() for m in self.masks.values())
+
+
+@functools.lru_cache(maxsize=4)
+def proxy_graph(seed: int, num_features: int, graphs: int = 5, nodes: int = 100,
+                p: float = 0.1) -> tuple[Tensor, Tensor]:
+    r"""FED-PUB's proxy input: ``graphs`` random graphs of ``nodes`` nodes each (an edge
+    inside a graph with probability ``p``, none between them: networkx's
+    ``random_partition_graph`` with ``p_out = 0``, from ``seed``) with
+    :math:`\mathcal N(0, 1)` features ``[graphs * nodes, num_features]`` (a generator seeded
+    with ``seed``). Returns ``(x, edge_index)`` on the CPU, both directions of every edge;
+    the same for every client of a run. Treat as read-only (cached per process)."""
+    import networkx as nx
+
+    g = nx.random_partition_graph([nodes] * graphs, p_in=p, p_out=0.0, seed=seed)
+    edges = torch.tensor(sorted(g.edges()), dtype=torch.long).reshape(-1, 2).t()
+    edge_index = torch.cat([edges, edges.flip(0)], dim=1)
+    x = torch.randn(graphs * nodes, num_features, generator=torch.Generator().manual_seed(seed))
+    return x, edge_index

@@ -1,0 +1,125 @@
+r"""FED-PUB server (Baek et al., ICML 2023): personalised weighted averaging by the
+similarity of the clients' functional embeddings.
+
+Each round, from the uploads :math:`\mathbf W_j` and functional embeddings
+:math:`\mathbf h_j` of the :math:`m` clients that trained (in partition-id order):
+
+.. math::
+    S_{ij} = \cos(\mathbf h_i, \mathbf h_j), \qquad
+    \alpha_{ij} = \frac{\exp(\tau S_{ij})}{\sum_k \exp(\tau S_{ik})}, \qquad
+    \bar{\mathbf W}_i = \sum_j \alpha_{ij}\mathbf W_j
+
+(``fedpub.agg-norm = "cosine"``: :math:`\alpha_{ij} = S_{ij} / \sum_k S_{ik}`, the code's
+other choice), :math:`\tau` = ``fedpub.norm-scale``; and the global model
+:math:`\sum_j \frac{n_j}{\sum_k n_k}\mathbf W_j` (:math:`n_j` training nodes). A client
+trains next from its personalised :math:`\bar{\mathbf W}_i` of the last round it trained,
+or from the global model if it has none yet (the official server's
+``personalized_<id>``/``global``). The models travel in one :class:`ArrayRecord` under
+``global.<key>`` and ``client<i>.<key>``, so a checkpoint holds them. Each round's record
+keeps the similarity and weight matrices (``fedpub``), and the probes
+``fedpub.weight-spread``, ``fedpub.self-weight`` and ``fedpub.similarity-spread`` say how
+far the personalisation is from a plain average.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
+from flwr.serverapp import Grid
+
+from fgl_flower.config import RunConfig
+from fgl_flower.methods.fedpub import EMBEDDING, FedPubOptions
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.records import array_numpy, require_record
+from fgl_flower.strategies.aggregation import weighted_mean_arrays
+from fgl_flower.strategies.base import FGLStrategy
+from fgl_flower.strategies.grid import reply_partition_id
+
+GLOBAL = "global"
+
+
+def model_key(owner: str, key: str) -> str:
+    return f"{owner}.{key}"
+
+
+def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp") -> tuple[np.ndarray, np.ndarray]:
+    r"""``(S, alpha)``, both ``[m, m]``, of the rows of ``embeddings [m, H]``: cosine
+    similarities (SciPy's ``1 - cosine``, as the official server computes them) and the
+    row-normalised :math:`\exp(\tau S)` (``norm="exp"``) or :math:`S` (``"cosine"``)."""
+    e = np.asarray(embeddings, dtype=np.float64)
+    norms = np.linalg.norm(e, axis=1)
+    sim = (e @ e.T) / np.maximum(np.outer(norms, norms), 1e-12)  # a zero embedding: 0
+    weights = np.exp(tau * sim) if norm == "exp" else sim
+    return sim, weights / weights.sum(axis=1, keepdims=True)
+
+
+class FedPubStrategy(FGLStrategy):
+    """Personalised averages by functional-embedding similarity (module docstring)."""
+
+    evaluates_in_train = True  # a client evaluates the model it trained (the code's log)
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.opts = FedPubOptions.from_config(cfg)
+        self.selected: list[int] = []
+        self.models = ArrayRecord()  # the models after the last aggregation (global.*, client<i>.*)
+        self.last: dict = {}  # this round's similarities and weights (for the record)
+
+    def select(self, partition_ids: Iterable[int]) -> list[int]:
+        self.selected = list(partition_ids)
+        return super().select(self.selected)
+
+    @staticmethod
+    def model_of(arrays: ArrayRecord, owner: str) -> ArrayRecord:
+        prefix = model_key(owner, "")
+        return ArrayRecord({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                        grid: Grid) -> Iterable[Message]:
+        """Each client its personalised model, or the global one (round 1: none, the clients
+        start from the seeded model)."""
+        messages = []
+        for pid, node in zip(self.selected, self.node_ids):
+            model = self.model_of(arrays, f"client{pid}")
+            if not len(model):
+                model = self.model_of(arrays, GLOBAL)
+            content = self.round_content(server_round, model, config)
+            messages += self.broadcast(content, MessageType.TRAIN, [node])
+        return messages
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
+        sizes = [float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in replies]
+        embeddings = np.stack([array_numpy(require_record(r.content, EMBEDDING, ArrayRecord)["embedding"])
+                               for r in replies])
+        sim, alpha = personalization_weights(embeddings, self.opts.norm_scale, self.opts.agg_norm)
+        pids = [reply_partition_id(r) for r in replies]
+        out = {k: v for k, v in self.models.items() if not k.startswith(model_key(GLOBAL, ""))}
+        out.update({model_key(GLOBAL, k): v for k, v in weighted_mean_arrays(uploads, sizes).items()})
+        for i, pid in enumerate(pids):
+            mine = weighted_mean_arrays(uploads, alpha[i].tolist())
+            out.update({model_key(f"client{pid}", k): v for k, v in mine.items()})
+        self.models = ArrayRecord(out)
+        self.last = {"clients": pids, "similarity": np.round(sim, 6).tolist(),
+                     "weights": np.round(alpha, 6).tolist()}
+        return self.models, self.aggregate_train_metrics(replies)
+
+    def restore(self, records):
+        done, arrays, pending = super().restore(records)
+        self.models = arrays
+        return done, arrays, pending
+
+    def round_record(self, server_round: int) -> dict:
+        return {"fedpub": self.last} if self.last else {}
+
+    def server_probes(self, server_round: int) -> dict[str, float]:
+        if len(self.last.get("clients", ())) < 2:  # one client: nothing to personalise
+            return {}
+        sim, alpha = np.array(self.last["similarity"]), np.array(self.last["weights"])
+        return {"fedpub.weight-spread": float((alpha.max(axis=1) - alpha.min(axis=1)).mean()),
+                "fedpub.self-weight": float(np.diag(alpha).mean()),
+                "fedpub.similarity-spread": float(sim.max() - sim.min())}
