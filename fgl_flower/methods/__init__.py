@@ -235,7 +235,7 @@ for _spec in (
         options=fedpub.FedPubOptions.defaults(),
         check=fedpub.check_config,
         probes=fedpub.PROBES,
-        defaults={"hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
+        defaults={"num-rounds": 100, "hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
     ),
 ):
     register_method(_spec)

@@ -30,6 +30,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricReco
 from flwr.serverapp import Grid
 
 from fgl_flower.config import RunConfig
+from fgl_flower.errors import FGLError
 from fgl_flower.methods.fedpub import EMBEDDING, FedPubOptions
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_numpy, require_record
@@ -52,7 +53,12 @@ def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp
     norms = np.linalg.norm(e, axis=1)
     sim = (e @ e.T) / np.maximum(np.outer(norms, norms), 1e-12)  # a zero embedding: 0
     weights = np.exp(tau * sim) if norm == "exp" else sim
-    return sim, weights / weights.sum(axis=1, keepdims=True)
+    sums = weights.sum(axis=1, keepdims=True)
+    if norm == "cosine" and (sums <= 0).any():  # the official code divides by it regardless
+        raise FGLError("fedpub.agg-norm=cosine: a client's similarities sum to zero or less (its "
+                       "functional embedding points away from the others'), so they cannot be "
+                       "its averaging weights; use fedpub.agg-norm=exp.")
+    return sim, weights / sums
 
 
 class FedPubStrategy(FGLStrategy):

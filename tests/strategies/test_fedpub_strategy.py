@@ -85,3 +85,10 @@ def test_round_one_sends_nothing(strategy):
     strategy.select([0, 1])
     messages = list(strategy.configure_train(1, ArrayRecord(), ConfigRecord(), None))
     assert all(len(m.content[ARRAYS]) == 0 for m in messages)
+
+
+def test_cosine_weights_that_sum_to_zero_or_less_stop_the_run():
+    from fgl_flower.errors import FGLError
+
+    with pytest.raises(FGLError, match="agg-norm=exp"):
+        personalization_weights(np.array([[1.0, 0.0], [-1.0, 0.1], [-1.0, -0.1]]), tau=1.0, norm="cosine")

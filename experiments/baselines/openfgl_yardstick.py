@@ -1,0 +1,223 @@
+"""Ours beside OpenFGL's implementation of a baseline, on the same client subgraphs and splits.
+
+OpenFGL (``openfgl-lib``, MIT) is an outside yardstick, not a dependency: this script exports
+this project's partition and per-client splits into OpenFGL's processed layout
+(``<root>/distrib/<simulation>_<dataset>_client_<K>/data_<k>.pt`` with ``global_map``, and
+``node_cls/default_split/{train,val,test}_<k>.pt`` plus the ``glb_*`` lists), runs OpenFGL's
+algorithm through its own trainer in its own virtual environment, runs ours in-process with
+the same hyperparameters, for each seed, and prints both. Both report the test accuracy at the
+round of best validation accuracy, averaged over the clients weighted by their node counts
+(OpenFGL's ``local_model_on_local_data`` for personalised methods, ``global_model_on_local_data``
+for FedAvg; ours ``eval-weight=client-size``).
+
+Install OpenFGL apart (see ``experiments/platform/peers.py`` for the offline recipe)::
+
+    python -m venv ~/venvs/openfgl && ~/venvs/openfgl/bin/pip install openfgl-lib torch==2.13.0
+
+and give it the raw Cora under ``<openfgl-root>/global/subgraph_fl/Cora`` (``--openfgl-root``,
+default ``~/openfgl-data``). Then::
+
+    FGL_DATA_ROOT=../shared/data python experiments/baselines/openfgl_yardstick.py \\
+        --openfgl-python ~/venvs/openfgl/bin/python --methods fedavg,fedpub --seeds 0,1,2
+
+``--doc`` writes the table into ``docs/results/baselines.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pickle
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+DOC = REPO / "docs" / "results" / "baselines.md"
+
+#: The job: OpenFGL's defaults for node classification (GCN width 64, dropout 0.5, Adam 0.01 /
+#: 5e-4, 3 local epochs), Cora cut into 10 clients by this project's Louvain partitioner.
+JOB = {"dataset": "Cora", "partition": "louvain", "num-clients": 10, "num-rounds": 100,
+       "local-epochs": 3, "hidden": 64, "num-layers": 2, "dropout": 0.5, "lr": 0.01,
+       "weight-decay": 5e-4, "eval-weight": "client-size", "checkpoint-every": 0, "progress": False}
+
+#: Per method: OpenFGL's algorithm name, its evaluation mode, and our options that match
+#: OpenFGL's configuration of it (``openfgl/flcore/<m>/<m>_config.py``).
+METHODS = {
+    "fedavg": ("fedavg", "global_model_on_local_data", {}),
+    # OpenFGL's FedPub: norm_scale 10, and the regularisers on state_dict()'s detached copies
+    "fedpub": ("fedpub", "local_model_on_local_data",
+               {"fedpub.norm-scale": 10.0, "fedpub.regularizers": "code"}),
+}
+
+SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
+
+OPENFGL_RUN = """
+import sys
+import openfgl.config as config
+from openfgl.flcore.trainer import FGLTrainer
+args = config.args
+args.root, args.fl_algorithm, args.evaluation_mode = sys.argv[1], sys.argv[2], sys.argv[3]
+args.seed, args.num_rounds, args.num_clients = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
+args.dataset = [sys.argv[7]]
+args.simulation_mode = "{simulation}"
+args.num_epochs, args.hid_dim, args.num_layers = int(sys.argv[8]), int(sys.argv[9]), 2
+args.dropout, args.lr, args.weight_decay = float(sys.argv[10]), float(sys.argv[11]), float(sys.argv[12])
+args.model = ["gcn"]
+args.metrics = ["accuracy"]
+args.use_cuda = False
+FGLTrainer(args).train()
+""".replace("{simulation}", SIMULATION)
+
+#: OpenFGL's FedPub imports torch-scatter and torch-sparse, which install only from source. Its
+#: path for an ``edge_index`` tensor needs ``scatter_add`` alone; these stand-ins give it (with
+#: torch's own ``scatter_add``) and refuse the SparseTensor path. Put on OpenFGL's ``PYTHONPATH``
+#: only, never this project's.
+SHIMS = {
+    "torch_scatter": '''
+import torch
+def scatter_add(src, index, dim=0, dim_size=None):
+    assert dim == 0 and src.dim() == 1, "stand-in: 1-d scatter along dim 0 only"
+    size = int(index.max()) + 1 if dim_size is None else dim_size
+    return torch.zeros(size, dtype=src.dtype, device=src.device).scatter_add_(0, index, src)
+''',
+    "torch_sparse": '''
+class SparseTensor:  # never instantiated: OpenFGL's FedPub is fed edge_index tensors here
+    pass
+def _refuse(*args, **kwargs):
+    raise NotImplementedError("stand-in torch_sparse: no SparseTensor support")
+fill_diag = matmul = mul = sum = _refuse
+''',
+}
+
+BEST = re.compile(r"best_round: (\d+)\s+best_val_accuracy: ([0-9.]+)\s+best_test_accuracy: ([0-9.]+)")
+
+
+def export_partition(root: Path, openfgl_root: Path) -> Path:
+    """Write this project's clients of :data:`JOB` in OpenFGL's layout under ``root``."""
+    import torch
+    from torch_geometric.data import Data
+
+    from fgl_flower.datasets import load_client_data
+    from fgl_flower.parse import parse_run_config
+
+    (root / "global").symlink_to(openfgl_root / "global", target_is_directory=True)
+    k = JOB["num-clients"]
+    folder = root / "distrib" / f"{SIMULATION}_1_{JOB['dataset']}_client_{k}"
+    split = folder / "node_cls" / "default_split"
+    split.mkdir(parents=True)
+    data_cfg = parse_run_config({**_ours("fedavg", 0)}).data_config()
+    for pid in range(k):
+        client = load_client_data(data_cfg, pid)
+        g = client.data
+        ids = g.global_id.tolist()
+        torch.save(Data(x=g.x.to_dense() if g.x.is_sparse else g.x, edge_index=g.edge_index, y=g.y,
+                        global_map=dict(enumerate(ids)), num_global_classes=client.num_classes),
+                   folder / f"data_{pid}.pt")
+        for name in ("train", "val", "test"):
+            mask = getattr(g, f"{name}_mask")
+            torch.save(mask.clone(), split / f"{name}_{pid}.pt")
+            with open(split / f"glb_{name}_{pid}.pkl", "wb") as fh:
+                pickle.dump([ids[i] for i in mask.nonzero().view(-1).tolist()], fh)
+    return folder
+
+
+def _ours(method: str, seed: int) -> dict:
+    from fgl_flower.app_defaults import load_app_defaults
+
+    cfg = load_app_defaults()
+    cfg.update({**JOB, "method": method, "seed": seed, **METHODS[method][2]})
+    return cfg
+
+
+def run_ours(method: str, seed: int, out: Path) -> float:
+    from fgl_flower.inprocess import run_inprocess
+
+    summary = run_inprocess({**_ours(method, seed), "out-dir": str(out)})
+    return 100 * float(summary["best_val"]["test_acc"])
+
+
+def run_openfgl(python: str, root: Path, method: str, seed: int) -> float:
+    algo, mode, _ = METHODS[method]
+    argv = [python, "-c", OPENFGL_RUN, str(root), algo, mode, str(seed), str(JOB["num-rounds"]),
+            str(JOB["num-clients"]), JOB["dataset"], str(JOB["local-epochs"]), str(JOB["hidden"]),
+            str(JOB["dropout"]), str(JOB["lr"]), str(JOB["weight-decay"])]
+    shims = root / "shims"
+    for name, code in SHIMS.items():
+        (shims / name).mkdir(parents=True, exist_ok=True)
+        (shims / name / "__init__.py").write_text(code)
+    env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",  # OpenFGL pickles PyG Data objects
+           "PYTHONPATH": str(shims)}
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False, env=env)
+    found = BEST.findall(res.stdout)
+    if res.returncode != 0 or not found:
+        raise RuntimeError(f"OpenFGL {algo} seed {seed} failed (rc {res.returncode}): {res.stderr[-2000:]}")
+    return 100 * float(found[-1][2])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--openfgl-python", required=True, help="python of a venv with openfgl-lib")
+    ap.add_argument("--openfgl-root", default=str(Path.home() / "openfgl-data"),
+                    help="folder holding global/subgraph_fl/Cora for OpenFGL")
+    ap.add_argument("--methods", default="fedavg,fedpub", help=f"comma-separated: {', '.join(METHODS)}")
+    ap.add_argument("--seeds", default="0,1,2")
+    ap.add_argument("--rounds", type=int, default=JOB["num-rounds"], help="(a quick check of the harness)")
+    ap.add_argument("--doc", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}")
+    args = ap.parse_args()
+    methods = [m for m in args.methods.split(",") if m]
+    if unknown := [m for m in methods if m not in METHODS]:
+        sys.exit(f"unknown method(s) {unknown}: choose from {', '.join(METHODS)}")
+    seeds = [int(s) for s in args.seeds.split(",")]
+    JOB["num-rounds"] = args.rounds
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp) / "openfgl"
+        root.mkdir()
+        export_partition(root, Path(args.openfgl_root).expanduser())
+        for method in methods:
+            ours, theirs = [], []
+            for seed in seeds:
+                t0 = time.perf_counter()
+                ours.append(run_ours(method, seed, Path(tmp) / f"ours-{method}-{seed}"))
+                t1 = time.perf_counter()
+                theirs.append(run_openfgl(args.openfgl_python, root, method, seed))
+                print(f"{method} seed {seed}: ours {ours[-1]:.2f} ({t1 - t0:.0f} s), OpenFGL {theirs[-1]:.2f} "
+                      f"({time.perf_counter() - t1:.0f} s)", flush=True)
+            rows.append((method, ours, theirs))
+    table = render(rows, seeds)
+    print(table)
+    if args.doc:
+        write_doc(table)
+
+
+def _mean_std(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.2f}"
+
+
+def render(rows: list[tuple[str, list[float], list[float]]], seeds: list[int]) -> str:
+    lines = ["| method | ours | OpenFGL | ours − OpenFGL | per seed (ours / OpenFGL) |",
+             "|---|---|---|---|---|"]
+    for method, ours, theirs in rows:
+        diff = statistics.mean(ours) - statistics.mean(theirs)
+        per_seed = ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(ours, theirs))
+        lines.append(f"| {method} | {_mean_std(ours)} | {_mean_std(theirs)} | {diff:+.2f} | {per_seed} |")
+    return "\n".join(lines) + f"\n\nSeeds {', '.join(map(str, seeds))}; job: {json.dumps(JOB)}.\n"
+
+
+def write_doc(table: str) -> None:
+    """Replace the generated section of :data:`DOC` (between its markers) with ``table``."""
+    start, end = "<!-- openfgl-yardstick:start -->", "<!-- openfgl-yardstick:end -->"
+    text = DOC.read_text()
+    head, rest = text.split(start, 1)
+    _, tail = rest.split(end, 1)
+    DOC.write_text(f"{head}{start}\n{table}{end}{tail}")
+
+
+if __name__ == "__main__":
+    main()
