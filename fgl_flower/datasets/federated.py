@@ -21,14 +21,12 @@ from __future__ import annotations
 
 import functools
 import random
-from logging import WARNING
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
-from flwr.common.logger import log
 from torch import Tensor
 
 from fgl_flower.datasets.cache import ensure_partition, load_part, num_parts, partition_tag, write_client_files
