@@ -82,11 +82,13 @@ def _actor_nodes(address: str) -> list[str]:
 def test_fgl_run_cli_end_to_end_on_a_two_node_ray_cluster(tmp_path, capsys, monkeypatch,
                                                           two_node_ray_cluster):
     """`fgl run --ray-address`: the client actors run on both nodes, the numbers are the
-    in-process run's, and the CLI prints its summary and writes the curves."""
+    in-process run's, and the CLI prints its summary and writes the curves. The method is
+    FED-PUB: each client gets its own model from the server (per-node messages) through Ray."""
     from fgl_flower.cli import main
 
     monkeypatch.chdir(tmp_path)
-    args = ["run", "--clients", "3", "--rounds", "2", "--set", "data.synthetic.num-nodes=300"]
+    args = ["run", "--method", "fedpub", "--clients", "3", "--rounds", "2", "--set",
+            "data.synthetic.num-nodes=300"]
     out, ref = tmp_path / "cli", tmp_path / "ref"
     assert main([*args, "--ray-address", two_node_ray_cluster.address, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
