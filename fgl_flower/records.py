@@ -88,6 +88,18 @@ def record_torch(record: ArrayRecord) -> dict[str, torch.Tensor]:
     return {k: torch.from_numpy(v) for k, v in record_numpy(record).items()}
 
 
+def sub_record(record: ArrayRecord, prefix: str) -> ArrayRecord:
+    """The arrays of ``record`` under ``<prefix>.``, with that prefix removed: one model of a
+    record that holds several (GCFL's clusters, FED-PUB's personalised models)."""
+    head = f"{prefix}."
+    return ArrayRecord({k[len(head):]: v for k, v in record.items() if k.startswith(head)})
+
+
+def prefixed(record: ArrayRecord, prefix: str) -> dict[str, Array]:
+    """``record``'s arrays under ``<prefix>.<key>`` (the inverse of :func:`sub_record`)."""
+    return {f"{prefix}.{k}": v for k, v in record.items()}
+
+
 def get_record(content: RecordDict, key: str, kind: type[R]) -> R | None:
     """``content[key]`` if it is a ``kind`` record (``ArrayRecord``, ``MetricRecord``,
     ``ConfigRecord``), else ``None``. ``content.metric_records`` and its siblings build

@@ -33,7 +33,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fedpub import EMBEDDING, FedPubOptions
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
-from fgl_flower.records import array_numpy, require_record
+from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import FGLStrategy
 from fgl_flower.strategies.grid import reply_partition_id
@@ -41,8 +41,8 @@ from fgl_flower.strategies.grid import reply_partition_id
 GLOBAL = "global"
 
 
-def model_key(owner: str, key: str) -> str:
-    return f"{owner}.{key}"
+def client_owner(partition_id: int) -> str:
+    return f"client{partition_id}"
 
 
 def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp") -> tuple[np.ndarray, np.ndarray]:
@@ -77,20 +77,15 @@ class FedPubStrategy(FGLStrategy):
         self.selected = list(partition_ids)
         return super().select(self.selected)
 
-    @staticmethod
-    def model_of(arrays: ArrayRecord, owner: str) -> ArrayRecord:
-        prefix = model_key(owner, "")
-        return ArrayRecord({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
-
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         """Each client its personalised model, or the global one (round 1: none, the clients
         start from the seeded model)."""
         messages = []
         for pid, node in zip(self.selected, self.node_ids):
-            model = self.model_of(arrays, f"client{pid}")
+            model = sub_record(arrays, client_owner(pid))
             if not len(model):
-                model = self.model_of(arrays, GLOBAL)
+                model = sub_record(arrays, GLOBAL)
             content = self.round_content(server_round, model, config)
             messages += self.broadcast(content, MessageType.TRAIN, [node])
         return messages
@@ -104,11 +99,10 @@ class FedPubStrategy(FGLStrategy):
                                for r in replies])
         sim, alpha = personalization_weights(embeddings, self.opts.norm_scale, self.opts.agg_norm)
         pids = [reply_partition_id(r) for r in replies]
-        out = {k: v for k, v in self.models.items() if not k.startswith(model_key(GLOBAL, ""))}
-        out.update({model_key(GLOBAL, k): v for k, v in weighted_mean_arrays(uploads, sizes).items()})
+        out = {k: v for k, v in self.models.items() if not k.startswith(f"{GLOBAL}.")}
+        out.update(prefixed(weighted_mean_arrays(uploads, sizes), GLOBAL))
         for i, pid in enumerate(pids):
-            mine = weighted_mean_arrays(uploads, alpha[i].tolist())
-            out.update({model_key(f"client{pid}", k): v for k, v in mine.items()})
+            out.update(prefixed(weighted_mean_arrays(uploads, alpha[i].tolist()), client_owner(pid)))
         self.models = ArrayRecord(out)
         self.last = {"clients": pids, "similarity": np.round(sim, 6).tolist(),
                      "weights": np.round(alpha, 6).tolist()}
@@ -126,6 +120,7 @@ class FedPubStrategy(FGLStrategy):
         if len(self.last.get("clients", ())) < 2:  # one client: nothing to personalise
             return {}
         sim, alpha = np.array(self.last["similarity"]), np.array(self.last["weights"])
+        pairs = sim[~np.eye(len(sim), dtype=bool)]  # two different clients
         return {"fedpub.weight-spread": float((alpha.max(axis=1) - alpha.min(axis=1)).mean()),
                 "fedpub.self-weight": float(np.diag(alpha).mean()),
-                "fedpub.similarity-spread": float(sim.max() - sim.min())}
+                "fedpub.similarity-spread": float(pairs.max() - pairs.min())}

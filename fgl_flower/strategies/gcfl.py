@@ -49,14 +49,14 @@ from flwr.supercore import log
 from fgl_flower.config import RunConfig
 from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, run_task
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
-from fgl_flower.records import array_numpy, require_record
+from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import EVAL_METRICS, FGLStrategy, client_metrics
 from fgl_flower.strategies.grid import reply_partition_id
 
 
-def cluster_key(cluster: int, key: str) -> str:
-    return f"cluster{cluster}.{key}"
+def cluster_owner(cluster: int) -> str:
+    return f"cluster{cluster}"
 
 
 def flat_update(upload: ArrayRecord, base: ArrayRecord) -> np.ndarray:
@@ -169,8 +169,7 @@ class GCFLStrategy(FGLStrategy):
     def cluster_arrays(arrays: ArrayRecord, cluster: int) -> ArrayRecord:
         """Cluster ``cluster``'s model from the record of all (empty before round 1's
         aggregation: the clients start from the same seeded model)."""
-        prefix = cluster_key(cluster, "")
-        return ArrayRecord({k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)})
+        return sub_record(arrays, cluster_owner(cluster))
 
     def _per_cluster(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                      message_type: str) -> list[Message]:
@@ -220,7 +219,7 @@ class GCFLStrategy(FGLStrategy):
                 trained = [p for p in group if p in uploads]
                 model = (weighted_mean_arrays([uploads[p] for p in trained], [weights[p] for p in trained])
                          if trained else base)  # a cluster none of whose clients trained keeps its model
-                out.update({cluster_key(cid, k): v for k, v in model.items()})
+                out.update(prefixed(model, cluster_owner(cid)))
         self.models = ArrayRecord(out)
         return self.models, self.aggregate_train_metrics(replies)
 
