@@ -88,7 +88,7 @@ def test_fgl_run_cli_end_to_end_on_a_two_node_ray_cluster(tmp_path, capsys, monk
 
     monkeypatch.chdir(tmp_path)
     args = ["run", "--method", "fedpub", "--clients", "3", "--rounds", "2", "--set",
-            "data.synthetic.num-nodes=300"]
+            "data.synthetic.num-nodes=300", "--set", "hidden=16"]
     out, ref = tmp_path / "cli", tmp_path / "ref"
     assert main([*args, "--ray-address", two_node_ray_cluster.address, "--out", str(out)]) == 0
     printed = capsys.readouterr().out
