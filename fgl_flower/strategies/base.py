@@ -116,6 +116,7 @@ class FGLStrategy(Strategy):
         self.cfg = cfg
         self.node_ids: list[int] = []  # the nodes that the next broadcast addresses
         self.nodes: dict[int, int] = {}  # partition id -> node id (from discovery)
+        self.selected: list[int] = []  # the partition ids of node_ids
         self.probe_watch = ProbeWatch(METHODS.get(cfg.method).probes)
 
     # -- message construction --------------------------------------------------------------
@@ -125,6 +126,14 @@ class FGLStrategy(Strategy):
         """One message with ``content`` to each node (all selected nodes by default)."""
         ids = self.node_ids if node_ids is None else list(node_ids)
         return [Message(content=content, message_type=message_type, dst_node_id=n) for n in ids]
+
+    def per_client(self, server_round: int, config: ConfigRecord, message_type: str,
+                   arrays_of: Callable[[int], ArrayRecord]) -> list[Message]:
+        """One message to each selected node with its own arrays, ``arrays_of(partition id)``
+        (GCFL's cluster model, FED-PUB's personalised one)."""
+        return [m for pid, node in zip(self.selected, self.node_ids)
+                for m in self.broadcast(self.round_content(server_round, arrays_of(pid), config),
+                                        message_type, [node])]
 
     def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
         cfg = ConfigRecord(dict(config))
@@ -240,7 +249,8 @@ class FGLStrategy(Strategy):
 
     def select(self, partition_ids: Iterable[int]) -> list[int]:
         """Address the next broadcast to these clients; returns their node ids."""
-        self.node_ids = [self.nodes[p] for p in partition_ids]
+        self.selected = list(partition_ids)
+        self.node_ids = [self.nodes[p] for p in self.selected]
         return self.node_ids
 
     def drop_nonfinite(self, record: dict, replies: list[Message]) -> list[Message]:

@@ -69,26 +69,17 @@ class FedPubStrategy(FGLStrategy):
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.opts = FedPubOptions.from_config(cfg)
-        self.selected: list[int] = []
         self.models = ArrayRecord()  # the models after the last aggregation (global.*, client<i>.*)
         self.last: dict = {}  # this round's similarities and weights (for the record)
-
-    def select(self, partition_ids: Iterable[int]) -> list[int]:
-        self.selected = list(partition_ids)
-        return super().select(self.selected)
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
         """Each client its personalised model, or the global one (round 1: none, the clients
         start from the seeded model)."""
-        messages = []
-        for pid, node in zip(self.selected, self.node_ids):
-            model = sub_record(arrays, client_owner(pid))
-            if not len(model):
-                model = sub_record(arrays, GLOBAL)
-            content = self.round_content(server_round, model, config)
-            messages += self.broadcast(content, MessageType.TRAIN, [node])
-        return messages
+        def model_of(pid: int) -> ArrayRecord:
+            return sub_record(arrays, client_owner(pid)) or sub_record(arrays, GLOBAL)
+
+        return self.per_client(server_round, config, MessageType.TRAIN, model_of)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:

@@ -143,7 +143,6 @@ class GCFLStrategy(FGLStrategy):
         self.cached_acc = np.full(n, np.nan)  # best test acc cached at a split
         self.last_acc = np.full(n, np.nan)  # test acc of the last evaluation
         self.models = ArrayRecord()  # every cluster's model, keys cluster<k>.<key>
-        self.selected: list[int] = []
         self.splits: list[dict] = []  # this round's splits (for the round record)
         self.norms: list[dict] = []  # this round's update norms per cluster (ditto)
         # GCFL+: each client's last seq-length sequence entries (oldest first) and how many
@@ -161,10 +160,6 @@ class GCFLStrategy(FGLStrategy):
             o.min_split_size, f", {o.seq_length} {o.sequence}-norm entries (DTW)" if self.plus else "")
 
     # -- per-cluster messages --------------------------------------------------------------
-    def select(self, partition_ids: Iterable[int]) -> list[int]:
-        self.selected = list(partition_ids)
-        return super().select(self.selected)
-
     @staticmethod
     def cluster_arrays(arrays: ArrayRecord, cluster: int) -> ArrayRecord:
         """Cluster ``cluster``'s model from the record of all (empty before round 1's
@@ -173,11 +168,8 @@ class GCFLStrategy(FGLStrategy):
 
     def _per_cluster(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                      message_type: str) -> list[Message]:
-        messages = []
-        for pid, node in zip(self.selected, self.node_ids):
-            content = self.round_content(server_round, self.cluster_arrays(arrays, int(self.clusters[pid])), config)
-            messages += self.broadcast(content, message_type, [node])
-        return messages
+        return self.per_client(server_round, config, message_type,
+                               lambda pid: self.cluster_arrays(arrays, int(self.clusters[pid])))
 
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
                         grid: Grid) -> Iterable[Message]:
