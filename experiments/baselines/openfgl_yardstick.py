@@ -99,7 +99,8 @@ BEST = re.compile(r"best_round: (\d+)\s+best_val_accuracy: ([0-9.]+)\s+best_test
 
 
 def export_partition(root: Path, openfgl_root: Path) -> Path:
-    """Write this project's clients of :data:`JOB` in OpenFGL's layout under ``root``."""
+    """Write this project's clients of :data:`JOB` in OpenFGL's layout under ``root``, and the
+    :data:`SHIMS` beside them."""
     import torch
     from torch_geometric.data import Data
 
@@ -107,11 +108,14 @@ def export_partition(root: Path, openfgl_root: Path) -> Path:
     from fgl_flower.parse import parse_run_config
 
     (root / "global").symlink_to(openfgl_root / "global", target_is_directory=True)
+    for name, code in SHIMS.items():  # on OpenFGL's path only (run_openfgl)
+        (root / "shims" / name).mkdir(parents=True)
+        (root / "shims" / name / "__init__.py").write_text(code)
     k = JOB["num-clients"]
     folder = root / "distrib" / f"{SIMULATION}_1_{JOB['dataset']}_client_{k}"
     split = folder / "node_cls" / "default_split"
     split.mkdir(parents=True)
-    data_cfg = parse_run_config({**_ours("fedavg", 0)}).data_config()
+    data_cfg = parse_run_config(_ours("fedavg", 0)).data_config()
     for pid in range(k):
         client = load_client_data(data_cfg, pid)
         g = client.data
@@ -147,12 +151,8 @@ def run_openfgl(python: str, root: Path, method: str, seed: int) -> float:
     argv = [python, "-c", OPENFGL_RUN, str(root), algo, mode, str(seed), str(JOB["num-rounds"]),
             str(JOB["num-clients"]), JOB["dataset"], str(JOB["local-epochs"]), str(JOB["hidden"]),
             str(JOB["dropout"]), str(JOB["lr"]), str(JOB["weight-decay"])]
-    shims = root / "shims"
-    for name, code in SHIMS.items():
-        (shims / name).mkdir(parents=True, exist_ok=True)
-        (shims / name / "__init__.py").write_text(code)
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",  # OpenFGL pickles PyG Data objects
-           "PYTHONPATH": str(shims)}
+           "PYTHONPATH": str(root / "shims")}
     res = subprocess.run(argv, capture_output=True, text=True, timeout=3600, check=False, env=env)
     found = BEST.findall(res.stdout)
     if res.returncode != 0 or not found:

@@ -53,7 +53,7 @@ def labels(cfg: DataConfig) -> Labels:
     key = split_key(cfg)
     folder = _folder(cfg)
     if folder is not None and (known := _read(folder).get(key)) is not None:
-        return {name: (kind, present, trained) for name, (kind, present, trained) in known.items()}
+        return {name: tuple(entry) for name, entry in known.items()}
     from fgl_flower.datasets.federated import class_labels  # torch
 
     found = {name: (kind, sorted(p), sorted(t)) for name, (kind, p, t) in class_labels(cfg).items()}
