@@ -18,7 +18,7 @@ and give it the raw Cora under ``<openfgl-root>/global/subgraph_fl/Cora`` (``--o
 default ``~/openfgl-data``). Then::
 
     FGL_DATA_ROOT=../shared/data python experiments/baselines/openfgl_yardstick.py \\
-        --openfgl-python ~/venvs/openfgl/bin/python --methods fedavg,fedpub --seeds 0,1,2
+        --openfgl-python ~/venvs/openfgl/bin/python --methods fedavg,fedpub,fedgta --seeds 0,1,2
 
 ``--doc`` writes the table into ``docs/results/baselines.md``.
 """
@@ -53,6 +53,8 @@ METHODS = {
     # OpenFGL's FedPub: norm_scale 10, and the regularisers on state_dict()'s detached copies
     "fedpub": ("fedpub", "local_model_on_local_data",
                {"fedpub.norm-scale": 10.0, "fedpub.regularizers": "code"}),
+    # OpenFGL's FedGTA: 10 moment orders (the authors' code: 6 for Cora)
+    "fedgta": ("fedgta", "local_model_on_local_data", {"fedgta.num-moments": 10}),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
@@ -211,12 +213,22 @@ def render(rows: list[tuple[str, list[float], list[float]]], seeds: list[int]) -
 
 
 def write_doc(table: str) -> None:
-    """Replace the generated section of :data:`DOC` (between its markers) with ``table``."""
+    """Put ``table``'s rows into the generated section of :data:`DOC` (between its markers):
+    a method run again replaces its row, the others' rows stay."""
     start, end = "<!-- openfgl-yardstick:start -->", "<!-- openfgl-yardstick:end -->"
     text = DOC.read_text()
     head, rest = text.split(start, 1)
-    _, tail = rest.split(end, 1)
-    DOC.write_text(f"{head}{start}\n{table}{end}{tail}")
+    old, tail = rest.split(end, 1)
+
+    def rows(block: str) -> dict[str, str]:
+        return {line.split("|")[1].strip(): line for line in block.splitlines()
+                if line.startswith("| ") and not line.startswith(("| method", "|---"))}
+
+    merged = {**rows(old), **rows(table)}
+    header, rule = table.splitlines()[:2]
+    footer = table.split("\n\n", 1)[1]
+    body = "\n".join([header, rule, *merged.values()])
+    DOC.write_text(f"{head}{start}\n{body}\n\n{footer}{end}{tail}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods import feddense, fedhero, fedpub, fedspray, fedstar, gcfl, opfgl, s2fgl
+from fgl_flower.methods import feddense, fedgta, fedhero, fedpub, fedspray, fedstar, gcfl, opfgl, s2fgl
 from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
 
@@ -236,6 +236,19 @@ for _spec in (
         check=fedpub.check_config,
         probes=fedpub.PROBES,
         defaults={"num-rounds": 100, "hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
+    ),
+    MethodSpec(
+        name="fedgta",
+        strategy="fgl_flower.strategies.fedgta:FedGTAStrategy",
+        client="fgl_flower.clients.fedgta:FedGTAClient",
+        tasks=("node",),
+        summary="Personalised averages over the clients whose label-propagated predictions have "
+        "similar moments, weighted by their topology-aware smoothing confidence; any node backbone.",
+        reference="Li et al., FedGTA, VLDB 2024",
+        options=fedgta.FedGTAOptions.defaults(),
+        check=fedgta.check_config,
+        probes=fedgta.PROBES,
+        defaults={"num-rounds": 100},
     ),
 ):
     register_method(_spec)

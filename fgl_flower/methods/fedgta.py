@@ -1,0 +1,59 @@
+"""FedGTA's run options (``fedgta.*``), probes and validation (torch-free)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: The moments of the propagated soft labels a client reports: raw (``E[p^k]``), central
+#: (``E[(p - E p)^k]``) or both stacked (``hybrid``, the authors' choice for Cora and CiteSeer).
+MOMENT_TYPES = ("raw", "central", "hybrid")
+#: Reply record with a client's moment vector (``moments``) and smoothing confidence
+#: (``confidence``).
+STATISTICS = "fedgta.statistics"
+
+#: Measured by the server on each round's aggregation sets, and by the clients on their
+#: propagated soft labels.
+PROBES = (
+    Probe("fedgta.accepted", "share of the other trained clients whose moments pass "
+          "fedgta.accept in a client's aggregation, mean over the clients",
+          dead_below=1e-6, dead_above=1 - 1e-6,
+          why="Every client averages only itself (FedGTA is local training) or every client "
+              "averages all (one confidence-weighted FedAvg): the topology-aware selection "
+              "chooses nothing."),
+    Probe("fedgta.similarity-spread", "largest minus smallest cosine similarity of two "
+          "clients' moment vectors"),
+    Probe("fedgta.confidence", "smoothing confidence as a share of its maximum, "
+          "sum_v d_v (C/e - H(p_v)) / sum_v d_v C/e"),
+)
+
+
+@dataclass(frozen=True)
+class FedGTAOptions(MethodOptions):
+    """FedGTA's hyperparameters (the authors' code: ``config.py`` and the values its
+    comments give for Cora; label propagation ``alpha`` and temperature as its ``NonParaLP``)."""
+
+    lp_steps: int = 5  # k: steps of the non-parametric label propagation
+    lp_alpha: float = 0.5  # weight of the propagated labels against the initial ones
+    temperature: float = 20.0  # softens the propagated labels of the smoothing confidence
+    num_moments: int = 6  # K: orders 1..K of each moment (Cora 6, CiteSeer 20, PubMed 13)
+    moment_type: str = "hybrid"  # raw | central | hybrid (Cora, CiteSeer; PubMed: raw)
+    accept: float = 0.5  # a client averages the clients whose moments' cosine exceeds this
+
+
+def check_config(cfg: RunConfig) -> None:
+    o = FedGTAOptions.from_config(cfg)
+    o.require_at_least_one("fedgta", "lp_steps", "num_moments")
+    if o.moment_type not in MOMENT_TYPES:
+        raise ConfigError(f"fedgta.moment-type={o.moment_type!r}: use one of {', '.join(MOMENT_TYPES)}.")
+    if not 0.0 <= o.lp_alpha <= 1.0:
+        raise ConfigError(f"fedgta.lp-alpha={o.lp_alpha} must be in [0, 1].")
+    if not (math.isfinite(o.temperature) and o.temperature > 0):
+        raise ConfigError(f"fedgta.temperature={o.temperature} must be a finite number > 0.")
+    if not -1.0 <= o.accept < 1.0:
+        raise ConfigError(f"fedgta.accept={o.accept} must be in [-1, 1): a cosine similarity "
+                          f"(a client always averages its own model).")
