@@ -2,7 +2,7 @@
 
 Both must produce the summary that the in-process grid produces for the same config and
 seed: the Flower wiring (serialization, fresh processes per message in deployment,
-context.state persistence) changes no number.
+context.state persistence, TLS with SuperNode authentication) changes no number.
 """
 
 import json
@@ -32,7 +32,9 @@ def _summary(out):
 
 
 @pytest.mark.slow
-def test_simulation_and_deployment_match_inprocess(flat, tmp_path):
+def test_simulation_and_secure_deployment_match_inprocess(flat, tmp_path):
+    """The deployment is `fgl deploy-local --secure`'s: TLS with a private CA and SuperNode
+    authentication (the plain one: tests/runtime/test_runtime_launch.py)."""
     ref = run_inprocess({**flat, "out-dir": str(tmp_path / "ref"), "progress": False})
     expected = {k: ref[k] for k in NUMBERS}
 
@@ -41,9 +43,12 @@ def test_simulation_and_deployment_match_inprocess(flat, tmp_path):
     assert _summary(sim) == expected
     assert json.loads((sim / "summary.json").read_text())["num_clients"] == 3
 
-    dep = tmp_path / "dep"
-    assert run_deployment(app_dir(), {**flat, "out-dir": str(dep)}, 3, timeout=600) == 0
+    dep, work = tmp_path / "dep", tmp_path / "work"
+    assert run_deployment(app_dir(), {**flat, "out-dir": str(dep)}, 3, secure=True, workdir=work,
+                          timeout=600) == 0
     assert _summary(dep) == expected
+    assert "--insecure" not in (work / "superlink.log").read_text()
+    assert (work / "pki" / "server.key").stat().st_mode & 0o077 == 0  # private keys: owner only
     rounds = [json.loads(line) for line in (dep / "rounds.jsonl").read_text().splitlines()]
     assert [r["round"] for r in rounds] == [1, 2]
     sampled = [json.loads(line)["train_clients"] for line in (sim / "rounds.jsonl").read_text().splitlines()]

@@ -1,36 +1,17 @@
-"""`fgl deploy-local --secure`: TLS with a private CA and SuperNode authentication."""
+"""`fgl deploy-local --secure`: TLS with a private CA and SuperNode authentication (its numbers
+equal the in-process run's: tests/runtime/test_app_runtime.py)."""
 
-import json
 import time
 from pathlib import Path
 
 import pytest
 
-from fgl_flower.app_defaults import load_app_defaults
-from fgl_flower.inprocess import run_inprocess
-from fgl_flower.paths import app_dir
-from fgl_flower.runtime import run_deployment
 from fgl_flower.runtime.config import flower_env, require_executable, write_connections
 from fgl_flower.runtime.deployment import (
     CONNECTION, SUPERNODE_READY, _start_superlink, register_supernode, supernode_security,
 )
 from fgl_flower.runtime.processes import ProcessGroup, free_ports
 from fgl_flower.runtime.security import local_pki, node_key_pair
-
-
-@pytest.mark.slow
-def test_secure_local_deployment_gives_the_inprocess_numbers(tmp_path):
-    flat = load_app_defaults()
-    flat.update({"num-clients": 2, "num-rounds": 1, "data.synthetic.num-nodes": 300, "progress": False})
-    expected = run_inprocess({**flat, "out-dir": str(tmp_path / "ref")})
-    out = tmp_path / "secure"
-    work = tmp_path / "work"
-    assert run_deployment(app_dir(), {**flat, "out-dir": str(out)}, 2, secure=True, workdir=work,
-                          timeout=600) == 0
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["final"] == expected["final"]
-    assert "--insecure" not in (work / "superlink.log").read_text()
-    assert (work / "pki" / "server.key").stat().st_mode & 0o077 == 0  # private keys: owner only
 
 
 @pytest.mark.slow
