@@ -226,7 +226,7 @@ def write_doc(table: str) -> None:
 
     merged = {**rows(old), **rows(table)}
     header, rule = table.splitlines()[:2]
-    footer = table.split("\n\n", 1)[1]
+    footer = table.split("\n\n", 1)[1].rstrip("\n") + "\n"
     body = "\n".join([header, rule, *merged.values()])
     DOC.write_text(f"{head}{start}\n{body}\n\n{footer}{end}{tail}")
 
