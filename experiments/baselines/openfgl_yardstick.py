@@ -55,6 +55,9 @@ METHODS = {
                {"fedpub.norm-scale": 10.0, "fedpub.regularizers": "code"}),
     # OpenFGL's FedGTA: 10 moment orders (the authors' code: 6 for Cora)
     "fedgta": ("fedgta", "local_model_on_local_data", {"fedgta.num-moments": 10}),
+    # FedTAD: the distilled global model on each client's data (OpenFGL's default mode for it
+    # is the local models); FedAvg weights by node counts, as OpenFGL's num_samples
+    "fedtad": ("fedtad", "global_model_on_local_data", {"agg-weight": "local"}),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)

@@ -19,7 +19,9 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods import feddense, fedgta, fedhero, fedpub, fedspray, fedstar, gcfl, opfgl, s2fgl
+from fgl_flower.methods import (
+    feddense, fedgta, fedhero, fedpub, fedspray, fedstar, fedtad, gcfl, opfgl, s2fgl,
+)
 from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
 
@@ -249,6 +251,19 @@ for _spec in (
         check=fedgta.check_config,
         probes=fedgta.PROBES,
         defaults={"num-rounds": 100},
+    ),
+    MethodSpec(
+        name="fedtad",
+        strategy="fgl_flower.strategies.fedtad:FedTADStrategy",
+        client="fgl_flower.clients.fedtad:FedTADClient",
+        tasks=("node",),
+        summary="FedAvg plus data-free distillation on the server: a generator builds a pseudo-graph "
+        "on which the global model learns the clients' class-wise reliable predictions.",
+        reference="Zhu et al., FedTAD, IJCAI 2024",
+        options=fedtad.FedTADOptions.defaults(),
+        check=fedtad.check_config,
+        probes=fedtad.PROBES,
+        defaults={"num-rounds": 100, "agg-weight": "local"},
     ),
 ):
     register_method(_spec)
