@@ -41,6 +41,7 @@ class FedTADOptions(MethodOptions):
     lam2: float = 1.0  # weight of its diversity loss
     walk_length: int = 5  # random walks of lengths 1..L form the topology embedding of the CKR
     always_dropout: bool = False  # true: dropout on in every forward of the distillation (the official GCN's)
+    finetune_epochs: int = 0  # > 0: evaluate copies of the global model fine-tuned locally (O-pFGL's one-shot protocol)
 
 
 def check_config(cfg: RunConfig) -> None:

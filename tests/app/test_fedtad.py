@@ -70,3 +70,12 @@ def test_the_distillation_is_alive_on_cora(data_root, tmp_path):
     assert all(p["fedtad.ckr-spread"] > 0.2 for p in probes)
     assert probes[-1]["fedtad.pseudo-acc"] > 2 / 7  # twice chance on Cora's 7 classes
     assert all("probes_dead" not in r for r in recs)
+
+
+def test_finetuned_evaluation_changes_the_evaluation_only(tad_flat, tmp_path):
+    """O-pFGL's one-round protocol evaluates FedTAD's global model fine-tuned locally."""
+    plain = run_inprocess(dict(tad_flat, **{"out-dir": str(tmp_path / "plain")}))
+    tuned = run_inprocess(dict(tad_flat, **{"fedtad.finetune-epochs": 3, "out-dir": str(tmp_path / "tuned")}))
+    a, b = rounds(tmp_path / "plain"), rounds(tmp_path / "tuned")
+    assert [r["train"] for r in a] == [r["train"] for r in b]
+    assert plain["final"] != tuned["final"]
