@@ -16,9 +16,9 @@ it; the paper's text was not available to check it against):
    \mathbf h_u)\big) / (|N(v)| + 1)`.
 3. :math:`\mathrm{ckr}_c = \sum_{v \in V_{train}, y_v = c} r_v`, ``[C]``.
 
-The walks are drawn from the run seed and the partition id, so a client reports the same CKR
-every round (the official code computes it once and caches it). The server normalises it
-over the clients per class.
+The walks are drawn from the run seed and the partition id and the sums run on the CPU, so a
+client reports the same CKR every round on any device (the official code computes it once and
+caches it). The server normalises it over the clients per class.
 """
 
 from __future__ import annotations
@@ -51,33 +51,49 @@ def topology_walks(degree: Tensor, max_length: int, generator: torch.Generator) 
     return torch.stack(cols, dim=1).float()
 
 
+#: Edges per block of the reliability's cosine similarities.
+EDGE_CHUNK = 1 << 16
+
+
 def class_reliability(x: Tensor, edge_index: Tensor, y: Tensor, train_mask: Tensor, num_classes: int,
                       walk_length: int, generator: torch.Generator) -> Tensor:
-    """``[C]``: the CKR of the module docstring (``x [N, F]`` dense, ``edge_index`` without
-    self-loops)."""
+    """``[C]``: the CKR of the module docstring, on the CPU (``x [N, F]`` dense, ``edge_index``
+    without self-loops, all on the CPU), where its sums are deterministic."""
     n = x.size(0)
     src, dst = edge_index
     degree = torch.bincount(src, minlength=n) + 1  # rows of A + I
-    h = torch.cat([x.float(), topology_walks(degree, walk_length, generator).to(x.device)], dim=1)
-    cos = torch.nn.functional.cosine_similarity(h[src], h[dst], dim=1)
-    total = torch.ones(n, device=x.device).index_add_(0, src, cos)
+    h = torch.cat([x.float(), topology_walks(degree, walk_length, generator)], dim=1)
+    h = torch.nn.functional.normalize(h, dim=1, eps=1e-8)
+    cos = torch.cat([(h[s] * h[d]).sum(dim=1)  # [E], without an [E, F] gather of every edge at once
+                     for s, d in zip(src.split(EDGE_CHUNK), dst.split(EDGE_CHUNK))]) if src.numel() else h.new_zeros(0)
+    total = torch.ones(n).index_add_(0, src, cos)
     r = total / (torch.bincount(src, minlength=n) + 1)
-    return torch.zeros(num_classes, device=x.device).index_add_(0, y[train_mask], r[train_mask])
+    return torch.zeros(num_classes).index_add_(0, y[train_mask], r[train_mask])
 
 
 class FedTADClient(FedAvgClient):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._ckr: Tensor | None = None
+
     @property
     def options(self) -> FedTADOptions:
         return FedTADOptions.from_config(self.cfg)
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         reply = super().train(content, server_round)
-        g = self.data.data
-        x = g.x.to_dense() if g.x.is_sparse else g.x
-        loops = g.edge_index[0] == g.edge_index[1]
-        walks = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedtad-walks"))
-        ckr = class_reliability(x, g.edge_index[:, ~loops], g.y, g.train_mask, self.data.num_classes,
-                                self.options.walk_length, walks)
-        shape = torch.tensor([x.size(1), self.data.num_classes], dtype=torch.int64)
-        reply[RELIABILITY] = torch_record({"ckr": ckr, "shape": shape})
+        shape = torch.tensor([self.data.num_features, self.data.num_classes], dtype=torch.int64)
+        reply[RELIABILITY] = torch_record({"ckr": self.reliability(), "shape": shape})
         return reply
+
+    def reliability(self) -> Tensor:
+        """This client's CKR, computed once per instance (on the CPU: the same numbers each
+        time, on any device)."""
+        if self._ckr is None:
+            g = self.data.data.to("cpu")
+            x = g.x.to_dense() if g.x.is_sparse else g.x
+            loops = g.edge_index[0] == g.edge_index[1]
+            walks = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedtad-walks"))
+            self._ckr = class_reliability(x, g.edge_index[:, ~loops], g.y, g.train_mask, self.data.num_classes,
+                                          self.options.walk_length, walks)
+        return self._ckr

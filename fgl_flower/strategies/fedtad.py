@@ -19,6 +19,9 @@ runs ``glb-epochs`` times, each with fresh noise :math:`\mathbf z`:
   \mathrm{sg}[f_k(\tilde G)])` on the pseudo-graph of the updated generator (which stays
   fixed during them).
 
+As in the official code, the global model runs once per client in both (in training mode, each
+with its own dropout mask).
+
 The generator, its Adam and the global model's Adam (lr ``lr-g``, ``lr-d``; the run's weight
 decay) live on the server across rounds and in its checkpoint. Models are in evaluation mode
 where the official code calls ``eval()`` (the clients' models throughout, the global model in
@@ -173,15 +176,14 @@ class FedTADStrategy(FedAvgStrategy):
                 self.opt_g.zero_grad()
                 x = gen(z, labels)
                 edges = knn_graph(x.detach(), o.topk)
-                g_out = glob(x, edges)
                 total = o.lam2 * len(local_models) * diversity_loss(z, x)
-                for k, model in enumerate(local_models):
+                for k, model in enumerate(local_models):  # the global model once per client, as the code
                     l_out = model(x, edges)
                     total = total + o.lam1 * semantic(l_out, weights[k], labels) \
-                        - divergence(g_out, l_out.detach(), weights[k], labels)
+                        - divergence(glob(x, edges), l_out.detach(), weights[k], labels)
                 total.backward()
                 self.opt_g.step()
-                loss_g.append(float(total))
+                loss_g.append(float(total.detach()))
             gen.eval()
             glob.train().requires_grad_(True)
             with torch.no_grad():
@@ -190,14 +192,13 @@ class FedTADStrategy(FedAvgStrategy):
                 targets = [model(x, edges) for model in local_models] if not keep_dropout else None
             for _ in range(o.it_d):
                 self.opt_d.zero_grad()
-                g_out = glob(x, edges)
-                total = g_out.new_zeros(())
-                for k, model in enumerate(local_models):
+                total = x.new_zeros(())
+                for k, model in enumerate(local_models):  # a fresh dropout mask per client, as the code
                     l_out = targets[k] if targets is not None else model(x, edges).detach()
-                    total = total + divergence(g_out, l_out, weights[k], labels)
+                    total = total + divergence(glob(x, edges), l_out, weights[k], labels)
                 total.backward()
                 self.opt_d.step()
-                loss_d.append(float(total))
+                loss_d.append(float(total.detach()))
         with torch.no_grad():
             hits = [float((model(x, edges).argmax(dim=1) == labels).float().mean()) for model in local_models]
         spread = (weights.max(dim=0).values - weights.min(dim=0).values).mean()
