@@ -106,6 +106,7 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
         "best_val": {"round": best["round"], "selected_by": select_key, **best["eval"]},
         "last": {"rounds": [r["round"] for r in tail], **last},
         "total_time_s": sum(r.get("time_s", 0.0) for r in rounds),
+        "total_server_time_s": sum(r.get("server_time_s", 0.0) for r in rounds),
         "bytes_up_total": sum(r.get("bytes_up", 0) for r in rounds),
         "bytes_down_total": sum(r.get("bytes_down", 0) for r in rounds),
     }

@@ -411,7 +411,9 @@ class FGLStrategy(Strategy):
                 pending = None
             if resources := client_resources(replies):
                 record["resources"] = resources
+            t_server = time.perf_counter()
             new_arrays, train_metrics = self.aggregate_train(rnd, replies)
+            record["server_time_s"] = time.perf_counter() - t_server  # aggregation, and any server-side training
             if new_arrays is not None:
                 arrays = result.arrays = new_arrays
             record["train"] = dict(train_metrics or {})

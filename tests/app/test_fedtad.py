@@ -79,3 +79,10 @@ def test_finetuned_evaluation_changes_the_evaluation_only(tad_flat, tmp_path):
     a, b = rounds(tmp_path / "plain"), rounds(tmp_path / "tuned")
     assert [r["train"] for r in a] == [r["train"] for r in b]
     assert plain["final"] != tuned["final"]
+
+
+def test_the_servers_distillation_time_is_recorded(tad_flat, tmp_path):
+    summary = run_inprocess(tad_flat)
+    recs = rounds(tmp_path / "run")
+    assert all(r["server_time_s"] > 0 for r in recs)
+    assert summary["total_server_time_s"] == sum(r["server_time_s"] for r in recs)
