@@ -11,7 +11,9 @@ round it trained, or the global average; round 1: the seeded initial model), tra
 
 (:math:`\bar{\mathbf W}` the weights received, from round 2 on; ``fedpub.regularizers =
 "code"`` computes both terms as the official code does, on detached copies, so that they
-change nothing), evaluate the trained model, and upload its weights (not its masks) with
+change nothing), evaluate the trained model (``fedpub.evaluate = "trained"``; with
+``"received"`` the evaluation is of the next personalised weights, with the client's masks),
+and upload its weights (not its masks) with
 the functional embedding :math:`\mathbf h = \frac{1}{|V_p|}\sum_{v\in V_p}
 \mathbf H_2(G_p)_v` of the proxy graph :math:`G_p` (:func:`~fgl_flower.models.fedpub.proxy_graph`,
 evaluation mode: pruned masks, no dropout). The proximal norm is the code's
@@ -48,7 +50,8 @@ class FedPubClient(FedAvgClient):
         received = self.load_global(content)
         self.seed_round(server_round)
         res = self.learner.fit(self.cfg.local_epochs, extra_loss=self.regularizer(received))
-        res.update(self.evaluate_learner(self.learner, server_round))
+        if self.options.evaluate == "trained":  # the server reads it from this reply
+            res.update(self.evaluate_learner(self.learner, server_round))
         res.update(as_metrics(self.probe_metrics()))
         reply = self.training_reply(res)
         reply[EMBEDDING] = torch_record({"embedding": self.functional_embedding()})
@@ -88,8 +91,11 @@ class FedPubClient(FedAvgClient):
         return {"fedpub.mask-pruned": self.learner.model.pruned_share()}
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
-        """The client's own (trained, masked) model: what the received weights become
-        only after training, so nothing is loaded."""
+        """``fedpub.evaluate = "trained"``: the client's own trained, masked model (nothing
+        is loaded). ``"received"``: the personalised weights received, with the client's
+        masks; training next starts from the same weights, so nothing is lost."""
+        if self.options.evaluate == "received":
+            self.load_global(content)
         return self.evaluation_reply(server_round)
 
 

@@ -17,6 +17,10 @@ AGG_NORMS = ("exp", "cosine")
 #: the official code computes them, on the detached copies ``state_dict()`` returns, which
 #: add a constant to the loss and change no parameter (``code``).
 REGULARIZERS = ("paper", "code")
+#: What a client evaluates: the model it trained, in its train reply (the official client's
+#: log), or the personalised model it receives next (O-pFGL's one-round protocol, where the
+#: download is the last step).
+EVALUATES = ("trained", "received")
 #: Reply record that carries a client's functional embedding.
 EMBEDDING = "fedpub.embedding"
 
@@ -47,6 +51,7 @@ class FedPubOptions(MethodOptions):
     proxy_nodes: int = 100  # nodes per proxy graph
     proxy_p: float = 0.1  # edge probability inside a proxy graph (none between them)
     mask_init: str = "ones"  # ones (the scripts' --laye/clsf-mask-one) | xavier
+    evaluate: str = "trained"  # trained (in the train reply) | received (the personalised model sent next)
 
 
 MASK_INITS = ("ones", "xavier")
@@ -62,6 +67,8 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"fedpub.agg-norm={o.agg_norm!r}: use one of {', '.join(AGG_NORMS)}.")
     if o.regularizers not in REGULARIZERS:
         raise ConfigError(f"fedpub.regularizers={o.regularizers!r}: use one of {', '.join(REGULARIZERS)}.")
+    if o.evaluate not in EVALUATES:
+        raise ConfigError(f"fedpub.evaluate={o.evaluate!r}: use one of {', '.join(EVALUATES)}.")
     if o.mask_init not in MASK_INITS:
         raise ConfigError(f"fedpub.mask-init={o.mask_init!r}: use one of {', '.join(MASK_INITS)}.")
     for name in ("norm_scale", "l1", "loc_l2"):

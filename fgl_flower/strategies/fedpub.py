@@ -65,10 +65,14 @@ class FedPubStrategy(FGLStrategy):
     """Personalised averages by functional-embedding similarity (module docstring)."""
 
     evaluates_in_train = True  # a client evaluates the model it trained (the code's log)
+    #: ``fedpub.evaluate = "received"``: round ``r``'s evaluation is of the personalised model
+    #: round ``r + 1``'s train message carries (the last round's: an evaluate message).
+    evaluate_with_next_train = True
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.opts = FedPubOptions.from_config(cfg)
+        self.evaluates_in_train = self.opts.evaluate == "trained"
         self.models = ArrayRecord()  # the models after the last aggregation (global.*, client<i>.*)
         self.last: dict = {}  # this round's similarities and weights (for the record)
 
@@ -76,10 +80,16 @@ class FedPubStrategy(FGLStrategy):
                         grid: Grid) -> Iterable[Message]:
         """Each client its personalised model, or the global one (round 1: none, the clients
         start from the seeded model)."""
-        def model_of(pid: int) -> ArrayRecord:
-            return sub_record(arrays, client_owner(pid)) or sub_record(arrays, GLOBAL)
+        return self.per_client(server_round, config, MessageType.TRAIN, self._model_of(arrays))
 
-        return self.per_client(server_round, config, MessageType.TRAIN, model_of)
+    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
+                           grid: Grid) -> Iterable[Message]:
+        return self.per_client(server_round, config, MessageType.EVALUATE, self._model_of(arrays))
+
+    @staticmethod
+    def _model_of(arrays: ArrayRecord):
+        """Client ``pid``'s model in ``arrays``: its personalised one, else the global one."""
+        return lambda pid: sub_record(arrays, client_owner(pid)) or sub_record(arrays, GLOBAL)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:

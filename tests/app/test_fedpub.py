@@ -85,3 +85,15 @@ def test_the_personalisation_is_alive_on_cora(data_root, tmp_path):
         assert r["probes"]["fedpub.weight-spread"]["clients"]["server"] > 0.05
         assert "probes_dead" not in r
     assert recs[-1]["eval"]["test_acc"] > 0.5
+
+
+def test_evaluating_the_received_personalised_model(pub_flat, tmp_path):
+    """fedpub.evaluate = received (O-pFGL's one round): the evaluation is of the personalised
+    weights sent next, one evaluate message per client after the last round; training is the
+    same as with the default."""
+    trained = run_inprocess(dict(pub_flat, **{"out-dir": str(tmp_path / "trained")}))
+    received = run_inprocess(dict(pub_flat, **{"fedpub.evaluate": "received", "out-dir": str(tmp_path / "received")}))
+    a, b = rounds(tmp_path / "trained"), rounds(tmp_path / "received")
+    assert [r["train"]["train_loss"] for r in a] == [r["train"]["train_loss"] for r in b]
+    assert received["final"] != trained["final"]
+    assert b[-1]["messages_down"] == 2 * a[-1]["messages_down"]  # the last round's evaluate batch
