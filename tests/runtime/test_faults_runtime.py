@@ -122,6 +122,6 @@ def test_a_federation_smaller_than_num_clients_fails_within_seconds_with_the_fix
     code = run_simulation(app_dir(), {**flat, "num-clients": 5, "out-dir": str(tmp_path / "out")}, 2,
                           stream=log, timeout=600)
     assert code != 0
-    assert time.monotonic() - start < 120  # Flower's start-up; was a 600 s wait
+    assert time.monotonic() - start < 300  # Flower's start-up (116-157 s in a loaded suite); was a 600 s wait
     assert "--run-config num-clients=2" in log.getvalue()
     assert "num-supernodes=5" in log.getvalue()
