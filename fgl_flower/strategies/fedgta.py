@@ -24,8 +24,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
-from flwr.serverapp import Grid
+from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import FGLError
@@ -33,12 +32,8 @@ from fgl_flower.methods.fedgta import STATISTICS, FedGTAOptions
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
-from fgl_flower.strategies.base import FGLStrategy
 from fgl_flower.strategies.grid import reply_partition_id
-
-
-def client_owner(partition_id: int) -> str:
-    return f"client{partition_id}"
+from fgl_flower.strategies.multi_model import MultiModelStrategy, client_owner
 
 
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
@@ -53,7 +48,7 @@ def aggregation_sets(similarity: np.ndarray, accept: float) -> list[list[int]]:
     return [sorted(set(np.flatnonzero(row > accept).tolist()) | {i}) for i, row in enumerate(similarity)]
 
 
-class FedGTAStrategy(FGLStrategy):
+class FedGTAStrategy(MultiModelStrategy):
     """Topology-aware personalised averaging (module docstring)."""
 
     #: Round ``r``'s evaluation of client ``i`` is of the model its round ``r + 1`` train
@@ -63,21 +58,11 @@ class FedGTAStrategy(FGLStrategy):
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.opts = FedGTAOptions.from_config(cfg)
-        self.models = ArrayRecord()  # each client's model after its last aggregation (client<i>.*)
         self.last: dict = {}  # this round's similarities, sets and confidences (for the record)
 
-    def _per_client(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                    message_type: str) -> list[Message]:
-        return self.per_client(server_round, config, message_type,
-                               lambda pid: sub_record(arrays, client_owner(pid)))
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        return self._per_client(server_round, arrays, config, MessageType.TRAIN)
-
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                           grid: Grid) -> Iterable[Message]:
-        return self._per_client(server_round, arrays, config, MessageType.EVALUATE)
+    def model_for(self, arrays: ArrayRecord, partition_id: int) -> ArrayRecord:
+        """The client's own average (nothing before it first trained: its seeded model)."""
+        return sub_record(arrays, client_owner(partition_id))
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -105,11 +90,6 @@ class FedGTAStrategy(FGLStrategy):
                      "sets": [[pids[j] for j in s] for s in sets],
                      "confidence": [round(float(c), 6) for c in confidence]}
         return self.models, self.aggregate_train_metrics(replies)
-
-    def restore(self, records):
-        done, arrays, pending = super().restore(records)
-        self.models = arrays
-        return done, arrays, pending
 
     def round_record(self, server_round: int) -> dict:
         return {"fedgta": self.last} if self.last else {}

@@ -26,8 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
-from flwr.serverapp import Grid
+from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import FGLError
@@ -35,14 +34,10 @@ from fgl_flower.methods.fedpub import EMBEDDING, FedPubOptions
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
-from fgl_flower.strategies.base import FGLStrategy
 from fgl_flower.strategies.grid import reply_partition_id
+from fgl_flower.strategies.multi_model import MultiModelStrategy, client_owner
 
 GLOBAL = "global"
-
-
-def client_owner(partition_id: int) -> str:
-    return f"client{partition_id}"
 
 
 def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp") -> tuple[np.ndarray, np.ndarray]:
@@ -61,7 +56,7 @@ def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp
     return sim, weights / sums
 
 
-class FedPubStrategy(FGLStrategy):
+class FedPubStrategy(MultiModelStrategy):
     """Personalised averages by functional-embedding similarity (module docstring)."""
 
     evaluates_in_train = True  # a client evaluates the model it trained (the code's log)
@@ -73,23 +68,12 @@ class FedPubStrategy(FGLStrategy):
         super().__init__(cfg)
         self.opts = FedPubOptions.from_config(cfg)
         self.evaluates_in_train = self.opts.evaluate == "trained"
-        self.models = ArrayRecord()  # the models after the last aggregation (global.*, client<i>.*)
         self.last: dict = {}  # this round's similarities and weights (for the record)
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        """Each client its personalised model, or the global one (round 1: none, the clients
+    def model_for(self, arrays: ArrayRecord, partition_id: int) -> ArrayRecord:
+        """The client's personalised model, else the global one (round 1: none, the clients
         start from the seeded model)."""
-        return self.per_client(server_round, config, MessageType.TRAIN, self._model_of(arrays))
-
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                           grid: Grid) -> Iterable[Message]:
-        return self.per_client(server_round, config, MessageType.EVALUATE, self._model_of(arrays))
-
-    @staticmethod
-    def _model_of(arrays: ArrayRecord):
-        """Client ``pid``'s model in ``arrays``: its personalised one, else the global one."""
-        return lambda pid: sub_record(arrays, client_owner(pid)) or sub_record(arrays, GLOBAL)
+        return sub_record(arrays, client_owner(partition_id)) or sub_record(arrays, GLOBAL)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
@@ -108,11 +92,6 @@ class FedPubStrategy(FGLStrategy):
         self.last = {"clients": pids, "similarity": np.round(sim, 6).tolist(),
                      "weights": np.round(alpha, 6).tolist()}
         return self.models, self.aggregate_train_metrics(replies)
-
-    def restore(self, records):
-        done, arrays, pending = super().restore(records)
-        self.models = arrays
-        return done, arrays, pending
 
     def round_record(self, server_round: int) -> dict:
         return {"fedpub": self.last} if self.last else {}

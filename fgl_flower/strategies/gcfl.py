@@ -42,8 +42,7 @@ from collections.abc import Iterable
 from logging import INFO
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
-from flwr.serverapp import Grid
+from flwr.app import ArrayRecord, Message, MetricRecord
 from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
@@ -51,8 +50,9 @@ from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, run_task
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
-from fgl_flower.strategies.base import EVAL_METRICS, FGLStrategy, client_metrics
+from fgl_flower.strategies.base import EVAL_METRICS, client_metrics
 from fgl_flower.strategies.grid import reply_partition_id
+from fgl_flower.strategies.multi_model import MultiModelStrategy
 
 
 def cluster_owner(cluster: int) -> str:
@@ -125,7 +125,7 @@ def dtw_distances(seqs: np.ndarray, standardize: bool = False) -> np.ndarray:
     return d
 
 
-class GCFLStrategy(FGLStrategy):
+class GCFLStrategy(MultiModelStrategy):
     """Clustered FedAvg with GCFL's split rule (spec §10), or GCFL+'s (``gcfl.variant``)."""
 
     evaluate_with_next_train = True
@@ -142,7 +142,6 @@ class GCFLStrategy(FGLStrategy):
         self.clusters = np.zeros(n, dtype=np.int64)  # cluster id of each partition
         self.cached_acc = np.full(n, np.nan)  # best test acc cached at a split
         self.last_acc = np.full(n, np.nan)  # test acc of the last evaluation
-        self.models = ArrayRecord()  # every cluster's model, keys cluster<k>.<key>
         self.splits: list[dict] = []  # this round's splits (for the round record)
         self.norms: list[dict] = []  # this round's update norms per cluster (ditto)
         # GCFL+: each client's last seq-length sequence entries (oldest first) and how many
@@ -166,18 +165,9 @@ class GCFLStrategy(FGLStrategy):
         aggregation: the clients start from the same seeded model)."""
         return sub_record(arrays, cluster_owner(cluster))
 
-    def _per_cluster(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                     message_type: str) -> list[Message]:
-        return self.per_client(server_round, config, message_type,
-                               lambda pid: self.cluster_arrays(arrays, int(self.clusters[pid])))
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        return self._per_cluster(server_round, arrays, config, MessageType.TRAIN)
-
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                           grid: Grid) -> Iterable[Message]:
-        return self._per_cluster(server_round, arrays, config, MessageType.EVALUATE)
+    def model_for(self, arrays: ArrayRecord, partition_id: int) -> ArrayRecord:
+        """The model of the client's cluster."""
+        return self.cluster_arrays(arrays, int(self.clusters[partition_id]))
 
     # -- clustering and aggregation --------------------------------------------------------
     def aggregate_train(
@@ -265,11 +255,6 @@ class GCFLStrategy(FGLStrategy):
             self.seq_count[:] = 0
         self.splits.append(split)
         return kept, moved
-
-    def restore(self, records):
-        done, arrays, pending = super().restore(records)
-        self.models = arrays
-        return done, arrays, pending
 
     def round_record(self, server_round: int) -> dict:
         clusters = [[int(p) for p in np.flatnonzero(self.clusters == c)] for c in sorted(set(self.clusters.tolist()))]
