@@ -59,6 +59,9 @@ METHODS = {
     # FedTAD: the distilled global model on each client's data (OpenFGL's default mode for it
     # is the local models); FedAvg weights by node counts, as OpenFGL's num_samples
     "fedtad": ("fedtad", "global_model_on_local_data", {"agg-weight": "local"}),
+    # FGSSL: what OpenFGL trains (cross-entropy plus its edge-difference distillation), the
+    # global model evaluated as for FedAvg, FedAvg weights by node counts (its num_samples)
+    "fgssl": ("fgssl", "global_model_on_local_data", {"fgssl.variant": "openfgl", "agg-weight": "local"}),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
@@ -81,7 +84,7 @@ args.use_cuda = False
 FGLTrainer(args).train()
 """.replace("{simulation}", SIMULATION)
 
-#: OpenFGL's FedPub imports torch-scatter and torch-sparse, which install only from source. Its
+#: OpenFGL's FedPub (and FGSSL) import torch-scatter and torch-sparse, which install only from source. Its
 #: path for an ``edge_index`` tensor needs ``scatter_add`` alone; these stand-ins give it (with
 #: torch's own ``scatter_add``) and refuse the SparseTensor path. Put on OpenFGL's ``PYTHONPATH``
 #: only, never this project's.
@@ -92,6 +95,8 @@ def scatter_add(src, index, dim=0, dim_size=None):
     assert dim == 0 and src.dim() == 1, "stand-in: 1-d scatter along dim 0 only"
     size = int(index.max()) + 1 if dim_size is None else dim_size
     return torch.zeros(size, dtype=src.dtype, device=src.device).scatter_add_(0, index, src)
+def scatter(*args, **kwargs):  # imported by OpenFGL's FGSSL for a sampler it never calls
+    raise NotImplementedError("stand-in torch_scatter: scatter is not provided")
 ''',
     "torch_sparse": '''
 class SparseTensor:  # never instantiated: OpenFGL's FedPub is fed edge_index tensors here

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
 from fgl_flower.methods import (
-    feddense, fedgta, fedhero, fedpub, fedspray, fedstar, fedtad, gcfl, opfgl, s2fgl,
+    feddense, fedgta, fedhero, fedpub, fedspray, fedstar, fedtad, fgssl, gcfl, opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
@@ -264,6 +264,19 @@ for _spec in (
         check=fedtad.check_config,
         probes=fedtad.PROBES,
         defaults={"num-rounds": 100, "agg-weight": "local"},
+    ),
+    MethodSpec(
+        name="fgssl",
+        strategy="fgl_flower.strategies.fgssl:FGSSLStrategy",
+        client="fgl_flower.clients.fgssl:FGSSLClient",
+        tasks=("node",),
+        summary="FedAvg plus a node-level semantic contrast with the global model and a distillation "
+        "of each node's neighbour-similarity distribution from it, on weak/strong graph views.",
+        reference="Huang et al., FGSSL, IJCAI 2023",
+        options=fgssl.FGSSLOptions.defaults(),
+        check=fgssl.check_config,
+        probes=fgssl.PROBES,
+        defaults={"num-rounds": 100},
     ),
 ):
     register_method(_spec)

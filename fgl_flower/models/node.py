@@ -34,12 +34,15 @@ class _Stacked(nn.Module):
     def _layer(self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None) -> Tensor:
         return conv(x, edge_index, edge_weight)
 
-    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        for i, conv in enumerate(self.convs):
-            x = self._layer(conv, x, edge_index, edge_weight)
-            if i < len(self.convs) - 1:
-                x = F.dropout(F.relu(x), self.dropout, self.training)
+    def embed(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        """The input of the last layer, ``[N, hidden]`` (after its ReLU and dropout): the
+        node representations that representation-level methods (FGSSL) compare."""
+        for conv in self.convs[:-1]:
+            x = F.dropout(F.relu(self._layer(conv, x, edge_index, edge_weight)), self.dropout, self.training)
         return x
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
+        return self._layer(self.convs[-1], self.embed(x, edge_index, edge_weight), edge_index, edge_weight)
 
 
 class GCNLayer(nn.Module):

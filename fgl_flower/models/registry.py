@@ -28,11 +28,14 @@ class ModelSpec:
         task: ``"node"`` or ``"graph"``.
         embeds: The model has ``embed(x, edge_index) -> [N, d]`` node representations and
             a linear ``classifier`` (what S2FGL needs).
+        hidden: The model has ``embed(x, edge_index) -> [N, d]``, the representations its
+            last layer reads (what FGSSL compares); true wherever ``embeds`` is.
     """
 
     cls: Callable[..., Any] | str
     task: str
     embeds: bool = False
+    hidden: bool = False
 
     def model_class(self) -> Callable[..., nn.Module]:
         """The class (imported now if registered by path)."""
@@ -41,18 +44,18 @@ class ModelSpec:
 
 MODELS: Registry[ModelSpec] = Registry("model")
 
-for _names, _cls, _task, _embeds in (
-    (("gcn",), "fgl_flower.models.node:GCN", "node", False),
-    (("mlp",), "fgl_flower.models.node:MLP", "node", False),
-    (("gcn-concat",), "fgl_flower.models.node:ConcatGCN", "node", False),
-    (("sgc",), "fgl_flower.models.pyg:SGC", "node", False),
-    (("graphsage", "sage"), "fgl_flower.models.pyg:GraphSAGE", "node", False),
-    (("gat",), "fgl_flower.models.pyg:GAT", "node", False),
-    (("acmgcn", "acm-gcn"), "fgl_flower.models.acmgcn:ACMGCN", "node", True),
-    (("gin",), "fgl_flower.models.graph:GIN", "graph", False),
+for _names, _cls, _task, _embeds, _hidden in (
+    (("gcn",), "fgl_flower.models.node:GCN", "node", False, True),
+    (("mlp",), "fgl_flower.models.node:MLP", "node", False, True),
+    (("gcn-concat",), "fgl_flower.models.node:ConcatGCN", "node", False, False),
+    (("sgc",), "fgl_flower.models.pyg:SGC", "node", False, False),
+    (("graphsage", "sage"), "fgl_flower.models.pyg:GraphSAGE", "node", False, True),
+    (("gat",), "fgl_flower.models.pyg:GAT", "node", False, True),
+    (("acmgcn", "acm-gcn"), "fgl_flower.models.acmgcn:ACMGCN", "node", True, True),
+    (("gin",), "fgl_flower.models.graph:GIN", "graph", False, False),
 ):
     for _name in _names:
-        MODELS.register(_name, ModelSpec(_cls, _task, _embeds))
+        MODELS.register(_name, ModelSpec(_cls, _task, _embeds, _hidden))
 
 #: Parameter initialisations, selected by the ``model-init`` run-config key.
 INITS: Registry[Callable[[nn.Module], None]] = Registry("model-init")

@@ -1,0 +1,78 @@
+"""FGSSL's run options (``fgssl.*``), probes and validation (torch-free)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: What the local loss adds to the cross-entropy (docs/methods/fgssl.md):
+#: ``paper``: the paper's two terms, the semantic contrast of the local model's strong view
+#: with the global model's weak view (FNSC) and the neighbour-similarity distillation from
+#: the global model (FGSD); ``code``: what the official code trains, a contrast of the local
+#: model's strong view with its own weak view (the global model has no effect);
+#: ``openfgl``: what OpenFGL trains, an edge-difference distillation from the global model.
+VARIANTS = ("paper", "code", "openfgl")
+
+PROBES = (
+    Probe("fgssl.contrast-share", "weight x contrast loss / local loss, mean over the round's "
+          "steps (0 under variant=openfgl, which trains no contrast)", dead_below=1e-4,
+          why="The semantic contrast adds nothing to the local loss."),
+    Probe("fgssl.structure-share", "weight x structure distillation / local loss, mean over the "
+          "round's steps (0 under variant=code, which trains none)", dead_below=1e-6,
+          why="The structure distillation adds nothing to the local loss."),
+    Probe("fgssl.teacher-share", "share of the auxiliary loss that reads the global model, mean "
+          "over the round's steps", dead_below=1e-6,
+          why="The global model does not enter the local loss: FGSSL is FedAvg with a local "
+              "regulariser (variant=code trains so)."),
+    Probe("fgssl.class-margin", "after training: mean cosine of a training node's representation "
+          "with the global model's of other nodes of its class minus that with other classes"),
+)
+
+
+@dataclass(frozen=True)
+class FGSSLOptions(MethodOptions):
+    """FGSSL's hyperparameters. The paper's text was not available offline; weights and
+    temperatures are the official code's where it has them (contrast), else ours (structure),
+    and are listed on docs/methods/fgssl.md."""
+
+    variant: str = "paper"
+    contrast_weight: float = 3.0  # the official code's weight of its contrast
+    tau: float = 0.1  # contrast temperature (both codes)
+    structure_weight: float = 1.0  # FGSD's weight (not in either code; ours)
+    omega: float = 0.1  # FGSD's temperature over the neighbour similarities (ours)
+    openfgl_weight: float = 0.1  # variant=openfgl: the edge-difference term's weight
+    openfgl_tau: float = 0.1  # ... and its temperature
+    weak_edges: float = 0.3  # weak view: share of edges dropped
+    weak_features: float = 0.3  # ... and of feature columns masked
+    strong_edges: float = 0.8  # strong view
+    strong_features: float = 0.5
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings FGSSL cannot run before anything starts."""
+    from fgl_flower.models.registry import MODELS
+
+    o = FGSSLOptions.from_config(cfg)
+    if o.variant not in VARIANTS:
+        raise ConfigError(f"fgssl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
+    if not MODELS.get(cfg.model).hidden or cfg.num_layers < 2:
+        raise ConfigError(
+            f"fgssl compares node representations before the last layer; model={cfg.model!r} with "
+            f"num-layers={cfg.num_layers} has none. Use a backbone with a hidden layer (gcn, "
+            f"graphsage, gat, mlp, acmgcn) and num-layers >= 2.")
+    for name in ("contrast_weight", "structure_weight", "openfgl_weight"):
+        value = getattr(o, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"fgssl.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+    for name in ("tau", "omega", "openfgl_tau"):
+        value = getattr(o, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"fgssl.{name.replace('_', '-')}={value} must be a positive number.")
+    for name in ("weak_edges", "weak_features", "strong_edges", "strong_features"):
+        value = getattr(o, name)
+        if not 0 <= value < 1:
+            raise ConfigError(f"fgssl.{name.replace('_', '-')}={value} must be in [0, 1).")
