@@ -1,0 +1,174 @@
+r"""FedSage+'s missing-neighbour generator and graph mending (Zhang et al., "Subgraph Federated
+Learning with Missing Neighbor Generation", NeurIPS 2021).
+
+A client hides some of its nodes, learns to predict for every remaining node how many
+neighbours it lost (:math:`\hat n_v`) and their features (:math:`\hat{\mathbf X}_v`, up to
+``K`` = ``num_pred`` of them), and finally attaches that many generated neighbours to its
+*original* subgraph (the mended graph the classifier trains on). The paper's text could not
+be read offline; shapes and defaults follow the official code (zkhku/fedsage), where the
+three codes (official, OpenFGL, FederatedScope) agree, and the choices where they differ are
+listed on ``docs/methods/fedsage.md``.
+
+Shapes: ``N`` nodes of the client's subgraph, ``N'`` of the impaired one, ``D`` features,
+``K`` generated neighbours at most per node.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.nn import SAGEConv
+from torch_geometric.utils import subgraph
+
+
+def hide_nodes(val_mask: Tensor, portion: float, generator: torch.Generator) -> Tensor:
+    """``[N]`` bool: ``int(portion * |val|)`` validation nodes drawn uniformly without
+    replacement (every code hides validation nodes only, so all training and test nodes stay)."""
+    val = val_mask.nonzero().flatten().cpu()
+    hidden = torch.zeros(val_mask.numel(), dtype=torch.bool)
+    count = int(portion * val.numel())
+    if count:
+        hidden[val[torch.randperm(val.numel(), generator=generator)[:count]]] = True
+    return hidden.to(val_mask.device)
+
+
+def impaired_graph(edge_index: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
+    """``(kept [N'] node ids, edge_index [2, E'] of the subgraph they induce, renumbered 0..N'-1)``."""
+    kept = (~hidden).nonzero().flatten()
+    sub, _ = subgraph(kept, edge_index, relabel_nodes=True, num_nodes=hidden.numel())
+    return kept, sub
+
+
+def missing_neighbours(edge_index: Tensor, hidden: Tensor, num_pred: int) -> tuple[Tensor, Tensor]:
+    """For every kept node, in the order of :func:`impaired_graph`'s ``kept``:
+
+    - ``count [N']`` (float): its hidden neighbours, uncapped (the target of :math:`\\hat n`);
+    - ``index [N', K]`` (long): the first ``K`` of them by node id, ``-1`` where fewer.
+
+    Self-loops are not neighbours.
+    """
+    n = hidden.numel()
+    src, dst = edge_index
+    lost = hidden[dst] & ~hidden[src] & (src != dst)
+    src, dst = src[lost], dst[lost]
+    order = torch.argsort(src * n + dst)  # by source, then by neighbour id
+    src, dst = src[order], dst[order]
+    count = torch.bincount(src, minlength=n)
+    start = torch.cumsum(count, 0) - count
+    rank = torch.arange(src.numel(), device=src.device) - start[src]
+    index = torch.full((n, num_pred), -1, dtype=torch.long, device=src.device)
+    first = rank < num_pred
+    index[src[first], rank[first]] = dst[first]
+    kept = ~hidden
+    return count[kept].float(), index[kept]
+
+
+def neighbour_features(x: Tensor, index: Tensor) -> Tensor:
+    """``[N', K, D]``: the features of ``index``'s nodes (``missing_neighbours``), zero where ``-1``."""
+    dense = x.to_dense() if x.is_sparse else x
+    out = dense[index.clamp(min=0)]
+    return out * (index >= 0).unsqueeze(-1).to(out.dtype)
+
+
+class NeighGen(nn.Module):
+    r"""The missing-neighbour generator: an encoder, a count head and a feature head.
+
+    .. math::
+        \mathbf z = \mathrm{SAGE}_2(\mathrm{ReLU}(\mathrm{SAGE}_1(\mathbf X))),\quad
+        \hat n = \mathrm{ReLU}(\mathbf w^\top\mathbf z + b),\quad
+        \hat{\mathbf X} = \tanh(\mathrm{MLP}(\mathbf z + \boldsymbol\epsilon)),\
+        \boldsymbol\epsilon\sim\mathcal N(0, \mathbf I)
+
+    with the feature MLP ``latent -> 256 -> 2048 -> K·D`` (ReLU, dropout before the last
+    layer) as in all three codes; the noise is drawn in every forward (also in eval mode, as
+    they do). ``forward(x [N, D], edge_index) -> (n̂ [N], X̂ [N, K, D])``.
+    """
+
+    def __init__(self, in_channels: int, num_pred: int, hidden: int = 64, latent: int = 128,
+                 dropout: float = 0.5) -> None:
+        super().__init__()
+        self.num_pred, self.in_channels, self.dropout = num_pred, in_channels, dropout
+        self.enc1, self.enc2 = SAGEConv(in_channels, hidden), SAGEConv(hidden, latent)
+        self.dgen = nn.Linear(latent, 1)
+        self.fgen = nn.ModuleList([nn.Linear(latent, 256), nn.Linear(256, 2048),
+                                   nn.Linear(2048, num_pred * in_channels)])
+
+    def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        x = x.to_dense() if x.is_sparse else x
+        h = F.dropout(F.relu(self.enc1(x, edge_index)), self.dropout, self.training)
+        return self.enc2(h, edge_index)
+
+    def generate(self, z: Tensor) -> Tensor:
+        h = z + torch.randn_like(z)
+        h = F.relu(self.fgen[0](h))
+        h = F.dropout(F.relu(self.fgen[1](h)), self.dropout, self.training)
+        return torch.tanh(self.fgen[2](h)).view(z.size(0), self.num_pred, self.in_channels)
+
+    def forward(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+        z = self.encode(x, edge_index)
+        return F.relu(self.dgen(z)).squeeze(-1), self.generate(z)
+
+
+def slot_counts(predicted: Tensor, num_pred: int) -> Tensor:
+    """``[N]`` long: :math:`\\min(K, \\lfloor\\hat n_v\\rfloor)` generated neighbours per node
+    (the codes truncate)."""
+    return predicted.detach().floor().clamp(0, num_pred).long()
+
+
+def feature_loss(pred: Tensor, target: Tensor, pred_count: Tensor, true_count: Tensor,
+                 matching: str = "min") -> Tensor:
+    r"""The feature loss over the first :math:`\min(K, \lfloor\hat n_v\rfloor)` generated slots
+    of every node, each matched to one of its :math:`\min(K, n_v)` true missing neighbours:
+
+    .. math::
+        \mathcal L_f = \frac1{NK}\sum_v\sum_{p < \lfloor\hat n_v\rfloor}
+        \min_{k < n_v}\frac1D\lVert\hat{\mathbf x}_{v,p} - \mathbf x_{v,k}\rVert^2
+
+    (``matching = "min"``, the greedy matching the codes name). ``"code"`` reproduces what the
+    three codes compute: they compare a slot's error with ``D`` times the best so far, which
+    for ``D > 1`` nearly always replaces it, so a slot ends matched to the last true neighbour
+    ``k`` whose error is below ``D`` times the running value. A node with no true missing
+    neighbour adds 0. ``pred``/``target`` ``[N, K, D]``, counts ``[N]``.
+    """
+    n, k, d = pred.shape
+    if n == 0:
+        return pred.sum() * 0.0
+    err = ((pred.unsqueeze(2) - target.unsqueeze(1)) ** 2).mean(-1)  # [N, K slots, K targets]
+    slots = slot_counts(pred_count, k)
+    targets = true_count.detach().clamp(0, k).long()
+    valid_target = torch.arange(k, device=pred.device)[None, :] < targets[:, None]  # [N, K]
+    if matching == "min":
+        best = err.masked_fill(~valid_target[:, None, :], float("inf")).min(-1).values
+    elif matching == "code":
+        last = (targets - 1).clamp(min=0)
+        best = err.gather(2, last[:, None, None].expand(n, k, 1)).squeeze(-1)
+        for j in range(k):
+            take = valid_target[:, j, None] & (err[:, :, j] < d * best)
+            best = torch.where(take, err[:, :, j], best)
+    else:
+        raise ValueError(f"matching={matching!r}: use 'min' or 'code'")
+    used = (torch.arange(k, device=pred.device)[None, :] < slots[:, None]) & (targets > 0)[:, None]
+    return torch.where(used, best, torch.zeros_like(best)).sum() / (n * k)
+
+
+def mend(x: Tensor, edge_index: Tensor, kept: Tensor, pred_count: Tensor, pred_feats: Tensor,
+         undirected: bool = True) -> tuple[Tensor, Tensor]:
+    """The mended graph: the client's *original* subgraph (``x [N, D]``, ``edge_index``) plus,
+    for every kept node ``kept[i]``, :func:`slot_counts` generated neighbours with features
+    ``pred_feats[i, :c]``, appended after the ``N`` nodes in node order, each linked to its
+    node in both directions (``undirected``, the official code's graph) or only from the node
+    to it (OpenFGL's, with which the generated nodes send no message to any real node).
+    Returns ``(x' [N + G, D], edge_index' [2, E + G or 2G])``.
+    """
+    counts = slot_counts(pred_count, pred_feats.size(1))
+    owner = torch.repeat_interleave(kept, counts)
+    slot = torch.arange(pred_feats.size(1), device=x.device).expand(kept.numel(), -1)
+    take = slot < counts[:, None]
+    new_x = pred_feats[take]  # [G, D], row-major: node by node, slot by slot
+    new_ids = x.size(0) + torch.arange(new_x.size(0), device=x.device)
+    dense = x.to_dense() if x.is_sparse else x
+    links = [torch.stack([owner, new_ids])]
+    if undirected:
+        links.append(torch.stack([new_ids, owner]))
+    return torch.cat([dense, new_x.to(dense.dtype)]), torch.cat([edge_index, *links], dim=1)
