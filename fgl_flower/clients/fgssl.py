@@ -13,9 +13,9 @@ and :math:`\hat{\mathbf h}` those of the frozen received global model on :math:`
     \hat{\mathbf h}) + \lambda_s\,\mathcal L_{\text{FGSD}}(\mathbf h, \hat{\mathbf h})
 
 ``"code"`` trains what the official code trains (its FNSC line is overwritten by a contrast
-of the local model's strong view with its own weak view, half-weighted in one direction:
-:math:`\tfrac{\lambda_c}{2}\mathcal L_{\text{FNSC}}(\mathbf h, \mathbf h_w)`, so the global
-model has no effect); ``"openfgl"`` what OpenFGL trains (cross-entropy plus its edge-difference
+of the local model's strong view with its own weak view, :math:`\lambda_c\mathcal
+L_{\text{FNSC}}(\mathbf h, \mathbf h_w)`, so the global model has no effect; its weight 3
+times the half of its contrast copy is the default :math:`\lambda_c = 1.5`); ``"openfgl"`` what OpenFGL trains (cross-entropy plus its edge-difference
 distillation from the global model, no contrast). The teacher runs in eval mode without
 gradients; the student in train mode. The reply is FedAvg's, with the loss parts and the
 probes (:data:`fgl_flower.methods.fgssl.PROBES`).
@@ -39,6 +39,14 @@ from fgl_flower.models.fgssl import (
 from fgl_flower.probes import as_metrics
 
 
+def grad_norm(value: Tensor, params: list[nn.Parameter]) -> float:
+    """``||d value / d params||``, 0 for a value that does not depend on them."""
+    if not value.requires_grad:
+        return 0.0
+    grads = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
+    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None) or torch.zeros(())))
+
+
 class FGSSLClient(FedAvgClient):
     """FedAvg client with FGSSL's semantic and structural regularisers."""
 
@@ -46,29 +54,26 @@ class FGSSLClient(FedAvgClient):
         super().__init__(*args, **kwargs)
         self.opts = FGSSLOptions.from_config(self.cfg)
 
-    def view(self, x: Tensor, edge_index: Tensor, edges: float, features: float) -> tuple[Tensor, Tensor]:
-        return mask_features(x, features), drop_edges(edge_index, edges)
+    def views(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(x_weak, edges_weak, x_strong, edges_strong)``, fresh draws."""
+        o = self.opts
+        xw, ew = mask_features(x, o.weak_features), drop_edges(edge_index, o.weak_edges)
+        xs, es = mask_features(x, o.strong_features), drop_edges(edge_index, o.strong_edges)
+        return xw, ew, xs, es
 
-    def auxiliary(self, model: nn.Module, teacher: nn.Module, x: Tensor, edge_index: Tensor,
-                  clean_edges: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
-        """One step's auxiliary loss and its weighted parts (``contrast``, ``structure``, and
-        ``teacher``: the part that reads the global model)."""
+    def terms(self, h: Tensor, target: Tensor, clean_edges: Tensor) -> dict[str, Tensor]:
+        """The weighted auxiliary terms of the local strong-view representations ``h``
+        against ``target`` (the global model's weak view; under ``code`` the local model's)."""
         o, g = self.opts, self.data.data
-        xw, ew = self.view(x, edge_index, o.weak_edges, o.weak_features)
-        xs, es = self.view(x, edge_index, o.strong_edges, o.strong_features)
-        h = model.embed(xs, es)
         zero = h.new_zeros(())
         if o.variant == "code":
-            contrast = 0.5 * o.contrast_weight * semantic_contrast(h, model.embed(xw, ew), g.y, g.train_mask, o.tau)
-            return contrast, {"contrast": contrast, "structure": zero, "teacher": zero}
-        with torch.no_grad():
-            h_teacher = teacher.embed(xw, ew)
+            return {"contrast": o.contrast_weight * semantic_contrast(h, target, g.y, g.train_mask, o.tau),
+                    "structure": zero}
         if o.variant == "openfgl":
-            structure = o.openfgl_weight * edge_difference_distillation(h, h_teacher, clean_edges, o.openfgl_tau)
-            return structure, {"contrast": zero, "structure": structure, "teacher": structure}
-        contrast = o.contrast_weight * semantic_contrast(h, h_teacher, g.y, g.train_mask, o.tau)
-        structure = o.structure_weight * structure_distillation(h, h_teacher, clean_edges, o.omega)
-        return contrast + structure, {"contrast": contrast, "structure": structure, "teacher": contrast + structure}
+            return {"contrast": zero, "structure": o.openfgl_weight * edge_difference_distillation(
+                h, target, clean_edges, o.openfgl_tau)}
+        return {"contrast": o.contrast_weight * semantic_contrast(h, target, g.y, g.train_mask, o.tau),
+                "structure": o.structure_weight * structure_distillation(h, target, clean_edges, o.omega)}
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
@@ -79,28 +84,53 @@ class FGSSLClient(FedAvgClient):
             p.requires_grad_(False)
         loops = g.edge_index[0] == g.edge_index[1]
         clean_edges = g.edge_index[:, ~loops]
+        params = [p for p in model.parameters() if p.requires_grad]
         model.train()
-        losses = {"train_loss": 0.0, "contrast_loss": 0.0, "structure_loss": 0.0}  # the last step's
-        shares = dict.fromkeys(("fgssl.contrast-share", "fgssl.structure-share", "fgssl.teacher-share"), 0.0)
-        steps = max(self.cfg.local_epochs, 1)
-        for _ in range(self.cfg.local_epochs):
+        losses: dict[str, float] = {}
+        probes: dict[str, float] = {}
+        for step in range(self.cfg.local_epochs):
             optimizer.zero_grad()
             ce = F.cross_entropy(model(g.x, g.edge_index)[g.train_mask], g.y[g.train_mask])
-            aux, parts = self.auxiliary(model, teacher, g.x, g.edge_index, clean_edges)
-            loss = ce + aux
-            loss.backward()
+            xw, ew, xs, es = self.views(g.x, g.edge_index)
+            h = model.embed(xs, es)
+            if self.opts.variant == "code":
+                target = model.embed(xw, ew)
+            else:
+                with torch.no_grad():
+                    target = teacher.embed(xw, ew)
+            parts = self.terms(h, target, clean_edges)
+            aux = parts["contrast"] + parts["structure"]
+            if step == self.cfg.local_epochs - 1:  # the probes, on the round's last step
+                probes = self.gradient_probes(model, params, ce, parts, h, (xw, ew), clean_edges)
+            (ce + aux).backward()
             optimizer.step()
-            total = float(loss.detach())
             losses = {"train_loss": float(ce.detach()), "contrast_loss": float(parts["contrast"].detach()),
                       "structure_loss": float(parts["structure"].detach())}
-            if total > 0:
-                shares["fgssl.contrast-share"] += losses["contrast_loss"] / total / steps
-                shares["fgssl.structure-share"] += losses["structure_loss"] / total / steps
-                aux_value = float(aux.detach())
-                if aux_value > 0:
-                    shares["fgssl.teacher-share"] += float(parts["teacher"].detach()) / aux_value / steps
         model.eval()
         with torch.no_grad():
             margin = class_margin(model.embed(g.x, g.edge_index), teacher.embed(g.x, g.edge_index),
                                   g.y, g.train_mask)
-        return self.training_reply(losses | as_metrics(shares | {"fgssl.class-margin": margin}))
+        return self.training_reply(losses | as_metrics(probes | {"fgssl.class-margin": margin}))
+
+    def gradient_probes(self, model: nn.Module, params: list[nn.Parameter], ce: Tensor,
+                        parts: dict[str, Tensor], h: Tensor, weak: tuple[Tensor, Tensor],
+                        clean_edges: Tensor) -> dict[str, float]:
+        """Each term's gradient norm relative to the cross-entropy's (0 when a term has no
+        gradient, whatever its value), and the global model's effect on the auxiliary
+        gradient: ``||grad aux(teacher) - grad aux(local model as teacher)|| / ||grad aux||``
+        on the same views (0 under ``code``, where no teacher enters)."""
+        base = grad_norm(ce, params) or 1.0
+        probes = {"fgssl.contrast-grad": grad_norm(parts["contrast"], params) / base,
+                  "fgssl.structure-grad": grad_norm(parts["structure"], params) / base,
+                  "fgssl.teacher-effect": 0.0}
+        aux = parts["contrast"] + parts["structure"]
+        if self.opts.variant != "code" and aux.requires_grad:
+            was = model.training
+            model.eval()
+            with torch.no_grad():
+                own = model.embed(*weak)
+            model.train(was)
+            other = self.terms(h, own, clean_edges)
+            diff = grad_norm(aux - (other["contrast"] + other["structure"]), params)
+            probes["fgssl.teacher-effect"] = diff / (grad_norm(aux, params) or 1.0)
+        return probes
