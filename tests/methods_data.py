@@ -7,9 +7,12 @@ import pytest
 from fgl_flower.methods import METHODS
 
 #: What a method needs besides the app defaults to run in a test: S2FGL its backbone, O-pFGL
-#: (one-shot) one round and short optimisations (3000 + 3000 steps by default, minutes a run).
+#: (one-shot) one round and short optimisations (3000 + 3000 steps by default, minutes a run),
+#: FedSage+ fewer generator rounds than the tests' rounds.
 NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
-         "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100}}
+         "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100},
+         # FedSage+: a generator round (after two local epochs), then a classifier round
+         "fedsageplus": {"num-rounds": 2, "fedsageplus.gen-rounds": 1, "fedsageplus.pretrain-epochs": 2}}
 
 #: A small graph-classification federation (MUTAG, 188 graphs) for graph-only methods.
 GRAPH_TASK = {"dataset": "MUTAG", "partition": "dirichlet", "model": "gin", "num-layers": 2,

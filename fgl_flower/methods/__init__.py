@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
 from fgl_flower.methods import (
-    feddense, fedgta, fedhero, fedpub, fedspray, fedstar, fedtad, fgssl, gcfl, opfgl, s2fgl,
+    feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fgssl, gcfl, opfgl,
+    s2fgl,
 )
 from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
@@ -277,6 +278,21 @@ for _spec in (
         check=fgssl.check_config,
         probes=fgssl.PROBES,
         defaults={"num-rounds": 100},
+    ),
+    MethodSpec(
+        name="fedsageplus",
+        strategy="fgl_flower.strategies.fedsageplus:FedSagePlusStrategy",
+        client="fgl_flower.clients.fedsageplus:FedSagePlusClient",
+        tasks=("node",),
+        summary="Missing-neighbour generators trained across clients (each client's feature loss "
+        "also against targets from the others, as gradients), then FedAvg of a GraphSAGE on each "
+        "subgraph mended with generated neighbours.",
+        reference="Zhang et al., FedSage+, NeurIPS 2021",
+        options=fedsageplus.FedSagePlusOptions.defaults(),
+        check=fedsageplus.check_config,
+        probes=fedsageplus.PROBES,
+        query_actions=("generate", "cross_grad"),
+        defaults={"num-rounds": 40, "model": "graphsage"},
     ),
 ):
     register_method(_spec)

@@ -172,3 +172,40 @@ def mend(x: Tensor, edge_index: Tensor, kept: Tensor, pred_count: Tensor, pred_f
     if undirected:
         links.append(torch.stack([new_ids, owner]))
     return torch.cat([dense, new_x.to(dense.dtype)]), torch.cat([edge_index, *links], dim=1)
+
+
+def sample_targets(x: Tensor, edge_index: Tensor, count: int, num_pred: int,
+                   generator: torch.Generator) -> Tensor:
+    """``[count, K, D]``: another client's targets for the cross-client feature loss, as all three
+    codes draw them: ``count`` centre nodes uniformly with replacement among the nodes that have
+    a neighbour, and ``K`` of each centre's neighbours uniformly with replacement (self-loops
+    aside). Drawn on the CPU from ``generator``; zeros if no node has a neighbour."""
+    dense = x.to_dense() if x.is_sparse else x
+    src, dst = edge_index.cpu()
+    keep = src != dst
+    src, dst = src[keep], dst[keep]
+    if src.numel() == 0:
+        return dense.new_zeros(count, num_pred, dense.size(1))
+    n = dense.size(0)
+    order = torch.argsort(src * n + dst)
+    src, dst = src[order], dst[order]
+    degree = torch.bincount(src, minlength=n)
+    start = torch.cumsum(degree, 0) - degree
+    centres = degree.nonzero().flatten()
+    centre = centres[torch.randint(centres.numel(), (count,), generator=generator)]
+    offset = (torch.rand(count, num_pred, generator=generator) * degree[centre, None]).long()
+    neighbours = dst[start[centre, None] + offset]
+    return dense[neighbours.to(dense.device)]
+
+
+class LocSagePlus(nn.Module):
+    """The generator with the classifier it is trained through (the loss on the mended
+    impaired graph): ``gen`` (:class:`NeighGen`) and ``cls``, a 2-layer GraphSAGE."""
+
+    def __init__(self, in_channels: int, num_classes: int, num_pred: int, hidden: int = 64,
+                 latent: int = 128, dropout: float = 0.5) -> None:
+        super().__init__()
+        from fgl_flower.models.pyg import GraphSAGE
+
+        self.gen = NeighGen(in_channels, num_pred, hidden, latent, dropout)
+        self.cls = GraphSAGE(in_channels, hidden, num_classes, 2, dropout)

@@ -102,3 +102,36 @@ def test_mending_adds_the_predicted_neighbours_to_the_original_graph():
     assert new == {(0, 4), (3, 5), (3, 6), (4, 0), (5, 3), (6, 3)}
     _, directed = mend(x, ei, kept, torch.tensor([1.5, 0.4, 7.0]), feats, undirected=False)
     assert set(map(tuple, directed[:, ei.size(1):].t().tolist())) == {(0, 4), (3, 5), (3, 6)}
+
+
+def test_the_gradient_on_the_features_gives_the_generators_gradient():
+    """What another client returns (the feature loss's gradient on the generated features)
+    backpropagated through the generator equals the gradient of the loss on its parameters."""
+    torch.manual_seed(0)
+    gen = NeighGen(in_channels=6, num_pred=3).eval()
+    x, ei = torch.rand(8, 6), undirected([(0, 1), (1, 2), (3, 4), (5, 6), (6, 7)])
+    targets, true = torch.rand(8, 3, 6), torch.tensor([1.0, 2.0, 0.0, 3.0, 1.0, 2.0, 1.0, 3.0])
+    torch.manual_seed(1)
+    count, feats = gen(x, ei)
+    count = count + 2.0  # every node has slots
+    direct = torch.autograd.grad(feature_loss(feats, targets, count, true), list(gen.fgen.parameters()))
+    sent = feats.detach().requires_grad_(True)
+    returned = torch.autograd.grad(feature_loss(sent, targets, count, true), sent)[0]
+    torch.manual_seed(1)
+    _, again = gen(x, ei)  # the same seeded forward, as the client recomputes it
+    chained = torch.autograd.grad((again * returned).sum(), list(gen.fgen.parameters()))
+    for a, b in zip(direct, chained):
+        assert torch.allclose(a, b, atol=1e-7)
+
+
+def test_cross_client_targets_are_neighbours_of_random_centres():
+    from fgl_flower.models.fedsage import sample_targets
+
+    x = torch.arange(5.0)[:, None].repeat(1, 2)
+    ei = undirected([(0, 1), (0, 2)])  # 3 and 4 have no neighbour: never centres
+    t = sample_targets(x, ei, count=50, num_pred=4, generator=torch.Generator().manual_seed(0))
+    assert t.shape == (50, 4, 2)
+    rows = t[..., 0]
+    # a centre's K draws are all neighbours of one node: of 0 ({1, 2}), of 1 ({0}) or of 2 ({0})
+    assert all(set(r.tolist()) <= {1.0, 2.0} or set(r.tolist()) == {0.0} for r in rows)
+    assert not torch.isin(rows, torch.tensor([3.0, 4.0])).any()

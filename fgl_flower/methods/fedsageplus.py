@@ -1,0 +1,85 @@
+"""FedSage+'s run options (``fedsageplus.*``), probes and validation (torch-free)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: Reply/record names of the generator rounds' payloads (besides the model).
+GENERATED = "fedsageplus.generated"  # client -> server: "feats" [T, K, D], "pred" [T], "true" [T]
+CROSS = "fedsageplus.cross"  # server -> client j: the others' GENERATED as "<key>.<pid>"
+GRADIENTS = "fedsageplus.gradients"  # j -> server: "grad.<pid>" [T_i, K, D]; server -> i: "grad"
+#: Config key of the generator rounds' train messages: the clients in the round (M).
+ROUND_CLIENTS = "fedsageplus.clients"
+
+#: How generated features are matched to true missing neighbours (models/fedsage.py).
+MATCHINGS = ("min", "code")
+#: What trains in the federated generator rounds: the feature head (the official code) or
+#: the whole generator and its classifier (OpenFGL).
+TRAINABLE = ("fgen", "all")
+
+PROBES = (
+    Probe("fedsageplus.cross-grad", "generator rounds: ||gradient of the other clients' feature "
+          "losses|| / ||gradient of the client's own loss||, on its generated features",
+          dead_below=1e-6, why="No other client's data reaches the generator: FedSage+ is LocSage+."),
+    Probe("fedsageplus.generated", "classifier rounds: generated neighbours per node of the mended "
+          "graph", dead_below=1e-3,
+          why="The generator adds no neighbour: FedSage+ is FedAvg of the classifier."),
+    Probe("fedsageplus.feature-effect", "classifier rounds: ||logits of the real nodes on the mended "
+          "graph - on the original subgraph|| / ||logits on the original||", dead_below=1e-4,
+          why="The generated neighbours do not change any real node's prediction (OpenFGL's "
+              "one-way edges do this)."),
+)
+
+#: Probes of each phase (the other phase's are recorded as idle, not watched).
+GENERATOR_PROBES = ("fedsageplus.cross-grad",)
+CLASSIFIER_PROBES = ("fedsageplus.generated", "fedsageplus.feature-effect")
+
+
+@dataclass(frozen=True)
+class FedSagePlusOptions(MethodOptions):
+    """FedSage+'s hyperparameters (the official code's where the codes differ, else all three
+    codes'; docs/methods/fedsageplus.md)."""
+
+    num_pred: int = 5  # generated neighbours per node at most (K)
+    hidden_portion: float = 0.5  # share of the validation nodes hidden to train the generator
+    pretrain_epochs: int = 20  # local generator epochs before the federated ones (official code)
+    gen_rounds: int = 20  # federated generator rounds (one step each), counted in num-rounds
+    gen_lr: float = 1e-3  # the generator's Adam (official code)
+    gen_weight_decay: float = 1e-4
+    gen_hidden: int = 64  # encoder and internal classifier width
+    latent: int = 128  # encoder output
+    loss_count: float = 1.0  # weight of the missing-neighbour count loss
+    loss_feat: float = 1.0  # ... of the feature loss (own and the other clients')
+    loss_cls: float = 1.0  # ... of the internal classifier's loss on the mended impaired graph
+    cross: bool = True  # the other clients' feature losses (FedSage+); false: LocSage+'s generator
+    matching: str = "min"  # "code": the codes' matching (in effect the last true neighbour)
+    trainable: str = "fgen"  # what the federated generator rounds train
+    undirected: bool = True  # generated neighbours linked both ways (false: OpenFGL's one way)
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings FedSage+ cannot run before anything starts."""
+    o = FedSagePlusOptions.from_config(cfg)
+    o.require_at_least_one("fedsageplus", "num_pred", "gen_hidden", "latent")
+    if o.pretrain_epochs < 0 or o.gen_rounds < 0:
+        raise ConfigError("fedsageplus.pretrain-epochs and fedsageplus.gen-rounds must be >= 0.")
+    if o.gen_rounds >= cfg.num_rounds:
+        raise ConfigError(
+            f"fedsageplus.gen-rounds={o.gen_rounds} leaves no classifier round in num-rounds="
+            f"{cfg.num_rounds}: the rounds count both phases; raise num-rounds above {o.gen_rounds} "
+            f"or lower fedsageplus.gen-rounds.")
+    if not 0 < o.hidden_portion < 1:
+        raise ConfigError(f"fedsageplus.hidden-portion={o.hidden_portion} must be in (0, 1).")
+    for name in ("gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls"):
+        value = getattr(o, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"fedsageplus.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+    if o.matching not in MATCHINGS:
+        raise ConfigError(f"fedsageplus.matching={o.matching!r}: use one of {', '.join(MATCHINGS)}.")
+    if o.trainable not in TRAINABLE:
+        raise ConfigError(f"fedsageplus.trainable={o.trainable!r}: use one of {', '.join(TRAINABLE)}.")
