@@ -82,7 +82,7 @@ def test_the_mechanism_is_alive_on_wisconsin(data_root, tmp_path):
 
     cfg = load_app_defaults()
     cfg.update({"method": "fedsageplus", "dataset": "Wisconsin", "partition": "louvain", "num-clients": 3,
-                "num-rounds": 2, "fedsageplus.gen-rounds": 1, "data.undirected": "true",
+                "num-rounds": 2, "fedsageplus.gen-rounds": 1, "fedsageplus.num-pred": 2, "data.undirected": "true",
                 "untrained-classes": "allow", "model": "graphsage", "data-root": str(data_root),
                 "out-dir": str(tmp_path / "wisconsin"), "progress": False})
     run_inprocess(cfg)
