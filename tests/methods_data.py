@@ -11,8 +11,9 @@ from fgl_flower.methods import METHODS
 #: FedSage+ fewer generator rounds than the tests' rounds.
 NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
          "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100},
-         # FedSage+: a generator round (after two local epochs), then a classifier round
-         "fedsageplus": {"num-rounds": 2, "fedsageplus.gen-rounds": 1, "fedsageplus.pretrain-epochs": 2}}
+         # FedSage+: three generator rounds (after two local epochs; the resume test breaks into
+         # the third), then a classifier round
+         "fedsageplus": {"num-rounds": 4, "fedsageplus.gen-rounds": 3, "fedsageplus.pretrain-epochs": 2}}
 
 #: A small graph-classification federation (MUTAG, 188 graphs) for graph-only methods.
 GRAPH_TASK = {"dataset": "MUTAG", "partition": "dirichlet", "model": "gin", "num-layers": 2,

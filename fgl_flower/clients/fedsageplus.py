@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 from torch import Tensor
+from torch_geometric.utils import to_undirected
 
 from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.clients.learner import NodeLearner, make_adam
@@ -114,7 +115,8 @@ class FedSagePlusClient(FedAvgClient):
             hidden = hide_nodes(g.val_mask, o.hidden_portion,
                                 torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedsage-hide")))
             kept, edges = impaired_graph(g.edge_index, hidden)
-            count, index = missing_neighbours(g.edge_index, hidden, o.num_pred)
+            # a neighbour either way, as the codes count them on undirected edge lists
+            count, index = missing_neighbours(to_undirected(g.edge_index, num_nodes=g.num_nodes), hidden, o.num_pred)
             x = g.x.to_dense() if g.x.is_sparse else g.x
             self._impaired = {"hidden": hidden, "kept": kept, "edge_index": edges, "x": x[kept],
                               "y": g.y[kept], "train": g.train_mask[kept], "count": count,
@@ -125,7 +127,7 @@ class FedSagePlusClient(FedAvgClient):
         o = self.opts
         with cpu_seeded(derive_seed(self.cfg.seed, "fedsage-generator")):
             model = LocSagePlus(self.data.num_features, self.data.num_classes, o.num_pred, o.gen_hidden,
-                                o.latent, self.cfg.dropout)
+                                o.latent, o.gen_dropout)
         self.state.load_module(GENERATOR, model)
         return model.to(self.device)
 
@@ -192,7 +194,8 @@ class FedSagePlusClient(FedAvgClient):
             feats = others[key].to(self.device).requires_grad_(True)
             draws = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round,
                                                               int(pid), "fedsage-cross"))
-            targets = sample_targets(g.x, g.edge_index, feats.size(0), self.opts.num_pred, draws).to(self.device)
+            targets = sample_targets(g.x, to_undirected(g.edge_index, num_nodes=g.num_nodes), feats.size(0),
+                                     self.opts.num_pred, draws).to(self.device)
             loss = feature_loss(feats, targets, others[f"pred.{pid}"].to(self.device),
                                 others[f"true.{pid}"].to(self.device), self.opts.matching)
             grads[f"grad.{pid}"] = torch.autograd.grad(loss, feats)[0]
@@ -207,6 +210,13 @@ class FedSagePlusClient(FedAvgClient):
         if not self.mended:
             self.use_mended_graph(self.mend_graph())
         return super().train(content, server_round)
+
+    def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
+        """The classifier on the mended graph from the classifier rounds on (mended here if this
+        client has not trained since: the same graph its train message would build)."""
+        if server_round > self.opts.gen_rounds and not self.mended:
+            self.use_mended_graph(self.mend_graph())
+        return super().evaluate(content, server_round)
 
     def train_generator(self, content: RecordDict, server_round: int) -> RecordDict:
         o = self.opts
@@ -240,7 +250,10 @@ class FedSagePlusClient(FedAvgClient):
     def mend_graph(self) -> dict[str, Tensor]:
         """The original subgraph plus every kept node's generated neighbours, from one
         evaluation-mode forward of the trained generator (noise seeded); saved in the state."""
-        model = self.generator().eval()
+        model = self.generator()
+        with torch.enable_grad():
+            self.pretrain(model)  # a client never sampled in the generator rounds: its local epochs
+        model.eval()
         imp = self.impaired()
         self.seed_round(self.opts.gen_rounds + 1, "fedsage-mend")
         pred_count, feats = model.gen(imp["x"], imp["edge_index"])

@@ -53,6 +53,7 @@ class FedSagePlusOptions(MethodOptions):
     gen_weight_decay: float = 1e-4
     gen_hidden: int = 64  # encoder and internal classifier width
     latent: int = 128  # encoder output
+    gen_dropout: float = 0.5  # the generator's dropout (all three codes), not the run's
     loss_count: float = 1.0  # weight of the missing-neighbour count loss
     loss_feat: float = 1.0  # ... of the feature loss (own and the other clients')
     loss_cls: float = 1.0  # ... of the internal classifier's loss on the mended impaired graph
@@ -73,6 +74,8 @@ def check_config(cfg: RunConfig) -> None:
             f"fedsageplus.gen-rounds={o.gen_rounds} leaves no classifier round in num-rounds="
             f"{cfg.num_rounds}: the rounds count both phases; raise num-rounds above {o.gen_rounds} "
             f"or lower fedsageplus.gen-rounds.")
+    if not 0 <= o.gen_dropout < 1:
+        raise ConfigError(f"fedsageplus.gen-dropout={o.gen_dropout} must be in [0, 1).")
     if not 0 < o.hidden_portion < 1:
         raise ConfigError(f"fedsageplus.hidden-portion={o.hidden_portion} must be in (0, 1).")
     for name in ("gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls"):

@@ -7,7 +7,7 @@ neighbours it lost (:math:`\hat n_v`) and their features (:math:`\hat{\mathbf X}
 *original* subgraph (the mended graph the classifier trains on). The paper's text could not
 be read offline; shapes and defaults follow the official code (zkhku/fedsage), where the
 three codes (official, OpenFGL, FederatedScope) agree, and the choices where they differ are
-listed on ``docs/methods/fedsage.md``.
+listed on ``docs/methods/fedsageplus.md``.
 
 Shapes: ``N`` nodes of the client's subgraph, ``N'`` of the impaired one, ``D`` features,
 ``K`` generated neighbours at most per node.

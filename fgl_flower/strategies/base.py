@@ -184,10 +184,13 @@ class FGLStrategy(Strategy):
                    "client": dict.fromkeys(self.eval_metrics)}[self.cfg.eval_weight]
         return summarize_clients(per_client, metrics, weights, count_key=self.eval_metrics)
 
-    def prepare_round(self, server_round: int, send: Callable[[list[Message]], list[Message]]) -> None:
+    def prepare_round(self, server_round: int, config: ConfigRecord,
+                      send: Callable[[list[Message]], list[Message]]) -> None:
         """Extra exchanges before this round's train messages, on the clients selected for
         it (e.g. FedSage+'s generator queries): ``send(messages)`` returns the replies and
-        meters them into the round's record (its bytes, messages and time). Default none."""
+        meters them into the round's record (its bytes, messages and time). ``config`` is the
+        round's train config: its messages carry it too, so that on a resumed run a client
+        restores its checkpoint at the first of them. Default none."""
 
     def round_record(self, server_round: int) -> dict:
         """Extra fields of this round's record in ``rounds.jsonl``, read after its
@@ -410,7 +413,7 @@ class FGLStrategy(Strategy):
             config = train_config
             if pending is not None:
                 config = ConfigRecord({**train_config, EVALUATE_ROUND: pending["round"]})
-            self.prepare_round(rnd, lambda messages: exchange(record, messages))
+            self.prepare_round(rnd, train_config, lambda messages: exchange(record, messages))
             replies = exchange(record, self.configure_train(rnd, arrays, config, metered))
             if pending is not None:
                 finish(pending, evaluation_replies(replies))

@@ -42,11 +42,12 @@ class FedSagePlusStrategy(FedAvgStrategy):
     def generator_round(self, server_round: int) -> bool:
         return server_round <= self.opts.gen_rounds
 
-    def prepare_round(self, server_round: int, send: Callable[[list[Message]], list[Message]]) -> None:
+    def prepare_round(self, server_round: int, config: ConfigRecord,
+                      send: Callable[[list[Message]], list[Message]]) -> None:
         self._gradients = {}
         if not (self.generator_round(server_round) and self.opts.cross and len(self.selected) > 1):
             return
-        config = ConfigRecord({SERVER_ROUND: server_round})
+        config = ConfigRecord({**config, SERVER_ROUND: server_round})  # with a resumed run's resume-round
         replies = send(self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.generate"))
         generated = {reply_partition_id(r): record_torch(require_record(r.content, GENERATED, ArrayRecord))
                      for r in replies}

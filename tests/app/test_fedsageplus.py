@@ -91,3 +91,13 @@ def test_the_mechanism_is_alive_on_wisconsin(data_root, tmp_path):
     assert recs[1]["probes"]["fedsageplus.generated"]["min"] > 0.01
     assert recs[1]["probes"]["fedsageplus.feature-effect"]["min"] > 0.01
     assert all("probes_dead" not in r for r in recs)
+
+
+def test_the_other_clients_gradients_change_the_generators(sage_flat, tmp_path):
+    """Without the cross term the generator rounds' own losses after the first step differ:
+    the gradients the others returned moved each generator."""
+    run_inprocess(sage_flat)
+    run_inprocess(dict(sage_flat, **{"fedsageplus.cross": False, "out-dir": str(tmp_path / "alone")}))
+    joint, alone = rounds(tmp_path / "run"), rounds(tmp_path / "alone")
+    assert joint[0]["train"] == alone[0]["train"]  # the same first forward
+    assert joint[1]["train"]["feature_loss"] != alone[1]["train"]["feature_loss"]
