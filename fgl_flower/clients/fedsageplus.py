@@ -152,10 +152,11 @@ class FedSagePlusClient(FedAvgClient):
             return
         model.train()
         optimizer = make_adam(model.parameters(), self.opts.gen_lr, self.opts.gen_weight_decay)
+        imp = self.impaired()
         for epoch in range(self.opts.pretrain_epochs):
             self.seed_round(0, f"fedsage-pretrain-{epoch}")
             optimizer.zero_grad()
-            loss, _ = self.generator_loss(model, model.gen(self.impaired()["x"], self.impaired()["edge_index"]))
+            loss, _ = self.generator_loss(model, model.gen(imp["x"], imp["edge_index"]))
             loss.backward()
             optimizer.step()
         self.state.save_module(GENERATOR, model)
@@ -188,14 +189,14 @@ class FedSagePlusClient(FedAvgClient):
         """For each other client's generated features: the gradient of the feature loss against
         targets drawn from this client's original subgraph."""
         g = self.original.to(self.device).data
+        edges = to_undirected(g.edge_index, num_nodes=g.num_nodes)  # a neighbour either way
         grads, losses = {}, {}
         for key in sorted(k for k in others if k.startswith("feats.")):
             pid = key.removeprefix("feats.")
             feats = others[key].to(self.device).requires_grad_(True)
             draws = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round,
                                                               int(pid), "fedsage-cross"))
-            targets = sample_targets(g.x, to_undirected(g.edge_index, num_nodes=g.num_nodes), feats.size(0),
-                                     self.opts.num_pred, draws).to(self.device)
+            targets = sample_targets(g.x, edges, feats.size(0), self.opts.num_pred, draws).to(self.device)
             loss = feature_loss(feats, targets, others[f"pred.{pid}"].to(self.device),
                                 others[f"true.{pid}"].to(self.device), self.opts.matching)
             grads[f"grad.{pid}"] = torch.autograd.grad(loss, feats)[0]
@@ -207,16 +208,20 @@ class FedSagePlusClient(FedAvgClient):
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         if server_round <= self.opts.gen_rounds:
             return self.train_generator(content, server_round)
-        if not self.mended:
-            self.use_mended_graph(self.mend_graph())
+        self.ensure_mended()
         return super().train(content, server_round)
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         """The classifier on the mended graph from the classifier rounds on (mended here if this
         client has not trained since: the same graph its train message would build)."""
-        if server_round > self.opts.gen_rounds and not self.mended:
-            self.use_mended_graph(self.mend_graph())
+        if server_round > self.opts.gen_rounds:
+            self.ensure_mended()
         return super().evaluate(content, server_round)
+
+    def ensure_mended(self) -> None:
+        """Switch to the mended graph, mending it first if this client has not yet."""
+        if not self.mended:
+            self.use_mended_graph(self.mend_graph())
 
     def train_generator(self, content: RecordDict, server_round: int) -> RecordDict:
         o = self.opts

@@ -40,6 +40,15 @@ def impaired_graph(edge_index: Tensor, hidden: Tensor) -> tuple[Tensor, Tensor]:
     return kept, sub
 
 
+def _by_source(src: Tensor, dst: Tensor, n: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The edges sorted by source, then by neighbour id, with each node's out-degree ``[n]``
+    and the position of its first edge ``[n]``."""
+    order = torch.argsort(src * n + dst)
+    src, dst = src[order], dst[order]
+    degree = torch.bincount(src, minlength=n)
+    return src, dst, degree, torch.cumsum(degree, 0) - degree
+
+
 def missing_neighbours(edge_index: Tensor, hidden: Tensor, num_pred: int) -> tuple[Tensor, Tensor]:
     """For every kept node, in the order of :func:`impaired_graph`'s ``kept``:
 
@@ -51,11 +60,7 @@ def missing_neighbours(edge_index: Tensor, hidden: Tensor, num_pred: int) -> tup
     n = hidden.numel()
     src, dst = edge_index
     lost = hidden[dst] & ~hidden[src] & (src != dst)
-    src, dst = src[lost], dst[lost]
-    order = torch.argsort(src * n + dst)  # by source, then by neighbour id
-    src, dst = src[order], dst[order]
-    count = torch.bincount(src, minlength=n)
-    start = torch.cumsum(count, 0) - count
+    src, dst, count, start = _by_source(src[lost], dst[lost], n)
     rank = torch.arange(src.numel(), device=src.device) - start[src]
     index = torch.full((n, num_pred), -1, dtype=torch.long, device=src.device)
     first = rank < num_pred
@@ -186,11 +191,7 @@ def sample_targets(x: Tensor, edge_index: Tensor, count: int, num_pred: int,
     src, dst = src[keep], dst[keep]
     if src.numel() == 0:
         return dense.new_zeros(count, num_pred, dense.size(1))
-    n = dense.size(0)
-    order = torch.argsort(src * n + dst)
-    src, dst = src[order], dst[order]
-    degree = torch.bincount(src, minlength=n)
-    start = torch.cumsum(degree, 0) - degree
+    _, dst, degree, start = _by_source(src, dst, dense.size(0))
     centres = degree.nonzero().flatten()
     centre = centres[torch.randint(centres.numel(), (count,), generator=generator)]
     offset = (torch.rand(count, num_pred, generator=generator) * degree[centre, None]).long()
