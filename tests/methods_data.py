@@ -13,7 +13,10 @@ NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
          "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100},
          # FedSage+: three generator rounds (after two local epochs; the resume test breaks into
          # the third), then a classifier round
-         "fedsageplus": {"num-rounds": 4, "fedsageplus.gen-rounds": 3, "fedsageplus.pretrain-epochs": 2}}
+         "fedsageplus": {"num-rounds": 4, "fedsageplus.gen-rounds": 3, "fedsageplus.pretrain-epochs": 2},
+         # FGGP classifies the last hidden layer, which two layers leave without a dropout before
+         # it: three, so that eval-dropout has a dropout to keep
+         "fggp": {"num-layers": 3}}
 
 #: A small graph-classification federation (MUTAG, 188 graphs) for graph-only methods.
 GRAPH_TASK = {"dataset": "MUTAG", "partition": "dirichlet", "model": "gin", "num-layers": 2,

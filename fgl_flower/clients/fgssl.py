@@ -32,19 +32,12 @@ from torch import Tensor, nn
 
 from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.methods.fgssl import FGSSLOptions
+from fgl_flower.models.functional import grad_norm
 from fgl_flower.models.fgssl import (
     class_margin, drop_edges, edge_difference_distillation, mask_features, semantic_contrast,
     structure_distillation,
 )
 from fgl_flower.probes import as_metrics
-
-
-def grad_norm(value: Tensor, params: list[nn.Parameter]) -> float:
-    """``||d value / d params||``, 0 for a value that does not depend on them."""
-    if not value.requires_grad:
-        return 0.0
-    grads = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
-    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None) or torch.zeros(())))
 
 
 class FGSSLClient(FedAvgClient):

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
 from fgl_flower.methods import (
-    feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fgssl, gcfl, opfgl,
-    s2fgl,
+    feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
 from fgl_flower.registry import Registry, import_object
@@ -293,6 +293,20 @@ for _spec in (
         probes=fedsageplus.PROBES,
         query_actions=("generate", "cross_grad"),
         defaults={"num-rounds": 40, "model": "graphsage"},
+    ),
+    MethodSpec(
+        name="fggp",
+        strategy="fgl_flower.strategies.fggp:FGGPStrategy",
+        client="fgl_flower.clients.fggp:FGGPClient",
+        tasks=("node",),
+        summary="FedAvg of a GCN trained with a learned edge augmentor over the global model's "
+        "k-NN graph and a prototype contrast between the views; the server clusters the clients' "
+        "class prototypes (FINCH) into a memory that classifies by k-NN.",
+        reference="Wan et al., FGGP, AAAI 2024",
+        options=fggp.FGGPOptions.defaults(),
+        check=fggp.check_config,
+        probes=fggp.PROBES,
+        defaults={"num-rounds": 100, "agg-weight": "local"},
     ),
 ):
     register_method(_spec)

@@ -1,0 +1,98 @@
+"""FGGP's run options (``fggp.*``), probes and validation (torch-free)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: Reply record with a client's class prototypes (``prototypes [P, d]``, ``classes [P]``,
+#: ``num-classes [1]``).
+PROTOTYPES = "fggp.prototypes"
+#: Message record with the server's prototype memory (``prototypes [Q, d]`` L2-normalised,
+#: ``classes [Q]``).
+MEMORY = "fggp.memory"
+
+#: What happens to the classifier layer: ``reset`` (the official code: left out of the
+#: average and back at its seeded initial weights every round, an auxiliary of one round's
+#: training; the prototypes classify) or ``aggregate`` (OpenFGL: averaged like the rest).
+HEADS = ("reset", "aggregate")
+#: What the evaluation predicts with: ``proto`` (the paper: a k-NN vote of the server's
+#: clustered prototypes) or ``head`` (the classifier layer, OpenFGL's; needs head=aggregate).
+EVALUATIONS = ("proto", "head")
+
+PROBES = (
+    Probe("fggp.contrast-grad", "||grad of the weighted prototype contrast|| / ||grad of the "
+          "cross-entropy||, on the round's last local step", dead_below=1e-3,
+          why="The prototype contrast between the clean and the augmented view does not move "
+              "the model."),
+    Probe("fggp.view-grad", "||grad of the augmented view's cross-entropy w.r.t. the augmentor|| / "
+          "||grad of the cross-entropy w.r.t. the GCN||: the task reaching the edge sampler "
+          "through the straight-through draw", dead_below=1e-4,
+          why="The augmentor does not learn from the task: its sampled graph is a fixed random "
+              "perturbation of the global-knowledge graph."),
+    Probe("fggp.knn-new-edges", "share of the augmented graph's edges (without self-loops) that the "
+          "global model's k-NN graph adds to the client's own", dead_below=1e-6,
+          why="The global model's k-NN graph adds no edge: no global knowledge enters the view."),
+    Probe("fggp.memory", "prototypes in the server's memory after the round (server)", dead_below=1,
+          why="The server holds no prototypes: nothing classifies."),
+    Probe("fggp.clusters", "mean FINCH clusters per class of the round's uploads (server)"),
+    Probe("fggp.proto-margin", "at evaluation: mean over the client's classes of the highest cosine of "
+          "its training-node prototype to a memory prototype of its class minus that to another "
+          "class"),
+)
+
+
+@dataclass(frozen=True)
+class FGGPOptions(MethodOptions):
+    """FGGP's hyperparameters: the official code's where it has them (the paper's text was not
+    available offline; docs/methods/fggp.md)."""
+
+    head: str = "reset"
+    evaluate: str = "proto"
+    knn_k: int = 3  # neighbours of each node in the global model's k-NN graph
+    knn_every: int = 10  # rounds between rebuilds of that graph (the code's value for citation graphs)
+    alpha: float = 0.5  # weight of the learned scores against the k-NN graph in the edge probabilities
+    temperature: float = 1.0  # of the relaxed Bernoulli edge draw
+    tau: float = 0.5  # prototype-contrast temperature
+    contrast_weight: float = 1.0
+    view_weight: float = 1.0  # the augmented view's cross-entropy
+    reconstruction_weight: float = 1.0  # the augmentor's graph-reconstruction loss
+    eval_k: int = 20  # prototypes voting for a node (the code's value for citation graphs)
+    eval_tau: float = 0.1  # softmax temperature of their votes
+    memory_size: int = 10  # the memory keeps memory-size x classes prototypes (FIFO)
+    dense_max_nodes: int = 10000  # the augmented view is dense [N, N]: larger clients stop
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings FGGP cannot run before anything starts."""
+    o = FGGPOptions.from_config(cfg)
+    if o.head not in HEADS:
+        raise ConfigError(f"fggp.head={o.head!r}: use one of {', '.join(HEADS)}.")
+    if o.evaluate not in EVALUATIONS:
+        raise ConfigError(f"fggp.evaluate={o.evaluate!r}: use one of {', '.join(EVALUATIONS)}.")
+    if o.evaluate == "head" and o.head != "aggregate":
+        raise ConfigError("fggp.evaluate=head needs fggp.head=aggregate: with head=reset the global "
+                          "classifier layer is the untrained initial one.")
+    if cfg.model != "gcn":
+        raise ConfigError(
+            f"fggp trains its own GCN (the official code's family), whose hidden layers also "
+            f"propagate over the learned dense view; model={cfg.model!r} is not supported. "
+            f"Leave model at gcn.")
+    if cfg.num_layers < 2:
+        raise ConfigError(f"fggp needs num-layers >= 2 (got {cfg.num_layers}): its prototypes "
+                          f"average the last hidden layer.")
+    o.require_at_least_one("fggp", "knn_k", "knn_every", "eval_k", "memory_size", "dense_max_nodes")
+    if not 0.0 <= o.alpha <= 1.0:
+        raise ConfigError(f"fggp.alpha={o.alpha} must be in [0, 1].")
+    for name in ("temperature", "tau", "eval_tau"):
+        value = getattr(o, name)
+        if not (math.isfinite(value) and value > 0):
+            raise ConfigError(f"fggp.{name.replace('_', '-')}={value} must be a positive number.")
+    for name in ("contrast_weight", "view_weight", "reconstruction_weight"):
+        value = getattr(o, name)
+        if not (math.isfinite(value) and value >= 0):
+            raise ConfigError(f"fggp.{name.replace('_', '-')}={value} must be a finite number >= 0.")

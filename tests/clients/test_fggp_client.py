@@ -1,0 +1,82 @@
+"""FGGP client: the reply's records, the classifier layer back at its initial weights every
+round, the global-knowledge graph kept between rebuilds, and the prototype evaluation."""
+
+import pytest
+import torch
+from flwr.app import Array, ArrayRecord, RecordDict
+
+from fgl_flower.app_defaults import load_app_defaults
+from fgl_flower.clients.fggp import FGGPClient
+from fgl_flower.clients.state import ClientState
+from fgl_flower.datasets import load_client_data
+from fgl_flower.device import cpu_seeded
+from fgl_flower.errors import FGLError
+from fgl_flower.methods.fggp import MEMORY, PROTOTYPES
+from fgl_flower.models.fggp import FGGPNet
+from fgl_flower.parse import parse_run_config
+from fgl_flower.protocol import ARRAYS, METRICS
+
+
+@pytest.fixture
+def client():
+    flat = load_app_defaults()
+    flat.update({"method": "fggp", "num-clients": 3, "data.synthetic.num-nodes": 300, "local-epochs": 2})
+    cfg = parse_run_config(flat)
+    return FGGPClient(cfg, load_client_data(cfg.data_config(), 1), ClientState(RecordDict()), 1)
+
+
+def head_of(model):
+    return {k: v.clone() for k, v in model.state_dict().items() if k.startswith(model.head)}
+
+
+def test_the_reply_holds_the_body_and_labelled_prototypes(client):
+    reply = client.train(RecordDict(), 1)
+    assert set(reply.keys()) == {ARRAYS, METRICS, PROTOTYPES}
+    model = client.learner.model
+    assert set(reply[ARRAYS].keys()) == {k for k in model.state_dict() if not k.startswith("convs.1.")}
+    protos = reply[PROTOTYPES]
+    g = client.data.data
+    classes = protos["classes"].numpy()
+    assert protos["prototypes"].numpy().shape == (len(classes), client.cfg.hidden)
+    assert list(classes) == sorted(set(classes)) and set(g.y[g.train_mask].tolist()) <= set(classes)
+    assert protos["num-classes"].numpy().tolist() == [client.data.num_classes]
+
+
+def test_the_head_starts_every_round_at_its_initial_weights(client):
+    with cpu_seeded(client.cfg.seed):
+        initial = head_of(FGGPNet(client.data.num_features, client.cfg.hidden, client.data.num_classes))
+    client.train(RecordDict(), 1)
+    trained = head_of(client.learner.model)
+    assert not all(torch.equal(trained[k], initial[k]) for k in initial)
+    client.reset_head()
+    assert all(torch.equal(client.learner.model.state_dict()[k], initial[k]) for k in initial)
+
+
+def test_the_global_graph_is_kept_until_its_rebuild(client):
+    edges, share = client.global_graph(1)
+    assert 0 < share < 1
+    g = client.data.data
+    loops = (edges[0] == edges[1]).sum()
+    assert loops == g.num_nodes  # every node hears itself
+    with torch.no_grad():
+        for p in client.learner.model.parameters():
+            p.add_(torch.randn_like(p))
+    kept, _ = client.global_graph(1 + client.opts.knn_every - 1)
+    assert torch.equal(kept, edges)
+    rebuilt, _ = client.global_graph(1 + client.opts.knn_every)
+    assert not torch.equal(rebuilt, edges)
+
+
+def test_evaluation_classifies_with_the_memory(client):
+    with pytest.raises(FGLError, match="prototype memory"):
+        client.evaluate(RecordDict(), 2)
+    g = client.data.data
+    # a memory of one prototype per class: the class means of the model's own features
+    model = client.learner.model.eval()
+    z = model.features(g.x, torch.eye(g.num_nodes)).detach()  # propagation-free features
+    c = client.data.num_classes
+    memory = torch.nn.functional.normalize(torch.randn(c, z.size(1)), dim=1)
+    content = RecordDict({MEMORY: ArrayRecord({"prototypes": Array(memory.numpy()),
+                                               "classes": Array(torch.arange(c).numpy())})})
+    res = client.evaluate(content, 2)[METRICS]
+    assert 0 <= res["test_acc"] <= 1 and "probe.fggp.proto-margin" in res
