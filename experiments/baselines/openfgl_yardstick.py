@@ -62,6 +62,10 @@ METHODS = {
     # FGSSL: what OpenFGL trains (cross-entropy plus its edge-difference distillation), the
     # global model evaluated as for FedAvg, FedAvg weights by node counts (its num_samples)
     "fgssl": ("fgssl", "global_model_on_local_data", {"fgssl.variant": "openfgl", "agg-weight": "local"}),
+    # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
+    # reach no client), rebuilds the k-NN graph every round, weights by node counts
+    "fggp": ("fggp", "global_model_on_local_data",
+             {"fggp.head": "aggregate", "fggp.evaluate": "head", "fggp.knn-every": 1, "agg-weight": "local"}),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
@@ -84,7 +88,8 @@ args.use_cuda = False
 FGLTrainer(args).train()
 """.replace("{simulation}", SIMULATION)
 
-#: OpenFGL's FedPub (and FGSSL) import torch-scatter and torch-sparse, which install only from source. Its
+#: OpenFGL's FedPub (and FGSSL) import torch-scatter and torch-sparse, which install only from source (and
+#: its FGGP pynndescent, not installed). Its
 #: path for an ``edge_index`` tensor needs ``scatter_add`` alone; these stand-ins give it (with
 #: torch's own ``scatter_add``) and refuse the SparseTensor path. Put on OpenFGL's ``PYTHONPATH``
 #: only, never this project's.
@@ -104,6 +109,12 @@ class SparseTensor:  # never instantiated: OpenFGL's FedPub is fed edge_index te
 def _refuse(*args, **kwargs):
     raise NotImplementedError("stand-in torch_sparse: no SparseTensor support")
 fill_diag = matmul = mul = sum = _refuse
+''',
+    # OpenFGL's FGGP imports it at module level; FINCH calls it only above 70,000 prototypes
+    "pynndescent": '''
+class NNDescent:
+    def __init__(self, *args, **kwargs):
+        raise NotImplementedError("stand-in pynndescent: more than 70,000 prototypes")
 ''',
 }
 
