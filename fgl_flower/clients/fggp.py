@@ -140,7 +140,7 @@ class FGGPClient(LearnerClient):
         train, y = g.train_mask, g.y
         model.train()
         losses: dict[str, float] = {}
-        probes: dict[str, float] = {}
+        ratios = {"fggp.contrast-grad": 0.0, "fggp.view-grad": 0.0}
         last_logits = None
         for step in range(self.cfg.local_epochs):
             optimizer.zero_grad()
@@ -155,15 +155,15 @@ class FGGPClient(LearnerClient):
             recon = reconstruction_loss(scores, a_aug)
             parts = {"view": o.view_weight * ce_view, "contrast": o.contrast_weight * contrast,
                      "reconstruction": o.reconstruction_weight * recon}
-            if step == self.cfg.local_epochs - 1:
-                base = grad_norm(ce, gcn) or 1.0
-                probes = {"fggp.contrast-grad": grad_norm(parts["contrast"], gcn + augmentor) / base,
-                          "fggp.view-grad": grad_norm(parts["view"], augmentor) / base}
+            base = grad_norm(ce, gcn) or 1.0  # the probes: each step's ratios, averaged below
+            ratios["fggp.contrast-grad"] += grad_norm(parts["contrast"], gcn + augmentor) / base
+            ratios["fggp.view-grad"] += grad_norm(parts["view"], augmentor) / base
             (ce + sum(parts.values())).backward()
             optimizer.step()
             last_logits = logits.detach()
             losses = {"train_loss": float(ce.detach())} | {
                 f"{k}_loss": float(v.detach()) for k, v in parts.items()}
+        probes = {k: v / max(self.cfg.local_epochs, 1) for k, v in ratios.items()}
         reply = self.training_reply(losses | as_metrics(probes | {"fggp.knn-new-edges": share}))
         reply[PROTOTYPES] = self.prototypes(clean, last_logits)
         return reply

@@ -30,8 +30,8 @@ PROBES = (
           why="The prototype contrast between the clean and the augmented view does not move "
               "the model."),
     Probe("fggp.view-grad", "||grad of the augmented view's cross-entropy w.r.t. the augmentor|| / "
-          "||grad of the cross-entropy w.r.t. the GCN||: the task reaching the edge sampler "
-          "through the straight-through draw", dead_below=1e-4,
+          "||grad of the cross-entropy w.r.t. the GCN||, mean over the round's local steps: the "
+          "task reaching the edge sampler through the straight-through draw", dead_below=1e-4,
           why="The augmentor does not learn from the task: its sampled graph is a fixed random "
               "perturbation of the global-knowledge graph."),
     Probe("fggp.knn-new-edges", "share of the augmented graph's edges (without self-loops) that the "
