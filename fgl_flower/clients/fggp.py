@@ -1,7 +1,8 @@
 r"""FGGP client (Wan et al., "Federated Graph Learning under Domain Shift with Generalizable
 Prototypes", AAAI 2024), as the official code trains it.
 
-Each round, from the global GCN :math:`f` and augmentor (:mod:`fgl_flower.models.fggp`):
+Each round, from the global model :math:`f` (the official code's GCN, or S2FGL's ACM-GCN with
+``model = acmgcn``) and augmentor (:mod:`fgl_flower.models.fggp`):
 
 1. **Global knowledge.** Every ``fggp.knn-every`` rounds, the global model's features
    :math:`\mathbf Z_g` (eval mode) give each node its ``fggp.knn-k`` cosine nearest
@@ -15,7 +16,7 @@ Each round, from the global GCN :math:`f` and augmentor (:mod:`fgl_flower.models
        + \lambda_r\,\mathcal L_{\text{GA}}(\mathbf S, \mathbf A_{\text{aug}})
 
    with :math:`\hat G` the augmentor's sampled view (hidden layers over the dense
-   :math:`\hat{\mathbf A}`, the output layer over :math:`\mathbf A_{\text{aug}}`'s edges),
+   :math:`\hat{\mathbf A}`, GCN's output layer over :math:`\mathbf A_{\text{aug}}`'s edges),
    :math:`\boldsymbol\pi, \boldsymbol\pi'` the confidence-weighted class prototypes of the
    clean and the sampled view's features, and :math:`\mathcal L_{\text{GA}}` the augmentor's
    graph reconstruction. Under ``fggp.head=reset`` the classifier layer starts every round
@@ -47,7 +48,6 @@ from fgl_flower.models.fggp import (
     prototype_weights, reconstruction_loss, to_dense,
 )
 from fgl_flower.models.functional import grad_norm
-from fgl_flower.models.sparse import gcn_adjacency
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
 from fgl_flower.records import get_record, record_torch, torch_record
@@ -82,7 +82,7 @@ class FGGPClient(LearnerClient):
 
     def build(self, num_features: int, num_classes: int) -> FGGPNet:
         c = self.cfg
-        return FGGPNet(num_features, c.hidden, num_classes, c.num_layers, c.dropout)
+        return FGGPNet(num_features, c.hidden, num_classes, c.num_layers, c.dropout, c.model)
 
     def model_builder(self):
         return self.build
@@ -90,7 +90,8 @@ class FGGPClient(LearnerClient):
     def shared_prefixes(self) -> tuple[str, ...] | None:
         if self.opts.head == "aggregate":
             return None
-        return tuple(f"convs.{i}." for i in range(self.cfg.num_layers - 1)) + ("aug.",)
+        return ("body.convs.", "aug.") if self.cfg.model == "acmgcn" else \
+            tuple(f"body.convs.{i}." for i in range(self.cfg.num_layers - 1)) + ("aug.",)
 
     def reset_head(self) -> None:
         """The classifier layer back at the run's seeded initial weights."""
@@ -113,7 +114,7 @@ class FGGPClient(LearnerClient):
         was = model.training
         model.eval()
         with torch.no_grad():
-            z = model.features(g.x, gcn_adjacency(g.edge_index, g.num_nodes))
+            z = model.features(g.x, model.propagation(g.x, g.edge_index))
         model.train(was)
         loops = torch.arange(g.num_nodes, device=self.device).repeat(2, 1)
         edges = torch.cat([g.edge_index, knn_edges(z, o.knn_k), loops], dim=1)
@@ -134,7 +135,8 @@ class FGGPClient(LearnerClient):
         edges, share = self.global_graph(server_round)
         a_aug = to_dense(edges, g.num_nodes)
         a_norm = dense_normalize(a_aug)
-        clean, aug_out = gcn_adjacency(g.edge_index, g.num_nodes), gcn_adjacency(edges, g.num_nodes)
+        clean, clean_out = model.propagation(g.x, g.edge_index), model.output_propagation(g.x, g.edge_index)
+        aug_out = model.output_propagation(g.x, edges)
         gcn = [p for n, p in model.named_parameters() if not n.startswith("aug.")]
         augmentor = list(model.aug.parameters())
         train, y = g.train_mask, g.y
@@ -144,10 +146,10 @@ class FGGPClient(LearnerClient):
         last_logits = None
         for step in range(self.cfg.local_epochs):
             optimizer.zero_grad()
-            z, logits = model.propagate(g.x, clean)
+            z, logits = model.propagate(g.x, clean, clean_out)
             ce = F.cross_entropy(logits[train], y[train])
             scores = model.aug.scores(g.x, a_norm)
-            a_hat = Augmentor.sample(scores, a_aug, o.alpha, o.temperature)
+            a_hat = model.dense_propagation(Augmentor.sample(scores, a_aug, o.alpha, o.temperature))
             z_view, logits_view = model.propagate(g.x, a_hat, aug_out)
             ce_view = F.cross_entropy(logits_view[train], y[train])
             weights, _ = prototype_weights(logits, y, train, self.data.num_classes)
@@ -165,16 +167,17 @@ class FGGPClient(LearnerClient):
                 f"{k}_loss": float(v.detach()) for k, v in parts.items()}
         probes = {k: v / max(self.cfg.local_epochs, 1) for k, v in ratios.items()}
         reply = self.training_reply(losses | as_metrics(probes | {"fggp.knn-new-edges": share}))
-        reply[PROTOTYPES] = self.prototypes(clean, last_logits)
+        reply[PROTOTYPES] = self.prototypes(last_logits)
         return reply
 
     @torch.no_grad()
-    def prototypes(self, clean: Tensor, logits: Tensor | None) -> ArrayRecord:
+    def prototypes(self, logits: Tensor | None) -> ArrayRecord:
         """The trained model's class prototypes (eval mode), pseudo-labels from ``logits``
         (the round's last step; the trained model's own when it took none)."""
         g, model = self.data.data, self.learner.model
         model.eval()
-        z, own = model.propagate(g.x, clean)
+        z, own = model.propagate(g.x, model.propagation(g.x, g.edge_index),
+                                 model.output_propagation(g.x, g.edge_index))
         weights, classes = prototype_weights(own if logits is None else logits, g.y, g.train_mask,
                                              self.data.num_classes)
         return torch_record({"prototypes": weights @ z, "classes": classes,
@@ -196,7 +199,8 @@ class FGGPClient(LearnerClient):
         if self.eval_dropout():
             self.seed_round(server_round, "evaluate")
         model.train(self.eval_dropout())
-        z, logits = model.propagate(g.x, gcn_adjacency(g.edge_index, g.num_nodes))
+        z, logits = model.propagate(g.x, model.propagation(g.x, g.edge_index),
+                                    model.output_propagation(g.x, g.edge_index))
         probes: dict[str, float] = {"fggp.proto-margin": float("nan")}
         if memory is not None:
             probes["fggp.proto-margin"] = self.proto_margin(z, *memory)

@@ -23,6 +23,8 @@ HEADS = ("reset", "aggregate")
 #: What the evaluation predicts with: ``proto`` (the paper: a k-NN vote of the server's
 #: clustered prototypes) or ``head`` (the classifier layer, OpenFGL's; needs head=aggregate).
 EVALUATIONS = ("proto", "head")
+#: The backbones FGGP trains (``fgl_flower.models.fggp.BODIES``; a contract test keeps them equal).
+BACKBONES = ("gcn", "acmgcn")
 
 PROBES = (
     Probe("fggp.contrast-grad", "||grad of the weighted prototype contrast|| / ||grad of the "
@@ -77,11 +79,11 @@ def check_config(cfg: RunConfig) -> None:
     if o.evaluate == "head" and o.head != "aggregate":
         raise ConfigError("fggp.evaluate=head needs fggp.head=aggregate: with head=reset the global "
                           "classifier layer is the untrained initial one.")
-    if cfg.model != "gcn":
+    if cfg.model not in BACKBONES:
         raise ConfigError(
-            f"fggp trains its own GCN (the official code's family), whose hidden layers also "
-            f"propagate over the learned dense view; model={cfg.model!r} is not supported. "
-            f"Leave model at gcn.")
+            f"fggp trains its own copy of a backbone whose hidden layers also propagate over the "
+            f"augmentor's dense sampled graph: model={cfg.model!r} is not one; use "
+            f"{' or '.join(BACKBONES)} (the official code's GCN family, S2FGL's ACM-GCN).")
     if cfg.num_layers < 2:
         raise ConfigError(f"fggp needs num-layers >= 2 (got {cfg.num_layers}): its prototypes "
                           f"average the last hidden layer.")

@@ -204,7 +204,11 @@ class ACMGCN(nn.Module):
 
     def embed(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         """Node representations after the last ACM layer, ``[N, hidden_channels]``."""
-        adj = self.low_pass(x, edge_index, edge_weight)
+        return self.filter(x, self.low_pass(x, edge_index, edge_weight))
+
+    def filter(self, x: Tensor, adj: Tensor) -> Tensor:
+        r""":meth:`embed` with a given low-pass filter ``adj [N, N]`` (sparse CSR or dense, e.g.
+        a learned graph's, whose entries may carry gradients)."""
         first = self.convs[0]
         h = first.mix(dropout_feature_matmul(x, first.weight, self.dropout, self.training, self._cache), adj)
         for conv in self.convs[1:]:

@@ -6,9 +6,9 @@ propagation matrices ``P [N, N]`` with ``P[v, u]`` the weight of ``u``'s message
 sparse CSR (the clean graph) or dense (the learned augmented view, whose entries carry
 gradients); prototypes ``[P, d]`` for the ``P`` classes a client has.
 
-- :class:`FGGPNet`: the official code's GCN family (a linear layer, propagation, bias;
-  ReLU between layers, dropout before each next layer), whose hidden layers propagate with
-  any given matrix and whose ``features`` are the last hidden layer after its ReLU.
+- :class:`FGGPNet`: a backbone whose hidden layers propagate with any given matrix, the
+  official code's GCN family (:class:`GCNBody`) or S2FGL's ACM-GCN (:class:`ACMBody`), and
+  the augmentor.
 - :class:`Augmentor`: the learnable edge augmentor (GAug-style): a two-layer GCN encoder
   without biases scores every pair, the scores and the global-knowledge graph give edge
   probabilities, and a straight-through relaxed Bernoulli draws a 0/1 graph.
@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from fgl_flower.models.acmgcn import ACMGCN
 from fgl_flower.models.node import GCNLayer, _dims
 from fgl_flower.models.sparse import gcn_adjacency
 
@@ -41,9 +42,10 @@ def to_dense(edge_index: Tensor, num_nodes: int) -> Tensor:
     return a
 
 
-class FGGPNet(nn.Module):
-    r"""GCN with ``num_layers`` :class:`~fgl_flower.models.node.GCNLayer` s (PyG's ``GCNConv``
-    parameters and initialisation) and FGGP's :class:`Augmentor` (``aug``).
+class GCNBody(nn.Module):
+    r"""The official code's GCN family: ``num_layers`` :class:`~fgl_flower.models.node.GCNLayer` s
+    (PyG's ``GCNConv`` parameters and initialisation), every layer propagating with a given
+    matrix.
 
     .. math::
         \mathbf H^{(l+1)} = \mathrm{ReLU}\big(\mathbf P\,\mathrm{drop}(\mathbf H^{(l)})
@@ -51,31 +53,36 @@ class FGGPNet(nn.Module):
         \text{logits} = \mathbf P_{\text{out}}\,\mathrm{drop}(\mathbf H^{(L-1)})\mathbf W^{(L-1)}
         + \mathbf b^{(L-1)}
 
-    with no dropout on the raw input. ``features`` is :math:`\mathbf H^{(L-1)}` (after the
-    ReLU, before the dropout), the representation FGGP's prototypes average.
+    with no dropout on the raw input; the features are :math:`\mathbf H^{(L-1)}` (after the
+    ReLU, before the dropout). ``P``: GCN's :math:`\hat{\mathbf D}^{-1/2}(\mathbf A +
+    \mathbf I)\hat{\mathbf D}^{-1/2}`; a sampled 0/1 graph with its diagonal set is
+    normalised the same way (:func:`dense_normalize`).
     """
 
-    uses_edges = True
-
     def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5) -> None:
+                 num_layers: int, dropout: float) -> None:
         super().__init__()
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         self.convs = nn.ModuleList(GCNLayer(a, b) for a, b in zip(d[:-1], d[1:]))
-        self.aug = Augmentor(in_channels, hidden_channels)
         self.dropout = dropout
 
     @property
     def head(self) -> str:
-        """State-dict prefix of the classifier layer (``convs.<L-1>.``)."""
         return f"convs.{len(self.convs) - 1}."
+
+    def propagation(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        return gcn_adjacency(edge_index, x.size(0))
+
+    output_propagation = propagation
+
+    def dense_propagation(self, a: Tensor) -> Tensor:
+        return dense_normalize(a)
 
     @staticmethod
     def _layer(conv: GCNLayer, h: Tensor, prop: Tensor) -> Tensor:
         return prop @ (h @ conv.lin.weight.t()) + conv.bias
 
     def features(self, x: Tensor, prop: Tensor) -> Tensor:
-        """``[N, d]``: the last hidden layer, hidden layers propagating with ``prop``."""
         h = x
         for i, conv in enumerate(self.convs[:-1]):
             if i > 0:
@@ -83,19 +90,81 @@ class FGGPNet(nn.Module):
             h = F.relu(self._layer(conv, h, prop))
         return h
 
-    def classify(self, h: Tensor, prop: Tensor) -> Tensor:
-        """``[N, C]`` logits of the features ``h``, the output layer propagating with ``prop``."""
+    def classify(self, h: Tensor, prop: Tensor | None) -> Tensor:
         return self._layer(self.convs[-1], F.dropout(h, self.dropout, self.training), prop)
 
+
+class ACMBody(ACMGCN):
+    r""":class:`~fgl_flower.models.acmgcn.ACMGCN` (S2FGL's backbone) with its low-pass filter
+    given: :math:`\tilde{\mathbf D}^{-1}(\mathbf I + \mathbf A)` of the clean graph, the
+    row-normalised sampled graph (its diagonal set) for the augmented view. The features are
+    the last ACM layer's output; the classifier is linear, so the output layer propagates
+    nothing."""
+
+    head = "classifier."
+
+    def propagation(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        return self.low_pass(x, edge_index)
+
+    def output_propagation(self, x: Tensor, edge_index: Tensor) -> None:
+        return None
+
+    def dense_propagation(self, a: Tensor) -> Tensor:
+        return a / a.sum(dim=1, keepdim=True).clamp(min=1e-12)
+
+    def features(self, x: Tensor, prop: Tensor) -> Tensor:
+        return self.filter(x, prop)
+
+    def classify(self, h: Tensor, prop: Tensor | None) -> Tensor:
+        return self.classifier(h)
+
+
+#: The backbones FGGP trains (run option ``model``).
+BODIES = {"gcn": GCNBody, "acmgcn": ACMBody}
+
+
+class FGGPNet(nn.Module):
+    """A backbone of :data:`BODIES` (``body``) and FGGP's :class:`Augmentor` (``aug``), whose
+    hidden layers propagate with any given matrix: the clean graph's (sparse) or the
+    augmentor's sampled graph (dense, with gradients)."""
+
+    uses_edges = True
+
+    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
+                 num_layers: int = 2, dropout: float = 0.5, backbone: str = "gcn") -> None:
+        super().__init__()
+        self.body = BODIES[backbone](in_channels, hidden_channels, out_channels, num_layers, dropout)
+        self.aug = Augmentor(in_channels, hidden_channels)
+
+    @property
+    def head(self) -> str:
+        """State-dict prefix of the classifier layer."""
+        return f"body.{self.body.head}"
+
+    def propagation(self, x: Tensor, edge_index: Tensor) -> Tensor:
+        """The hidden layers' matrix for the graph ``edge_index``."""
+        return self.body.propagation(x, edge_index)
+
+    def output_propagation(self, x: Tensor, edge_index: Tensor) -> Tensor | None:
+        """The output layer's matrix for ``edge_index`` (``None``: it propagates nothing)."""
+        return self.body.output_propagation(x, edge_index)
+
+    def dense_propagation(self, sampled: Tensor) -> Tensor:
+        """The hidden layers' matrix for a sampled 0/1 graph ``[N, N]`` (diagonal set)."""
+        return self.body.dense_propagation(sampled)
+
+    def features(self, x: Tensor, prop: Tensor) -> Tensor:
+        """``[N, d]``: the last hidden representation, hidden layers propagating with ``prop``."""
+        return self.body.features(x, prop)
+
     def propagate(self, x: Tensor, prop: Tensor, out_prop: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        """``(features [N, d], logits [N, C])`` with ``prop`` in the hidden layers and
-        ``out_prop`` (default ``prop``) in the output layer."""
-        h = self.features(x, prop)
-        return h, self.classify(h, prop if out_prop is None else out_prop)
+        """``(features [N, d], logits [N, C])``, ``out_prop`` (default ``prop``) in the output layer."""
+        h = self.body.features(x, prop)
+        return h, self.body.classify(h, prop if out_prop is None else out_prop)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """Logits ``[N, C]`` on the graph ``edge_index`` (GCN-normalised with self-loops)."""
-        return self.propagate(x, gcn_adjacency(edge_index, x.size(0)))[1]
+        """Logits ``[N, C]`` on the graph ``edge_index``."""
+        return self.propagate(x, self.propagation(x, edge_index), self.output_propagation(x, edge_index))[1]
 
 
 class Augmentor(nn.Module):
@@ -111,7 +180,7 @@ class Augmentor(nn.Module):
     :math:`\mathbf W_2 [d, d]`. :meth:`sample` draws
     :math:`\hat{\mathbf A}\sim\mathrm{RelaxedBernoulli}(\boldsymbol\Pi, T)` straight-through
     (0/1 forward, the relaxed sample's gradient backward), keeps its upper triangle
-    mirrored, sets the diagonal to 1 and normalises it.
+    mirrored and sets the diagonal to 1 (the backbone normalises it).
     """
 
     def __init__(self, in_channels: int, hidden_channels: int) -> None:
@@ -126,18 +195,17 @@ class Augmentor(nn.Module):
 
     @staticmethod
     def sample(scores: Tensor, a_aug: Tensor, alpha: float, temperature: float) -> Tensor:
-        """The normalised sampled view ``[N, N]`` (class docstring); probabilities kept in
+        """The sampled view ``[N, N]`` (class docstring); probabilities kept in
         ``[1e-6, 1 - 1e-6]`` so that the relaxed sample's gradient stays finite."""
         top = scores.max().clamp(min=1e-12)
         probs = (alpha * scores / top + (1 - alpha) * a_aug).clamp(1e-6, 1 - 1e-6)
         u = torch.rand_like(probs).clamp(1e-12, 1 - 1e-12)
         soft = torch.sigmoid((torch.logit(probs) + torch.log(u) - torch.log1p(-u)) / temperature)
         hard = (soft > 0.5).to(soft.dtype)
-        sampled = hard + soft - soft.detach()
+        sampled = hard + (soft - soft.detach())  # exactly 0/1 forward
         upper = torch.triu(sampled, 1)
         sym = upper + upper.t()
-        sym = sym + torch.diag(1 - torch.diagonal(sym))
-        return dense_normalize(sym)
+        return sym + torch.diag(1 - torch.diagonal(sym))
 
 
 def reconstruction_loss(scores: Tensor, a_aug: Tensor) -> Tensor:

@@ -41,7 +41,7 @@ def test_what_travels(fggp_flat, tmp_path):
     data = load_client_data(cfg.data_config(), 0)
     h = cfg.hidden
     weights = FGGPNet(data.num_features, h, data.num_classes).state_dict()
-    sent = payload_bytes(torch_record({k: v for k, v in weights.items() if not k.startswith("convs.1.")}))
+    sent = payload_bytes(torch_record({k: v for k, v in weights.items() if not k.startswith("body.convs.1.")}))
     clients = len(reset[0]["train_clients"])
     head = payload_bytes(torch_record(weights)) - sent
     for a, b in zip(reset, agg):
@@ -57,7 +57,7 @@ def test_what_travels(fggp_flat, tmp_path):
 @pytest.mark.parametrize("update,match", [
     ({"fggp.head": "local"}, "fggp.head"),
     ({"fggp.evaluate": "head"}, "head=aggregate"),
-    ({"model": "acmgcn"}, "own GCN"),
+    ({"model": "graphsage"}, "is not one"),
     ({"num-layers": 1}, "num-layers"),
     ({"fggp.alpha": 1.5}, "alpha"),
     ({"fggp.tau": 0.0}, "tau"),

@@ -33,7 +33,7 @@ def test_the_reply_holds_the_body_and_labelled_prototypes(client):
     reply = client.train(RecordDict(), 1)
     assert set(reply.keys()) == {ARRAYS, METRICS, PROTOTYPES}
     model = client.learner.model
-    assert set(reply[ARRAYS].keys()) == {k for k in model.state_dict() if not k.startswith("convs.1.")}
+    assert set(reply[ARRAYS].keys()) == {k for k in model.state_dict() if not k.startswith("body.convs.1.")}
     protos = reply[PROTOTYPES]
     g = client.data.data
     classes = protos["classes"].numpy()

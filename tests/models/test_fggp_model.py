@@ -5,8 +5,10 @@ import math
 import torch
 import torch.nn.functional as F
 
+from fgl_flower.methods.fggp import BACKBONES
+from fgl_flower.models.acmgcn import ACMGCN, acm_low_pass
 from fgl_flower.models.fggp import (
-    Augmentor, FGGPNet, dense_normalize, knn_edges, prototype_contrast, prototype_scores,
+    BODIES, Augmentor, FGGPNet, dense_normalize, knn_edges, prototype_contrast, prototype_scores,
     prototype_weights, reconstruction_loss, to_dense,
 )
 from fgl_flower.models.node import GCN
@@ -17,13 +19,32 @@ def test_the_net_on_the_clean_graph_is_the_library_gcn():
     torch.manual_seed(0)
     x, ei = torch.rand(12, 5), torch.randint(0, 12, (2, 30))
     net, gcn = FGGPNet(5, 8, 3), GCN(5, 8, 3)
-    gcn.load_state_dict({k: v for k, v in net.state_dict().items() if not k.startswith("aug.")})
+    gcn.load_state_dict({k[len("body."):]: v for k, v in net.state_dict().items() if k.startswith("body.")})
     net.eval(), gcn.eval()
     assert torch.allclose(net(x, ei), gcn(x, ei), atol=1e-6)
-    assert net.head == "convs.1."
+    assert net.head == "body.convs.1."
     # the dense copy of the same propagation matrix gives the same logits
-    adj = gcn_adjacency(ei, 12)
-    assert torch.allclose(net.propagate(x, adj.to_dense())[1], net(x, ei), atol=1e-6)
+    adj = gcn_adjacency(ei, 12).to_dense()
+    assert torch.allclose(net.propagate(x, adj, adj)[1], net(x, ei), atol=1e-6)
+
+
+def test_the_acm_body_is_acmgcn_with_its_filter_given():
+    torch.manual_seed(0)
+    x, ei = torch.rand(12, 5), torch.randint(0, 12, (2, 30))
+    net, acm = FGGPNet(5, 8, 3, backbone="acmgcn"), ACMGCN(5, 8, 3)
+    acm.load_state_dict({k[len("body."):]: v for k, v in net.state_dict().items() if k.startswith("body.")})
+    net.eval(), acm.eval()
+    assert torch.allclose(net(x, ei), acm(x, ei), atol=1e-6)
+    assert net.head == "body.classifier."
+    # a sampled 0/1 graph with its diagonal set: the row-normalised filter acm_low_pass builds
+    sym = torch.zeros(12, 12)
+    sym[ei[1], ei[0]] = 1.0
+    sym = ((sym + sym.t()) > 0).float().fill_diagonal_(1.0)
+    loops = sym.nonzero().t()
+    off = loops[:, loops[0] != loops[1]]
+    want = acm_low_pass(off.flip(0), 12).to_dense()
+    assert torch.allclose(net.dense_propagation(sym), want, atol=1e-6)
+    assert set(BODIES) == set(BACKBONES)
 
 
 def test_knn_edges_point_from_the_neighbours_to_the_node():
@@ -43,7 +64,7 @@ def test_dense_normalize_is_symmetric_degree_scaling():
     assert (out[2] == 0).all()
 
 
-def test_the_sampled_view_is_a_normalised_symmetric_0_1_graph_with_gradients():
+def test_the_sampled_view_is_a_symmetric_0_1_graph_with_gradients():
     torch.manual_seed(0)
     aug = Augmentor(4, 3)
     x = torch.rand(6, 4)
@@ -52,11 +73,10 @@ def test_the_sampled_view_is_a_normalised_symmetric_0_1_graph_with_gradients():
     scores = aug.scores(x, dense_normalize(a_aug))
     assert scores.shape == (6, 6) and (scores >= 0).all()
     view = Augmentor.sample(scores, a_aug, 0.5, 1.0)
-    assert torch.allclose(view, view.t())
-    hard = (view.detach() > 0).float()
-    assert (torch.diagonal(hard) == 1).all()
-    assert torch.allclose(view.detach(), dense_normalize(hard))  # forward: the 0/1 graph, normalised
-    view.sum().backward()  # backward: the relaxed sample's gradient reaches the encoder
+    hard = view.detach()
+    assert torch.allclose(view, view.t()) and set(hard.unique().tolist()) <= {0.0, 1.0}
+    assert (torch.diagonal(hard) == 1).all()  # forward: a 0/1 graph, every node with itself
+    dense_normalize(view).sum().backward()  # backward: the relaxed sample's gradient reaches the encoder
     assert aug.w1.weight.grad.abs().sum() > 0 and aug.w2.weight.grad.abs().sum() > 0
 
 
