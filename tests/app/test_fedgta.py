@@ -1,17 +1,12 @@
 """FedGTA in-process: what travels, options refused before training, a selection that
 accepts everybody reported dead, and the topology-aware selection alive on Cora."""
 
-import json
-
 import numpy as np
 import pytest
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture

@@ -1,17 +1,12 @@
 """FED-PUB in-process: what travels, the regularisers as the paper and as the code compute
 them, options refused before training, and the personalisation alive on Cora."""
 
-import json
-
 import numpy as np
 import pytest
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture

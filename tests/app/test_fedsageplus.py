@@ -2,18 +2,13 @@
 one-way edges and a generator alone reported for what they are, and the mechanism alive on
 Wisconsin."""
 
-import json
-
 import pytest
+from run_records import rounds
 
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.parse import parse_run_config
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture

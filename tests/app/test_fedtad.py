@@ -1,16 +1,11 @@
 """FedTAD in-process: what travels, options refused before training, a distillation that
 changes nothing reported dead, and the distillation alive on Cora."""
 
-import json
-
 import pytest
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture

@@ -2,10 +2,9 @@
 and the mechanism alive on Cora (the prototype memory classifies: shuffle its classes and
 the accuracy falls)."""
 
-import json
-
 import numpy as np
 import pytest
+from run_records import probe, rounds
 
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
@@ -14,14 +13,6 @@ from fgl_flower.models.fggp import FGGPNet
 from fgl_flower.parse import parse_run_config
 from fgl_flower.records import torch_record
 from fgl_flower.strategies.grid import payload_bytes
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
-
-
-def probe(record, name):
-    return record["probes"][name]["mean"]
 
 
 @pytest.fixture

@@ -1,20 +1,11 @@
 """FGSSL in-process: FedAvg's traffic, options refused before training, each variant trains
 what it says, and the regularisers alive on Cora."""
 
-import json
-
 import pytest
+from run_records import probe, rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
-
-
-def probe(record, name):
-    return record["probes"][name]["mean"]
 
 
 @pytest.fixture

@@ -1,10 +1,9 @@
 """S2FGL client and server in-process: FedAvg equivalence, gating, payloads, config checks."""
 
-import json
-
 import pytest
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
+from run_records import rounds
 
 from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY, S2FGLClient
 from fgl_flower.clients.state import ClientState
@@ -18,10 +17,6 @@ from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, SERVER_RO
 ACM = {"model": "acmgcn", "hidden": 16, "dropout": 0.1, "optimizer": "sgd", "lr": 0.2,
        "weight-decay": 0.0, "local-epochs": 4, "keep-optimizer-state": False, "num-rounds": 3,
        "agg-weight": "local", "eval-weight": "client-size"}
-
-
-def rounds(path):
-    return [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()]
 
 
 def test_both_switches_off_equals_fedavg_with_the_same_seed(flat, tmp_path):
