@@ -475,6 +475,41 @@ def test_run_records_complete_a_table_across_machines(tmp_path, capsys):
     assert not load_records(records_path(exp.doc))
 
 
+def test_records_keep_bulky_parts_only_for_columns_that_read_them(tmp_path):
+    """Per-client finals and per-round histories stay in the records of experiments whose
+    columns read them (FedStar's std, first round reaching 65 %) and leave the others' (also
+    the records written before), which render the same page from the records alone."""
+    import shutil
+
+    from fgl_flower.bench import load_records, records_path, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2]\n'
+                    'columns = ["acc-paper", "first65"]\n'
+                    '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n')
+    exp = load_experiment(spec, root=tmp_path)
+    folder = exp.out / exp.rows[0].slug
+    for seed, accs in {1: (0.6, 0.8), 2: (0.7, 0.8)}.items():
+        _fake_run(folder / f"seed{seed}", seed, accs)
+    write_docs([exp])
+    runs = load_records(records_path(exp.doc)).values()
+    assert all({"final_clients", "history"} <= set(run) for run in runs)
+    bulky = records_path(exp.doc).read_text()
+
+    spec.write_text(spec.read_text().replace('["acc-paper", "first65"]', '["acc-mean", "acc-final"]'))
+    exp = load_experiment(spec, root=tmp_path)
+    write_docs([exp])
+    from_folders = (tmp_path / "doc.md").read_text()
+    runs = load_records(records_path(exp.doc)).values()
+    assert len(runs) == 2 and not any({"final_clients", "history"} & set(run) for run in runs)
+    shutil.rmtree(exp.out)
+    records_path(exp.doc).write_text(bulky)  # records written before: trimmed, same page
+    write_docs([exp])
+    assert (tmp_path / "doc.md").read_text() == from_folders
+    runs = load_records(records_path(exp.doc)).values()
+    assert len(runs) == 2 and not any({"final_clients", "history"} & set(run) for run in runs)
+
+
 def test_a_broken_records_file_is_an_error(tmp_path):
     from fgl_flower.bench import load_records
 

@@ -20,6 +20,9 @@ class Column:
     header: str
     value: Callable[[Mapping[str, Any]], float | None]
     cell: Callable[[list[float], list[Mapping[str, Any]]], str] | None = None
+    #: Bulky parts of a run's record it reads besides the summary points (``history``,
+    #: ``final_clients``): records keep them only for the experiments whose columns read them.
+    reads: tuple[str, ...] = ()
 
     def render(self, runs: list[Mapping[str, Any]]) -> str:
         values = [v for r in runs if (v := self.value(r)) is not None]
@@ -111,10 +114,11 @@ COLUMNS: dict[str, Column] = {
     "minority": Column("minority acc, pooled (best-val)", _at("best_val", "test_minority_acc")),
     "minority-final": Column("minority acc, pooled (final)", _at("final", "test_minority_acc")),
     "acc-paper": Column("test acc, client mean (final) ± FedStar std", _at("final", "test_acc_mean"),
-                        _with_fedstar_std),
+                        _with_fedstar_std, reads=("final_clients",)),
     "acc-paper-runstd": Column("± run std", _at("final", "test_acc_mean"), _run_std),
     "acc-gcfl": Column("client mean, GCFL's rule (final)", _at("final", "test_acc_gcfl_mean")),
-    "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds),
+    "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds,
+                      reads=("history",)),
     "latent-nonempty": Column("latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")),
     "latent-contrast": Column("latent contrast (final)", _probe("latent.contrast"), _plain(".2f")),
     "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),

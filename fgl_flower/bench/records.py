@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.bench.columns import HISTORY_KEYS, eval_history
+from fgl_flower.bench.columns import COLUMNS, HISTORY_KEYS, eval_history
 from fgl_flower.bench.experiment import Experiment, Row, record_key
 from fgl_flower.datasets.root import file_lock
 from fgl_flower.errors import ConfigError
@@ -51,16 +51,35 @@ Records = dict[tuple[str, int], dict[str, Any]]
 
 
 #: Summary keys a run record keeps: what the tables read.
-RECORD_KEYS = ("seed", "final", "best_val", "last", "final_clients", "resources",
-               "total_time_s", "rounds_completed", "num_rounds", "wall_s", "probes", "probes_dead")
+RECORD_KEYS = ("seed", "final", "best_val", "last", "resources", "total_time_s", "rounds_completed",
+               "num_rounds", "wall_s", "probes", "probes_dead")
+#: Bulky parts kept only where a column of the experiment reads them (:attr:`Column.reads`).
+OPTIONAL_KEYS = ("final_clients", "history")
 
 
-def run_record(summary: Mapping[str, Any]) -> dict[str, Any]:
-    """The record of a run: :data:`RECORD_KEYS` of its summary and the per-round
-    :data:`HISTORY_KEYS` (:func:`eval_history`)."""
+def column_reads(exp: Experiment) -> set[str]:
+    """The optional record parts that ``exp``'s columns (shown or paired) read."""
+    return {part for name in exp.columns + exp.paired for part in COLUMNS[name].reads}
+
+
+def run_record(summary: Mapping[str, Any], reads: set[str] | frozenset[str] = frozenset(OPTIONAL_KEYS)
+               ) -> dict[str, Any]:
+    """The record of a run: :data:`RECORD_KEYS` of its summary, and of :data:`OPTIONAL_KEYS`
+    those in ``reads``: ``final_clients`` and the per-round :data:`HISTORY_KEYS`
+    (:func:`eval_history`) as ``history``."""
     record = {k: summary[k] for k in RECORD_KEYS if k in summary}
-    history = {k: h for k in HISTORY_KEYS if (h := eval_history(summary, k))}
-    return {**record, "history": history} if history else record
+    if "final_clients" in reads and "final_clients" in summary:
+        record["final_clients"] = summary["final_clients"]
+    if "history" in reads:
+        history = {k: h for k in HISTORY_KEYS if (h := eval_history(summary, k))}
+        if history:
+            record["history"] = history
+    return record
+
+
+def trimmed(record: Mapping[str, Any], reads: set[str]) -> dict[str, Any]:
+    """``record`` without the optional parts outside ``reads``."""
+    return {k: v for k, v in record.items() if k not in OPTIONAL_KEYS or k in reads}
 
 
 def records_path(doc: Path) -> Path:
@@ -94,16 +113,20 @@ def sync_records(path: Path, exps: list[Experiment]) -> Records:
     with _records_lock(path):
         old = load_records(path)
         shown: dict[str, set[int]] = {}
+        reads: dict[str, set[str]] = {}
         for exp in exps:
             for row in exp.rows:
-                shown.setdefault(record_key(exp, row), set()).update(exp.seeds)
-        records = {k: v for k, v in old.items() if k[1] in shown.get(k[0], ())}
+                key = record_key(exp, row)
+                shown.setdefault(key, set()).update(exp.seeds)
+                reads.setdefault(key, set()).update(column_reads(exp))
+        records = {k: trimmed(v, reads[k[0]]) for k, v in old.items() if k[1] in shown.get(k[0], ())}
         for exp in exps:
             for row in exp.rows:
+                key = record_key(exp, row)
                 for seed in exp.seeds:
                     summary = _folder_summary(exp, row, seed)
                     if summary is not None:
-                        records[(record_key(exp, row), seed)] = run_record(summary)
+                        records[(key, seed)] = run_record(summary, reads[key])
         if records != old:
             lines = [json.dumps({"command": k, "seed": s, "run": records[(k, s)]}, sort_keys=True)
                      for k, s in sorted(records)]
