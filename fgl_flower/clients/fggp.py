@@ -74,7 +74,7 @@ class FGGPClient(LearnerClient):
                 f"Client {self.partition_id} has {n} nodes; FGGP's augmented view is a dense "
                 f"[N, N] matrix and fggp.dense-max-nodes={self.opts.dense_max_nodes}. Use more "
                 f"clients (smaller subgraphs) or raise fggp.dense-max-nodes if the memory allows "
-                f"(about 12 N^2 bytes per step).")
+                f"(about 60 N^2 bytes at a local step's peak).")
 
     @functools.cached_property
     def opts(self) -> FGGPOptions:
@@ -100,6 +100,9 @@ class FGGPClient(LearnerClient):
         model = self.learner.model
         head = {k: v for k, v in initial.state_dict().items() if k.startswith(model.head)}
         model.load_state_dict(head, strict=False)
+        for name, p in model.named_parameters():  # a kept optimizer forgets the old head's moments
+            if name.startswith(model.head):
+                self.learner.optimizer.state.pop(p, None)
 
     # -- global knowledge ------------------------------------------------------------------
     def global_graph(self, server_round: int) -> tuple[Tensor, float]:
@@ -137,14 +140,13 @@ class FGGPClient(LearnerClient):
         a_norm = dense_normalize(a_aug)
         clean, clean_out = model.propagation(g.x, g.edge_index), model.output_propagation(g.x, g.edge_index)
         aug_out = model.output_propagation(g.x, edges)
-        gcn = [p for n, p in model.named_parameters() if not n.startswith("aug.")]
         augmentor = list(model.aug.parameters())
         train, y = g.train_mask, g.y
         model.train()
         losses: dict[str, float] = {}
         ratios = {"fggp.contrast-grad": 0.0, "fggp.view-grad": 0.0}
         last_logits = None
-        for step in range(self.cfg.local_epochs):
+        for _ in range(self.cfg.local_epochs):
             optimizer.zero_grad()
             z, logits = model.propagate(g.x, clean, clean_out)
             ce = F.cross_entropy(logits[train], y[train])
@@ -157,18 +159,29 @@ class FGGPClient(LearnerClient):
             recon = reconstruction_loss(scores, a_aug)
             parts = {"view": o.view_weight * ce_view, "contrast": o.contrast_weight * contrast,
                      "reconstruction": o.reconstruction_weight * recon}
-            base = grad_norm(ce, gcn) or 1.0  # the probes: each step's ratios, averaged below
-            ratios["fggp.contrast-grad"] += grad_norm(parts["contrast"], gcn + augmentor) / base
-            ratios["fggp.view-grad"] += grad_norm(parts["view"], augmentor) / base
+            for name, value in self.gradient_probes(ce, parts, (z, z_view), augmentor).items():
+                ratios[name] += value
             (ce + sum(parts.values())).backward()
             optimizer.step()
             last_logits = logits.detach()
             losses = {"train_loss": float(ce.detach())} | {
                 f"{k}_loss": float(v.detach()) for k, v in parts.items()}
-        probes = {k: v / max(self.cfg.local_epochs, 1) for k, v in ratios.items()}
+        probes = {k: v / max(self.cfg.local_epochs, 1) for k, v in ratios.items()}  # step means
         reply = self.training_reply(losses | as_metrics(probes | {"fggp.knn-new-edges": share}))
         reply[PROTOTYPES] = self.prototypes(last_logits)
         return reply
+
+    @staticmethod
+    def gradient_probes(ce: Tensor, parts: dict[str, Tensor], features: tuple[Tensor, Tensor],
+                        augmentor: list[Tensor]) -> dict[str, float]:
+        """One step's probes: the contrast's gradient on the two views' features against the
+        cross-entropy's on the clean ones (a contrast cut off from the features reads 0 even
+        while the prototype weights' confidences pass it on to the classifier), and the view
+        loss's gradient on the augmentor against the reconstruction's (the task's pull on the
+        edge sampler; absolute when the reconstruction is off)."""
+        contrast = grad_norm(parts["contrast"], list(features)) / (grad_norm(ce, [features[0]]) or 1.0)
+        view = grad_norm(parts["view"], augmentor) / (grad_norm(parts["reconstruction"], augmentor) or 1.0)
+        return {"fggp.contrast-grad": contrast, "fggp.view-grad": view}
 
     @torch.no_grad()
     def prototypes(self, logits: Tensor | None) -> ArrayRecord:

@@ -27,15 +27,16 @@ EVALUATIONS = ("proto", "head")
 BACKBONES = ("gcn", "acmgcn")
 
 PROBES = (
-    Probe("fggp.contrast-grad", "||grad of the weighted prototype contrast|| / ||grad of the "
-          "cross-entropy||, on the round's last local step", dead_below=1e-3,
+    Probe("fggp.contrast-grad", "||grad of the weighted prototype contrast w.r.t. both views' "
+          "features|| / ||grad of the cross-entropy w.r.t. the clean features||, mean over the "
+          "round's local steps", dead_below=1e-3,
           why="The prototype contrast between the clean and the augmented view does not move "
-              "the model."),
-    Probe("fggp.view-grad", "||grad of the augmented view's cross-entropy w.r.t. the augmentor|| / "
-          "||grad of the cross-entropy w.r.t. the GCN||, mean over the round's local steps: the "
-          "task reaching the edge sampler through the straight-through draw", dead_below=1e-4,
-          why="The augmentor does not learn from the task: its sampled graph is a fixed random "
-              "perturbation of the global-knowledge graph."),
+              "the features."),
+    Probe("fggp.view-grad", "||grad of the augmented view's weighted cross-entropy w.r.t. the "
+          "augmentor|| / ||grad of its weighted reconstruction loss w.r.t. it||, mean over the "
+          "round's local steps: the task's pull on the edge sampler through the straight-through "
+          "draw", dead_below=1e-4,
+          why="The augmentor does not learn from the task, only to reconstruct the k-NN graph."),
     Probe("fggp.knn-new-edges", "share of the augmented graph's edges (without self-loops) that the "
           "global model's k-NN graph adds to the client's own", dead_below=1e-6,
           why="The global model's k-NN graph adds no edge: no global knowledge enters the view."),
@@ -44,7 +45,8 @@ PROBES = (
     Probe("fggp.clusters", "mean FINCH clusters per class of the round's uploads (server)"),
     Probe("fggp.proto-margin", "at evaluation: mean over the client's classes of the highest cosine of "
           "its training-node prototype to a memory prototype of its class minus that to another "
-          "class"),
+          "class (undefined, and dead, without a memory)", dead_below=-2.0,
+          why="No prototype memory reached the client."),
 )
 
 

@@ -36,9 +36,11 @@ def dense_normalize(a: Tensor) -> Tensor:
 
 
 def to_dense(edge_index: Tensor, num_nodes: int) -> Tensor:
-    """The 0/1 matrix ``A [N, N]`` with ``A[v, u] = 1`` for every edge ``u -> v``."""
+    """The 0/1 matrix ``A [N, N]`` with ``A[u, v] = 1`` for every edge ``u -> v`` (the
+    official code's ``adj_orig[src, dst]``: a dense product ``A @ h`` sums, at ``u``, the
+    targets of its edges)."""
     a = torch.zeros(num_nodes, num_nodes, device=edge_index.device)
-    a[edge_index[1], edge_index[0]] = 1.0
+    a[edge_index[0], edge_index[1]] = 1.0
     return a
 
 
@@ -220,9 +222,11 @@ def reconstruction_loss(scores: Tensor, a_aug: Tensor) -> Tensor:
 
 
 def knn_edges(z: Tensor, k: int) -> Tensor:
-    """``[2, N * k']`` edges ``j -> i`` from each node's ``k' = min(k, N - 1)`` nearest
-    neighbours ``j`` by cosine similarity of ``z [N, d]`` (itself excluded; sklearn's
-    ``kneighbors_graph(metric="cosine", include_self=False)``)."""
+    """``[2, N * k']`` edges ``i -> j`` to each node's ``k' = min(k, N - 1)`` nearest
+    neighbours ``j`` by cosine similarity of ``z [N, d]`` (itself excluded): the rows and
+    columns of sklearn's ``kneighbors_graph(metric="cosine", include_self=False)`` as the
+    official code turns them into edges, so that in a message-passing layer (source to
+    target) a node's neighbours hear from it."""
     n = z.size(0)
     k = min(k, n - 1)
     if k <= 0:
@@ -231,7 +235,7 @@ def knn_edges(z: Tensor, k: int) -> Tensor:
     sim = zn @ zn.t()
     sim.fill_diagonal_(float("-inf"))
     nbr = sim.topk(k, dim=1).indices
-    return torch.stack([nbr.reshape(-1), torch.arange(n, device=z.device).repeat_interleave(k)])
+    return torch.stack([torch.arange(n, device=z.device).repeat_interleave(k), nbr.reshape(-1)])
 
 
 def prototype_weights(logits: Tensor, y: Tensor, train_mask: Tensor, num_classes: int

@@ -23,10 +23,12 @@ def dropout(x: Tensor, p: float, training: bool) -> Tensor:
     return x * (torch.rand_like(x) >= p) / (1.0 - p)
 
 
-def grad_norm(value: Tensor, params: list[torch.nn.Parameter]) -> float:
-    """``||d value / d params||`` (the graph kept), 0 for a value that does not depend on
-    them: the gradient probes of methods whose terms could read alive with their gradient cut."""
-    if not value.requires_grad:
+def grad_norm(value: Tensor, params: list[Tensor]) -> float:
+    """``||d value / d params||`` (the graph kept; ``params`` may be intermediate tensors),
+    0 for a value that does not depend on them: the gradient probes of methods whose terms
+    could read alive with their gradient cut."""
+    params = [p for p in params if p.requires_grad]
+    if not value.requires_grad or not params:
         return 0.0
     grads = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
     return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None) or torch.zeros(())))

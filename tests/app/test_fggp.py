@@ -65,15 +65,23 @@ def test_a_client_too_large_for_the_dense_view_stops_with_advice(fggp_flat):
 
 
 def test_cut_terms_are_reported_dead(fggp_flat, tmp_path, monkeypatch, caplog):
-    """The prototype contrast on detached features keeps its value but moves nothing; without
-    the augmented view's loss the augmentor learns only to reconstruct: both probes dead."""
+    """Features detached on their way into the prototypes (the confidences still carry a
+    gradient to the classifier) and a detached edge sample (the augmentor learns only to
+    reconstruct): the loss values are there, both probes read dead."""
     import fgl_flower.clients.fggp as client
+    from fgl_flower.models.fggp import Augmentor, FGGPNet
 
-    contrast = client.prototype_contrast
-    monkeypatch.setattr(client, "prototype_contrast", lambda u, v, tau: contrast(u.detach(), v.detach(), tau))
-    run_inprocess(dict(fggp_flat, **{"fggp.view-weight": 0.0}))
+    propagate, sample = FGGPNet.propagate, Augmentor.sample
+
+    def detached_features(self, *args):
+        h, logits = propagate(self, *args)
+        return h.detach(), logits
+
+    monkeypatch.setattr(FGGPNet, "propagate", detached_features)
+    monkeypatch.setattr(client.Augmentor, "sample", staticmethod(lambda *a: sample(*a).detach()))
+    run_inprocess(fggp_flat)
     last = rounds(tmp_path / "run")[-1]
-    assert last["train"]["contrast_loss"] > 0
+    assert last["train"]["contrast_loss"] > 0 and last["train"]["view_loss"] > 0
     assert set(last["probes_dead"]) == {"fggp.contrast-grad", "fggp.view-grad"}
     assert "fggp.contrast-grad" in caplog.text
 

@@ -46,10 +46,20 @@ def test_the_head_starts_every_round_at_its_initial_weights(client):
     with cpu_seeded(client.cfg.seed):
         initial = head_of(FGGPNet(client.data.num_features, client.cfg.hidden, client.data.num_classes))
     client.train(RecordDict(), 1)
-    trained = head_of(client.learner.model)
+    model = client.learner.model
+    trained = head_of(model)
     assert not all(torch.equal(trained[k], initial[k]) for k in initial)
-    client.reset_head()
-    assert all(torch.equal(client.learner.model.state_dict()[k], initial[k]) for k in initial)
+    seen = []  # the head at round 2's first forward pass
+    propagate = model.propagate
+
+    def spy(*args):
+        if not seen:
+            seen.append(head_of(model))
+        return propagate(*args)
+
+    model.propagate = spy
+    client.train(RecordDict(), 2)
+    assert all(torch.equal(seen[0][k], initial[k]) for k in initial)
 
 
 def test_the_global_graph_is_kept_until_its_rebuild(client):
@@ -68,15 +78,21 @@ def test_the_global_graph_is_kept_until_its_rebuild(client):
 
 
 def test_evaluation_classifies_with_the_memory(client):
+    """No memory: a clear error. With one: the accuracy of the k-NN vote of the memory's
+    prototypes over the model's features, by hand."""
     with pytest.raises(FGLError, match="prototype memory"):
         client.evaluate(RecordDict(), 2)
-    g = client.data.data
-    # a memory of one prototype per class: the class means of the model's own features
+    g, c = client.data.data, client.data.num_classes
     model = client.learner.model.eval()
-    z = model.features(g.x, torch.eye(g.num_nodes)).detach()  # propagation-free features
-    c = client.data.num_classes
-    memory = torch.nn.functional.normalize(torch.randn(c, z.size(1)), dim=1)
+    z, _ = model.propagate(g.x, model.propagation(g.x, g.edge_index), model.output_propagation(g.x, g.edge_index))
+    memory = torch.nn.functional.normalize(torch.randn(2 * c, z.size(1), generator=torch.Generator().manual_seed(0)), dim=1)
+    classes = torch.arange(2 * c) % c
     content = RecordDict({MEMORY: ArrayRecord({"prototypes": Array(memory.numpy()),
-                                               "classes": Array(torch.arange(c).numpy())})})
+                                               "classes": Array(classes.numpy())})})
     res = client.evaluate(content, 2)[METRICS]
-    assert 0 <= res["test_acc"] <= 1 and "probe.fggp.proto-margin" in res
+    sim = torch.nn.functional.normalize(z, dim=1) @ memory.t()
+    top, idx = sim.topk(min(client.opts.eval_k, 2 * c), dim=1)
+    votes = torch.zeros(g.num_nodes, c).scatter_add_(1, classes[idx], torch.softmax(top / 0.1, dim=1))
+    want = (votes.argmax(1) == g.y)[g.test_mask].float().mean()
+    assert res["test_acc"] == pytest.approx(float(want), abs=1e-6)
+    assert -2 <= res["probe.fggp.proto-margin"] <= 2

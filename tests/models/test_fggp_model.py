@@ -47,13 +47,13 @@ def test_the_acm_body_is_acmgcn_with_its_filter_given():
     assert set(BODIES) == set(BACKBONES)
 
 
-def test_knn_edges_point_from_the_neighbours_to_the_node():
+def test_knn_edges_point_from_the_node_to_its_neighbours():
     z = torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0], [0.1, 0.9]])
     e = knn_edges(z, 1)
-    assert e.tolist() == [[1, 0, 3, 2], [0, 1, 2, 3]]  # j -> i for i's nearest j
+    assert e.tolist() == [[0, 1, 2, 3], [1, 0, 3, 2]]  # i -> j for i's nearest j (the code's)
     assert knn_edges(z, 10).size(1) == 4 * 3  # k capped at N - 1
-    a = to_dense(e, 4)
-    assert a[0, 1] == 1 and a.sum() == 4  # A[i, j]: i hears from j
+    a = to_dense(torch.tensor([[0], [2]]), 4)
+    assert a[0, 2] == 1 and a.sum() == 1  # A[src, dst], the code's adj_orig
 
 
 def test_dense_normalize_is_symmetric_degree_scaling():
