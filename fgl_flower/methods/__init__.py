@@ -299,7 +299,7 @@ for _spec in (
         strategy="fgl_flower.strategies.fggp:FGGPStrategy",
         client="fgl_flower.clients.fggp:FGGPClient",
         tasks=("node",),
-        summary="FedAvg of a GCN trained with a learned edge augmentor over the global model's "
+        summary="FedAvg of a GCN (or ACM-GCN) trained with a learned edge augmentor over the global model's "
         "k-NN graph and a prototype contrast between the views; the server clusters the clients' "
         "class prototypes (FINCH) into a memory that classifies by k-NN.",
         reference="Wan et al., FGGP, AAAI 2024",
