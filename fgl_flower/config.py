@@ -16,6 +16,7 @@ the method registry (whose option modules import this one).
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
@@ -228,6 +229,28 @@ class MethodOptions:
         for name in names:
             if getattr(self, name) < 1:
                 raise ConfigError(f"{method}.{name.replace('_', '-')} must be at least 1.")
+
+    def require_choice(self, method: str, name: str, choices: tuple[str, ...]) -> None:
+        """Raise :class:`ConfigError` when option ``name`` is not one of ``choices``."""
+        value = getattr(self, name)
+        if value not in choices:
+            raise ConfigError(f"{method}.{name.replace('_', '-')}={value!r}: use one of {', '.join(choices)}.")
+
+    def require_nonnegative(self, method: str, *names: str) -> None:
+        """Raise :class:`ConfigError` naming the first option of ``names`` that is not a finite
+        number >= 0 (a weight, a rate)."""
+        for name in names:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value >= 0):
+                raise ConfigError(f"{method}.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+
+    def require_positive(self, method: str, *names: str) -> None:
+        """Raise :class:`ConfigError` naming the first option of ``names`` that is not a finite
+        number > 0 (a temperature)."""
+        for name in names:
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{method}.{name.replace('_', '-')}={value} must be a positive number.")
 
 
 #: Folds of ``split-mode=five-group`` (``split-fold`` -1: the run seed mod this).

@@ -48,8 +48,7 @@ class FedGTAOptions(MethodOptions):
 def check_config(cfg: RunConfig) -> None:
     o = FedGTAOptions.from_config(cfg)
     o.require_at_least_one("fedgta", "lp_steps", "num_moments")
-    if o.moment_type not in MOMENT_TYPES:
-        raise ConfigError(f"fedgta.moment-type={o.moment_type!r}: use one of {', '.join(MOMENT_TYPES)}.")
+    o.require_choice("fedgta", "moment_type", MOMENT_TYPES)
     if not 0.0 <= o.lp_alpha <= 1.0:
         raise ConfigError(f"fedgta.lp-alpha={o.lp_alpha} must be in [0, 1].")
     if not (math.isfinite(o.temperature) and o.temperature > 0):

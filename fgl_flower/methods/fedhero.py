@@ -79,11 +79,9 @@ def check_config(cfg: RunConfig) -> None:
     """Reject settings FedHERO cannot run before anything starts."""
     o = FedHEROOptions.from_config(cfg)
     o.require_at_least_one("fedhero", "k", "heads", "max_nodes")
-    for name, value, allowed in (("metric", o.metric, METRICS), ("share", o.share, SHARING),
-                                 ("reg-norm", o.reg_norm, REG_NORMS), ("latent", o.latent, LATENT_GRAPHS),
-                                 ("struct-act", o.struct_act, STRUCT_ACTIVATIONS)):
-        if value not in allowed:
-            raise ConfigError(f"fedhero.{name}={value!r}: use one of {', '.join(allowed)}.")
+    for name, allowed in (("metric", METRICS), ("share", SHARING), ("reg_norm", REG_NORMS),
+                          ("latent", LATENT_GRAPHS), ("struct_act", STRUCT_ACTIVATIONS)):
+        o.require_choice("fedhero", name, allowed)
     if not 0.0 <= o.alpha <= 1.0:
         raise ConfigError(f"fedhero.alpha={o.alpha} must be in [0, 1] (the local channel's weight).")
     if o.lam < 0 or o.mu < 0:

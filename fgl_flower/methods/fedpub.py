@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
@@ -63,18 +62,11 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"FED-PUB trains its own masked GCN (two GCN layers of `hidden` units and a "
                           f"linear classifier, models/fedpub.py): leave model=gcn and num-layers=2 "
                           f"(got model={cfg.model!r}, num-layers={cfg.num_layers}).")
-    if o.agg_norm not in AGG_NORMS:
-        raise ConfigError(f"fedpub.agg-norm={o.agg_norm!r}: use one of {', '.join(AGG_NORMS)}.")
-    if o.regularizers not in REGULARIZERS:
-        raise ConfigError(f"fedpub.regularizers={o.regularizers!r}: use one of {', '.join(REGULARIZERS)}.")
-    if o.evaluate not in EVALUATES:
-        raise ConfigError(f"fedpub.evaluate={o.evaluate!r}: use one of {', '.join(EVALUATES)}.")
-    if o.mask_init not in MASK_INITS:
-        raise ConfigError(f"fedpub.mask-init={o.mask_init!r}: use one of {', '.join(MASK_INITS)}.")
-    for name in ("norm_scale", "l1", "loc_l2"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"fedpub.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+    o.require_choice("fedpub", "agg_norm", AGG_NORMS)
+    o.require_choice("fedpub", "regularizers", REGULARIZERS)
+    o.require_choice("fedpub", "evaluate", EVALUATES)
+    o.require_choice("fedpub", "mask_init", MASK_INITS)
+    o.require_nonnegative("fedpub", "norm_scale", "l1", "loc_l2")
     o.require_at_least_one("fedpub", "proxy_graphs", "proxy_nodes")
     if not 0.0 < o.proxy_p <= 1.0:
         raise ConfigError(f"fedpub.proxy-p={o.proxy_p} must be in (0, 1]: an edge probability.")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
@@ -78,11 +77,6 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"fedsageplus.gen-dropout={o.gen_dropout} must be in [0, 1).")
     if not 0 < o.hidden_portion < 1:
         raise ConfigError(f"fedsageplus.hidden-portion={o.hidden_portion} must be in (0, 1).")
-    for name in ("gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"fedsageplus.{name.replace('_', '-')}={value} must be a finite number >= 0.")
-    if o.matching not in MATCHINGS:
-        raise ConfigError(f"fedsageplus.matching={o.matching!r}: use one of {', '.join(MATCHINGS)}.")
-    if o.trainable not in TRAINABLE:
-        raise ConfigError(f"fedsageplus.trainable={o.trainable!r}: use one of {', '.join(TRAINABLE)}.")
+    o.require_nonnegative("fedsageplus", "gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls")
+    o.require_choice("fedsageplus", "matching", MATCHINGS)
+    o.require_choice("fedsageplus", "trainable", TRAINABLE)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
@@ -48,10 +47,7 @@ def check_config(cfg: RunConfig) -> None:
     o = FedTADOptions.from_config(cfg)
     o.require_at_least_one("fedtad", "glb_epochs", "it_g", "it_d", "num_gen", "noise_dim", "topk",
                            "walk_length")
-    for name in ("lr_g", "lr_d", "lam1", "lam2"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"fedtad.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+    o.require_nonnegative("fedtad", "lr_g", "lr_d", "lam1", "lam2")
     if o.topk > o.num_gen:
         raise ConfigError(f"fedtad.topk={o.topk} exceeds fedtad.num-gen={o.num_gen}: a generated node "
                           f"cannot have more neighbours than there are generated nodes.")

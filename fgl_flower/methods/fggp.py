@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
@@ -74,10 +73,8 @@ class FGGPOptions(MethodOptions):
 def check_config(cfg: RunConfig) -> None:
     """Reject settings FGGP cannot run before anything starts."""
     o = FGGPOptions.from_config(cfg)
-    if o.head not in HEADS:
-        raise ConfigError(f"fggp.head={o.head!r}: use one of {', '.join(HEADS)}.")
-    if o.evaluate not in EVALUATIONS:
-        raise ConfigError(f"fggp.evaluate={o.evaluate!r}: use one of {', '.join(EVALUATIONS)}.")
+    o.require_choice("fggp", "head", HEADS)
+    o.require_choice("fggp", "evaluate", EVALUATIONS)
     if o.evaluate == "head" and o.head != "aggregate":
         raise ConfigError("fggp.evaluate=head needs fggp.head=aggregate: with head=reset the global "
                           "classifier layer is the untrained initial one.")
@@ -92,11 +89,5 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("fggp", "knn_k", "knn_every", "eval_k", "memory_size", "dense_max_nodes")
     if not 0.0 <= o.alpha <= 1.0:
         raise ConfigError(f"fggp.alpha={o.alpha} must be in [0, 1].")
-    for name in ("temperature", "tau", "eval_tau"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"fggp.{name.replace('_', '-')}={value} must be a positive number.")
-    for name in ("contrast_weight", "view_weight", "reconstruction_weight"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"fggp.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+    o.require_positive("fggp", "temperature", "tau", "eval_tau")
+    o.require_nonnegative("fggp", "contrast_weight", "view_weight", "reconstruction_weight")

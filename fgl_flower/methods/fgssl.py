@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
@@ -60,21 +59,14 @@ def check_config(cfg: RunConfig) -> None:
     from fgl_flower.models.registry import MODELS
 
     o = FGSSLOptions.from_config(cfg)
-    if o.variant not in VARIANTS:
-        raise ConfigError(f"fgssl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
+    o.require_choice("fgssl", "variant", VARIANTS)
     if not MODELS.get(cfg.model).hidden or cfg.num_layers < 2:
         raise ConfigError(
             f"fgssl compares node representations before the last layer; model={cfg.model!r} with "
             f"num-layers={cfg.num_layers} has none. Use a backbone with a hidden layer (gcn, "
             f"graphsage, gat, mlp, acmgcn) and num-layers >= 2.")
-    for name in ("contrast_weight", "structure_weight", "openfgl_weight"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value >= 0):
-            raise ConfigError(f"fgssl.{name.replace('_', '-')}={value} must be a finite number >= 0.")
-    for name in ("tau", "omega", "openfgl_tau"):
-        value = getattr(o, name)
-        if not (math.isfinite(value) and value > 0):
-            raise ConfigError(f"fgssl.{name.replace('_', '-')}={value} must be a positive number.")
+    o.require_nonnegative("fgssl", "contrast_weight", "structure_weight", "openfgl_weight")
+    o.require_positive("fgssl", "tau", "omega", "openfgl_tau")
     for name in ("weak_edges", "weak_features", "strong_edges", "strong_features"):
         value = getattr(o, name)
         if not 0 <= value < 1:

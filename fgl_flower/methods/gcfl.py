@@ -54,10 +54,8 @@ def run_task(cfg: RunConfig) -> str:
 
 def check_config(cfg: RunConfig) -> None:
     o = GCFLOptions.from_config(cfg)
-    if o.variant not in VARIANTS:
-        raise ConfigError(f"gcfl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
-    if o.sequence not in SEQUENCES:
-        raise ConfigError(f"gcfl.sequence={o.sequence!r}: use one of {', '.join(SEQUENCES)}.")
+    o.require_choice("gcfl", "variant", VARIANTS)
+    o.require_choice("gcfl", "sequence", SEQUENCES)
     for name in ("eps1", "eps2", "eps1_node", "eps2_node"):
         if not getattr(o, name) >= 0:  # NaN too
             raise ConfigError(f"gcfl.{name.replace('_', '-')}={getattr(o, name)} must be non-negative "

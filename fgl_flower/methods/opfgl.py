@@ -100,8 +100,7 @@ def check_config(cfg: RunConfig) -> None:
             f"opfgl is one-shot: its pseudo-graph pools the statistics of every client, so all "
             f"clients take part; set fraction-train=1 (got {cfg.fraction_train})."
         )
-    if o.variant not in VARIANTS:
-        raise ConfigError(f"opfgl.variant={o.variant!r}: use one of {', '.join(VARIANTS)}.")
+    o.require_choice("opfgl", "variant", VARIANTS)
     o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")
     if o.rate < 0 or o.topk < 0 or o.condense_steps < 0 or o.max_steps < 0:
         raise ConfigError("opfgl.rate, topk, condense-steps and max-steps must be non-negative.")

@@ -68,7 +68,5 @@ def check_config(cfg: RunConfig) -> None:
     if not 0 < o.anchor_fraction <= 1 or not 0 < o.ppr_alpha < 1 or o.temperature <= 0:
         raise ConfigError("s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and "
                           "temperature positive.")
-    if o.eig_cap not in EIG_CAPS:
-        raise ConfigError(f"s2fgl.eig-cap={o.eig_cap!r}: use one of {', '.join(EIG_CAPS)}.")
-    if o.eig_mode not in EIG_MODES:
-        raise ConfigError(f"s2fgl.eig-mode={o.eig_mode!r}: use one of {', '.join(EIG_MODES)}.")
+    o.require_choice("s2fgl", "eig_cap", EIG_CAPS)
+    o.require_choice("s2fgl", "eig_mode", EIG_MODES)
