@@ -189,8 +189,7 @@ class FGGPClient(LearnerClient):
         (the round's last step; the trained model's own when it took none)."""
         g, model = self.data.data, self.learner.model
         model.eval()
-        z, own = model.propagate(g.x, model.propagation(g.x, g.edge_index),
-                                 model.output_propagation(g.x, g.edge_index))
+        z, own = model.on_graph(g.x, g.edge_index)
         weights, classes = prototype_weights(own if logits is None else logits, g.y, g.train_mask,
                                              self.data.num_classes)
         return torch_record({"prototypes": weights @ z, "classes": classes,
@@ -212,8 +211,7 @@ class FGGPClient(LearnerClient):
         if self.eval_dropout():
             self.seed_round(server_round, "evaluate")
         model.train(self.eval_dropout())
-        z, logits = model.propagate(g.x, model.propagation(g.x, g.edge_index),
-                                    model.output_propagation(g.x, g.edge_index))
+        z, logits = model.on_graph(g.x, g.edge_index)
         probes: dict[str, float] = {"fggp.proto-margin": float("nan")}
         if memory is not None:
             probes["fggp.proto-margin"] = self.proto_margin(z, *memory)

@@ -164,9 +164,13 @@ class FGGPNet(nn.Module):
         h = self.body.features(x, prop)
         return h, self.body.classify(h, prop if out_prop is None else out_prop)
 
+    def on_graph(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
+        """``(features [N, d], logits [N, C])`` on the graph ``edge_index``."""
+        return self.propagate(x, self.propagation(x, edge_index), self.output_propagation(x, edge_index))
+
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Logits ``[N, C]`` on the graph ``edge_index``."""
-        return self.propagate(x, self.propagation(x, edge_index), self.output_propagation(x, edge_index))[1]
+        return self.on_graph(x, edge_index)[1]
 
 
 class Augmentor(nn.Module):

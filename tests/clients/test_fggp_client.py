@@ -84,7 +84,7 @@ def test_evaluation_classifies_with_the_memory(client):
         client.evaluate(RecordDict(), 2)
     g, c = client.data.data, client.data.num_classes
     model = client.learner.model.eval()
-    z, _ = model.propagate(g.x, model.propagation(g.x, g.edge_index), model.output_propagation(g.x, g.edge_index))
+    z, _ = model.on_graph(g.x, g.edge_index)
     memory = torch.nn.functional.normalize(torch.randn(2 * c, z.size(1), generator=torch.Generator().manual_seed(0)), dim=1)
     classes = torch.arange(2 * c) % c
     content = RecordDict({MEMORY: ArrayRecord({"prototypes": Array(memory.numpy()),
