@@ -44,7 +44,7 @@ from fgl_flower.device import cpu_seeded
 from fgl_flower.methods.fedsageplus import CROSS, GENERATED, GRADIENTS, ROUND_CLIENTS, FedSagePlusOptions
 from fgl_flower.models.fedsage import (
     LocSagePlus, feature_loss, hide_nodes, impaired_graph, mend, missing_neighbours, neighbour_features,
-    sample_targets,
+    owner_fit, sample_targets,
 )
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_LOCAL, SERVER_ROUND
@@ -83,6 +83,7 @@ class FedSagePlusClient(FedAvgClient):
             self.learner = MendedLearner(self.cfg, self.data, self.device, real_nodes=data.data.num_nodes)
             self.learner.restore(self.state)
         self._impaired: dict[str, Tensor] | None = None
+        self._owner_fit: float | None = None
 
     # -- the classifier's data -------------------------------------------------------------
     @staticmethod
@@ -269,8 +270,9 @@ class FedSagePlusClient(FedAvgClient):
         return saved
 
     def after_fit(self) -> dict[str, float]:
-        """The classifier-round probes: generated neighbours per real node, and how much they
-        change the real nodes' logits (the trained model, evaluation mode)."""
+        """The classifier-round probes: generated neighbours per real node, whether they
+        belong to the node they are attached to, and how much they change the real nodes'
+        logits (the trained model, evaluation mode)."""
         model, n = self.learner.model, self.original.data.num_nodes
         g, o = self.data.data, self.original.to(self.device).data
         was = model.training
@@ -280,6 +282,9 @@ class FedSagePlusClient(FedAvgClient):
             plain = model(o.x, o.edge_index)
         model.train(was)
         effect = float((mended - plain).norm() / plain.norm().clamp_min(1e-12))
+        if self._owner_fit is None:  # the mended graph is fixed: once per client instance
+            draws = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedsage-owner-fit"))
+            fit = owner_fit(g.x, g.edge_index, n, draws)
+            self._owner_fit = float("nan") if fit is None else fit
         return as_metrics({"fedsageplus.generated": (g.num_nodes - n) / max(n, 1),
-                           "fedsageplus.feature-effect": effect})
-
+                           "fedsageplus.feature-effect": effect, "fedsageplus.owner-fit": self._owner_fit})

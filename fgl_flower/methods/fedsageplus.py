@@ -28,6 +28,13 @@ PROBES = (
     Probe("fedsageplus.generated", "classifier rounds: generated neighbours per node of the mended "
           "graph", dead_below=1e-3,
           why="The generator adds no neighbour: FedSage+ is FedAvg of the classifier."),
+    Probe("fedsageplus.owner-fit", "classifier rounds: 1 - sum_g ||x_g - m(owner g)||^2 / the same "
+          "with the owners of the generated rows permuted (m(v): mean features of v's real "
+          "neighbours); 0 for identical rows or rows on the wrong nodes, about 0.5 for a true "
+          "neighbour's features", dead_below=0.05,
+          why="The generated neighbours are no closer to their own node's neighbourhood than to "
+              "another node's: they carry nothing of the node they mend (constant rows, noise, or "
+              "rows attached to the wrong nodes)."),
     Probe("fedsageplus.feature-effect", "classifier rounds: ||logits of the real nodes on the mended "
           "graph - on the original subgraph|| / ||logits on the original||", dead_below=1e-4,
           why="The generated neighbours do not change any real node's prediction (OpenFGL's "
@@ -36,7 +43,7 @@ PROBES = (
 
 #: Probes of each phase (the other phase's are recorded as idle, not watched).
 GENERATOR_PROBES = ("fedsageplus.cross-grad",)
-CLASSIFIER_PROBES = ("fedsageplus.generated", "fedsageplus.feature-effect")
+CLASSIFIER_PROBES = ("fedsageplus.generated", "fedsageplus.owner-fit", "fedsageplus.feature-effect")
 
 
 @dataclass(frozen=True)

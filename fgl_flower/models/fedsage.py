@@ -179,6 +179,45 @@ def mend(x: Tensor, edge_index: Tensor, kept: Tensor, pred_count: Tensor, pred_f
     return torch.cat([dense, new_x.to(dense.dtype)]), torch.cat([edge_index, *links], dim=1)
 
 
+def owner_fit(x: Tensor, edge_index: Tensor, num_real: int, generator: torch.Generator) -> float | None:
+    r"""How much the generated rows of a mended graph resemble the neighbourhood of the node
+    they are attached to, against that of another owner:
+
+    .. math::
+        1 - \frac{\sum_g \lVert\hat{\mathbf x}_g - \mathbf m_{o(g)}\rVert^2}
+                 {\sum_g \lVert\hat{\mathbf x}_g - \mathbf m_{o(\pi(g))}\rVert^2}
+
+    where ``o(g)`` is the real node that the mended graph (``x [N + G, D]``, ``edge_index``;
+    the first ``num_real`` nodes real) links generated node ``g`` to, read from its edges,
+    :math:`\mathbf m_v` the mean features of ``v``'s real neighbours (self-loops aside) and
+    :math:`\pi` a permutation of the generated rows drawn from ``generator``. Rows without
+    a real neighbourhood are left out.
+
+    0 exactly when every generated row is the same vector (the permuted owners are the same
+    multiset), about 0 when rows are attached to the wrong nodes, above 0 when each row
+    carries something of its own node's neighbourhood. ``None`` with fewer than two rows.
+    """
+    n = num_real
+    src, dst = edge_index
+    to_gen = (src < n) & (dst >= n)  # real -> generated: the attachment, in both edge modes
+    gen, owner = dst[to_gen] - n, src[to_gen]
+    real = (src < n) & (dst < n) & (src != dst)
+    dense = x.to_dense() if x.is_sparse else x
+    dense = dense.float()
+    sums = torch.zeros(n, dense.size(1), device=dense.device).index_add_(0, src[real], dense[dst[real]])
+    degree = torch.bincount(src[real], minlength=n)
+    has = degree[owner] > 0
+    gen, owner = gen[has], owner[has]
+    if gen.numel() < 2:
+        return None
+    centre = sums[owner] / degree[owner, None]
+    rows = dense[n + gen]
+    perm = torch.randperm(gen.numel(), generator=generator).to(gen.device)
+    own = ((rows - centre) ** 2).sum()
+    other = ((rows - centre[perm]) ** 2).sum()
+    return float(1.0 - own / other.clamp_min(1e-12))
+
+
 def sample_targets(x: Tensor, edge_index: Tensor, count: int, num_pred: int,
                    generator: torch.Generator) -> Tensor:
     """``[count, K, D]``: another client's targets for the cross-client feature loss, as all three

@@ -192,6 +192,13 @@ class FGLStrategy(Strategy):
         round's train config: its messages carry it too, so that on a resumed run a client
         restores its checkpoint at the first of them. Default none."""
 
+    def evaluates(self, server_round: int) -> bool:
+        """Whether ``server_round``'s model is evaluated (default every round). A round that
+        trains no model to evaluate (e.g. FedSage+'s generator rounds) asks no client for an
+        evaluation, and its record has none, so it takes no part in the best-validation
+        choice nor in the last rounds' means."""
+        return True
+
     def round_record(self, server_round: int) -> dict:
         """Extra fields of this round's record in ``rounds.jsonl``, read after its
         aggregation (e.g. GCFL's clusters; default none)."""
@@ -365,17 +372,21 @@ class FGLStrategy(Strategy):
         result.arrays = arrays
         lost_nodes = False  # a client failed since the last look for new nodes
 
-        def finish(record: dict, eval_replies: list[Message]) -> None:
+        def finish(record: dict, eval_replies: list[Message] | None) -> None:
+            """Record the round with its evaluation (``None``: a round not evaluated, whose
+            record has no ``eval`` and no client's)."""
             rnd = record["round"]
-            eval_metrics = self.aggregate_evaluate(rnd, eval_replies)
-            per_client = client_metrics(eval_replies)
-            record["eval"] = dict(eval_metrics or {})
+            eval_metrics = None if eval_replies is None else self.aggregate_evaluate(rnd, eval_replies)
+            per_client = client_metrics(eval_replies or [])
+            if eval_replies is not None:
+                record["eval"] = dict(eval_metrics or {})
             record["eval_clients"] = sorted(per_client)  # those sampled that replied
             record["clients"] = {str(k): v for k, v in per_client.items()}
-            self.record_probes(record, eval_replies)
+            self.record_probes(record, eval_replies or [])
             self.watch_probes(record)
             round_arrays = record.pop("_arrays")  # the global arrays after this round
-            if evaluate_fn is not None and (res := evaluate_fn(rnd, round_arrays)) is not None:
+            if (eval_replies is not None and evaluate_fn is not None
+                    and (res := evaluate_fn(rnd, round_arrays)) is not None):
                 record["server_eval"] = dict(res)
                 result.evaluate_metrics_serverapp[rnd] = res
             if eval_metrics is not None:
@@ -432,7 +443,9 @@ class FGLStrategy(Strategy):
             record["_arrays"] = arrays
             if train_metrics is not None:
                 result.train_metrics_clientapp[rnd] = train_metrics
-            if self.evaluates_in_train:
+            if not self.evaluates(rnd):
+                finish(record, None)
+            elif self.evaluates_in_train:
                 finish(record, replies)
             elif fused and rnd < num_rounds:
                 pending = record

@@ -11,8 +11,9 @@ record:
 3. ``train`` to each client ``i``: :math:`\sum_{j\neq i}` of those gradients for its features;
    it steps its generator on its own loss and theirs. No model is averaged.
 
-Generators stay on the clients (none is aggregated, as in every code). From round ``G + 1``
-each client trains the classifier on its mended subgraph and the server is FedAvg's.
+Generators stay on the clients (none is aggregated, as in every code), and no classifier is
+evaluated in these rounds. From round ``G + 1`` each client trains the classifier on its
+mended subgraph and the server is FedAvg's.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ class FedSagePlusStrategy(FedAvgStrategy):
 
     def generator_round(self, server_round: int) -> bool:
         return server_round <= self.opts.gen_rounds
+
+    def evaluates(self, server_round: int) -> bool:
+        """The classifier is evaluated from its first round on: in the generator rounds it is
+        the untrained initial model, whose numbers would take part in the best-validation
+        choice."""
+        return not self.generator_round(server_round)
 
     def prepare_round(self, server_round: int, config: ConfigRecord,
                       send: Callable[[list[Message]], list[Message]]) -> None:

@@ -5,7 +5,7 @@ import math
 import torch
 
 from fgl_flower.models.fedsage import (
-    NeighGen, feature_loss, hide_nodes, impaired_graph, mend, missing_neighbours, neighbour_features,
+    NeighGen, feature_loss, hide_nodes, impaired_graph, mend, missing_neighbours, neighbour_features, owner_fit,
 )
 
 
@@ -135,3 +135,29 @@ def test_cross_client_targets_are_neighbours_of_random_centres():
     # a centre's K draws are all neighbours of one node: of 0 ({1, 2}), of 1 ({0}) or of 2 ({0})
     assert all(set(r.tolist()) <= {1.0, 2.0} or set(r.tolist()) == {0.0} for r in rows)
     assert not torch.isin(rows, torch.tensor([3.0, 4.0])).any()
+
+
+def test_owner_fit_tells_a_neighbours_features_from_constant_or_misplaced_rows():
+    """Generated rows that are a true neighbour's features fit their owner; the same rows on
+    other nodes, or one row everywhere, do not (read from the mended graph's edges, in both
+    edge modes)."""
+    g = torch.Generator().manual_seed(0)
+    n, d = 60, 16
+    centres = torch.randn(6, d) * 3
+    block = torch.arange(n) // 10  # six groups of ten, linked inside the group only
+    x = centres[block] + 0.3 * torch.randn(n, d, generator=g)
+    pairs = [(a, b) for a in range(n) for b in range(a + 1, n) if block[a] == block[b] and (a + b) % 3 == 0]
+    ei = undirected(pairs)
+    kept = torch.arange(n)
+    count = torch.full((n,), 1.0)
+    neighbour = x[(torch.arange(n) // 10) * 10 + (torch.arange(n) + 1) % 10]  # a node of the same group
+    for both_ways in (True, False):
+        x2, e2 = mend(x, ei, kept, count, neighbour[:, None, :], undirected=both_ways)
+        assert owner_fit(x2, e2, n, torch.Generator().manual_seed(1)) > 0.5
+        misplaced = (kept + 10) % n  # every row on a node of the next group
+        x3, e3 = mend(x, ei, misplaced, count, neighbour[:, None, :], undirected=both_ways)
+        assert owner_fit(x3, e3, n, torch.Generator().manual_seed(1)) < 0  # nearer the wrong node
+        same = neighbour[:1].expand(n, d)[:, None, :]
+        x4, e4 = mend(x, ei, kept, count, same, undirected=both_ways)
+        assert abs(owner_fit(x4, e4, n, torch.Generator().manual_seed(1))) < 1e-5
+    assert owner_fit(x, ei, n, torch.Generator()) is None  # nothing generated
