@@ -14,7 +14,7 @@ from torch import Tensor, nn
 from torch_geometric.index import index2ptr
 from torch_geometric.utils import scatter, to_torch_csr_tensor
 
-from fgl_flower.models.sparse import GraphCache, _CSRMatmul
+from fgl_flower.models.sparse import GraphCache, _CSRMatmul, quiet_csr
 
 
 def acm_low_pass(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None,
@@ -35,7 +35,7 @@ def acm_low_pass(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None 
     col = torch.cat([edge_index[0], loop])  # source
     val = torch.cat([w, torch.ones(num_nodes, dtype=dtype, device=device)])
     deg = scatter(val, row, 0, dim_size=num_nodes, reduce="sum")
-    with torch.sparse.check_sparse_tensor_invariants(enable=False):  # built valid; no notice
+    with torch.sparse.check_sparse_tensor_invariants(enable=False), quiet_csr():  # built valid; no notice
         return to_torch_csr_tensor(torch.stack([row, col]), val / deg[row], size=(num_nodes, num_nodes))
 
 
@@ -63,8 +63,9 @@ def dropout_feature_matmul(x: Tensor, weight: Tensor, p: float, training: bool,
     if training and p > 0:
         v = v * torch.empty_like(v).bernoulli_(1 - p) / (1 - p)
     n, f = x.shape
-    x_csr = torch.sparse_csr_tensor(crow, col, v, (n, f), check_invariants=False)
-    x_t = torch.sparse_csr_tensor(crow_t, col_t, v[perm], (f, n), check_invariants=False)
+    with quiet_csr():
+        x_csr = torch.sparse_csr_tensor(crow, col, v, (n, f), check_invariants=False)
+        x_t = torch.sparse_csr_tensor(crow_t, col_t, v[perm], (f, n), check_invariants=False)
     return _CSRMatmul.apply(x_csr, x_t, weight)
 
 

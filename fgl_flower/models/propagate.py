@@ -15,13 +15,14 @@ matrices are derived from the sum's when both are built (same tensors, bit for b
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
 import torch_geometric.nn as pyg_nn
 from torch import Tensor
+
+from fgl_flower.models.sparse import quiet_csr
 
 
 def _stable_order(rows: Tensor, num_nodes: int) -> Tensor | None:
@@ -35,8 +36,7 @@ def _stable_order(rows: Tensor, num_nodes: int) -> Tensor | None:
 
 
 def _csr_tensor(crow: Tensor, cols: Tensor, values: Tensor, num_nodes: int) -> Tensor:
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+    with quiet_csr():
         return torch.sparse_csr_tensor(crow, cols, values, (num_nodes, num_nodes), check_invariants=False)
 
 

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import Tensor
@@ -124,10 +125,17 @@ def sparse_features(x: Tensor) -> tuple[Tensor, Tensor]:
     return _csr(x), _csr(x.t().coalesce())
 
 
-def _csr(t: Tensor) -> Tensor:
-    """``t.to_sparse_csr()`` without torch's "CSR support is in beta" notice each time."""
+@contextmanager
+def quiet_csr() -> Iterator[None]:
+    """Build CSR tensors without torch's "Sparse CSR tensor support is in beta" notice, which
+    a user cannot act on (torch prints it once, at the first CSR tensor a process builds)."""
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+        yield
+
+
+def _csr(t: Tensor) -> Tensor:
+    with quiet_csr():
         return t.to_sparse_csr()
 
 
