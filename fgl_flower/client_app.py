@@ -36,6 +36,8 @@ from fgl_flower.protocol import (
     PARTITION_QUERY, RESUME_ROUND, SERVER_ROUND,
 )
 from fgl_flower.records import get_record, require_record
+from fgl_flower.secagg.protocol import QUERY as SECAGG_INNER_QUERY
+from fgl_flower.secagg.protocol import SECAGG, SECAGG_STATE
 
 if TYPE_CHECKING:
     from flwr.clientapp.typing import Mod
@@ -180,7 +182,7 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
     if folder is not None and msg.metadata.message_type == MessageType.TRAIN:
         from fgl_flower.checkpoint import save_client_state
 
-        state = RecordDict({k: v for k, v in context.state.items() if k not in (LIVE_TOKEN, RESTORED)})
+        state = RecordDict({k: v for k, v in context.state.items() if k not in (LIVE_TOKEN, RESTORED, SECAGG_STATE)})
         try:
             save_client_state(folder, node_partition(context)[0], _round(msg), state,
                               cfg.checkpoint_every, first=first)
@@ -244,6 +246,21 @@ def _query_handler(action: str):
     return query
 
 
+def query_secagg(msg: Message, context: Context) -> Message:
+    """A SecAgg+ stage (:mod:`fgl_flower.secagg`): the mod answers it; in its ``collect``
+    stage this handler runs the wrapped query, whose reply the mod masks."""
+    action = str(require_record(msg.content, SECAGG, ConfigRecord)[SECAGG_INNER_QUERY])
+    return Message(content=with_client(msg, context, lambda client: client.query(action, msg.content)),
+                   reply_to=msg)
+
+
+def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
+    """:func:`fgl_flower.secagg.client.secaggplus_mod`, imported at the first SecAgg+ message."""
+    from fgl_flower.secagg.client import secaggplus_mod as mod
+
+    return mod(msg, context, call_next)
+
+
 def query_partition(msg: Message, context: Context) -> Message:
     pid, num = node_partition(context)
     return Message(RecordDict({CONFIG: ConfigRecord({PARTITION_ID: pid, NUM_PARTITIONS: num})}),
@@ -257,6 +274,7 @@ def make_app(mods: Sequence[Mod] = ()) -> ClientApp:
     client_app.train()(train)
     client_app.evaluate()(evaluate)
     client_app.query(PARTITION_QUERY)(query_partition)
+    client_app.query(SECAGG, mods=[secaggplus_mod])(query_secagg)
     client_app.query()(_query_handler("default"))
     for action in sorted({a for _, spec in METHODS.items() for a in spec.query_actions}):
         client_app.query(action)(_query_handler(action))

@@ -39,6 +39,8 @@ from fgl_flower.records import require_record
 STATS = "class-stats"
 PSEUDO_GRAPH = "pseudo-graph"
 STAT_KEYS = ("cnt", "present", "orig_cnt", "s1", "s2")
+#: Key in the statistics record of HRE's two counts (nodes added, correctly labelled).
+HRE = "hre"
 
 
 # --- graph helpers -----------------------------------------------------------------------
@@ -232,9 +234,11 @@ class OPFGLClient(FGLClient):
         labels = torch.cat([g.y[train], pseudo]).cpu().numpy()
         orig = np.bincount(g.y[train].cpu().numpy(), minlength=C)
         sums = class_sums(propagated_rows(g.x, self.edges, rows, o.hops), labels, orig, C)
-        diag = {"hre_added": float(extra.numel()),  # measurement only, never used by the method
-                "hre_correct": float((g.y[extra] == pseudo).sum())}
-        return RecordDict({STATS: ArrayRecord(sums), METRICS: self.metrics(diag, train.numel())})
+        # measurement only, never used by the method: nodes HRE added and how many it labelled
+        # right, summed with the statistics (so that under secure aggregation too the server
+        # learns only the sums)
+        sums[HRE] = torch.tensor([float(extra.numel()), float((g.y[extra] == pseudo).sum())], dtype=torch.float64)
+        return RecordDict({STATS: ArrayRecord(sums), METRICS: self.metrics({}, train.numel())})
 
     # -- phase C: personalisation ----------------------------------------------------------
     def logits(self, model: nn.Module) -> Tensor:

@@ -74,6 +74,10 @@ class OPFGLOptions(MethodOptions):
     topk: int = 0
     conf_threshold: float = 0.95
     degree_threshold: int = 0
+    #: the statistics through SecAgg+ (fgl_flower.secagg): the server learns only their sums
+    secure_aggregation: bool = False
+    secagg_shares: int = 0  # neighbours per client, itself included (0: all clients)
+    secagg_fraction_bits: int = 32  # fixed-point resolution 2^-bits of the summed statistics
 
     @property
     def paper(self) -> bool:
@@ -104,5 +108,10 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")
     if o.rate < 0 or o.topk < 0 or o.condense_steps < 0 or o.max_steps < 0:
         raise ConfigError("opfgl.rate, topk, condense-steps and max-steps must be non-negative.")
+    if o.secure_aggregation and cfg.num_clients < 2:
+        raise ConfigError("opfgl.secure-aggregation needs at least 2 clients (one client's sum is its own).")
+    if not 0 <= o.secagg_fraction_bits <= 56 or o.secagg_shares < 0:
+        raise ConfigError(f"opfgl.secagg-fraction-bits must be in [0, 56] and opfgl.secagg-shares >= 0 "
+                          f"(got {o.secagg_fraction_bits}, {o.secagg_shares}).")
     if not 0 <= o.lp_alpha <= 1:
         raise ConfigError(f"opfgl.lp-alpha must be in [0, 1] (got {o.lp_alpha}).")

@@ -2,9 +2,11 @@ r"""O-pFGL server: one upload, one download (spec §2.7-2.9, §3.2).
 
 1. ``query.stats`` to every client; each replies with class-wise sums (``cnt``,
    ``present``, ``orig_cnt``, ``s1``, ``s2``).
-2. :func:`secure_sum` adds them element-wise -- the only operation on client data, so a
-   Secure Aggregation protocol can replace it -- and :func:`pooled_statistics` turns the
-   totals into global class means and stds (Eq. 9):
+2. The server adds them element-wise -- the only operation on client data: in clear
+   (:func:`clear_sum`) or, with ``opfgl.secure-aggregation``, through SecAgg+
+   (:mod:`fgl_flower.secagg`: three more exchanges, and the server sees only masked
+   vectors) -- and :func:`pooled_statistics` turns the totals into global class means and
+   stds (Eq. 9):
 
    .. math::
        \boldsymbol\mu^c=\frac{\sum_k \mathtt{s1}_k^c}{N^c},\qquad
@@ -34,22 +36,24 @@ from torch import Tensor
 from fgl_flower.allocator import retain_freed_memory
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.clients.base import derive_seed
-from fgl_flower.clients.opfgl import PSEUDO_GRAPH, STAT_KEYS, STATS
+from fgl_flower.clients.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, condense, synthetic_class_sizes
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
+from fgl_flower.secagg.server import SecAggPlusSettings, secure_sum
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
 from fgl_flower.strategies.grid import ClientFailure
 
 
-def secure_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
-    """Element-wise sum of the clients' statistics records (the SecAgg-compatible step)."""
+def clear_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
+    """Element-wise sum of the clients' statistics records, received in clear (what
+    ``opfgl.secure-aggregation`` computes without seeing any record)."""
     if not records:
-        raise ValueError("secure_sum needs at least one record.")
-    return {k: torch.stack([r[k].double() for r in records]).sum(0) for k in STAT_KEYS}
+        raise ValueError("clear_sum needs at least one record.")
+    return {k: torch.stack([r[k].double() for r in records]).sum(0) for k in (*STAT_KEYS, HRE)}
 
 
 def pooled_statistics(total: Mapping[str, Tensor]) -> ClassStatistics:
@@ -87,6 +91,24 @@ class OPFGLStrategy(FGLStrategy):
                        if k.startswith(("global_", "num-"))} for m in client_metrics(replies).values()]
         out |= {f"global_{k}": v for k, v in self.aggregate_evaluate_values(per_client).items()}
         return MetricRecord(out)
+
+    def sum_statistics(self, content: RecordDict, exchange: Callable[[str, list[Message]], list[Message]]
+                       ) -> dict[str, Tensor]:
+        """The clients' statistics summed: asked for in clear (one ``stats`` phase), or through
+        SecAgg+ (phases ``secagg-setup``, ``secagg-share-keys``, ``stats`` with the masked
+        vectors, ``secagg-unmask``)."""
+        query = f"{MessageType.QUERY}.stats"
+        if not self.opts.secure_aggregation:
+            replies = exchange("stats", self.broadcast(content, query))
+            return clear_sum([require_record(r.content, STATS, ArrayRecord).to_torch_state_dict() for r in replies])
+        phases = iter(("secagg-setup", "secagg-share-keys", "stats", "secagg-unmask"))
+        settings = SecAggPlusSettings(self.opts.secagg_shares, self.opts.secagg_fraction_bits)
+        result = secure_sum(lambda messages: exchange(next(phases), messages), self.node_ids, content, "stats",
+                            STATS, settings, derive_seed(self.cfg.seed, "secagg"))
+        if result.dropped:
+            log(INFO, "secure aggregation: %d client(s) dropped after sharing their keys; their masks "
+                "were removed with the others' shares", len(result.dropped))
+        return result.total
 
     def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:
         sizes = synthetic_class_sizes(stats, self.opts.nodes_per_class, self.opts.rate)
@@ -139,10 +161,8 @@ class OPFGLStrategy(FGLStrategy):
             return replies
 
         t0 = time.perf_counter()
-        replies = exchange("stats", self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.stats"))
-        hre = client_metrics(replies)
-        stats = pooled_statistics(secure_sum([require_record(r.content, STATS, ArrayRecord).to_torch_state_dict()
-                                              for r in replies]))
+        total = self.sum_statistics(RecordDict({CONFIG: config}), exchange)
+        stats = pooled_statistics(total)
         t = time.perf_counter()
         graph = self.build_pseudo_graph(stats)
         phases["condense"] = {"time_s": time.perf_counter() - t}
@@ -151,7 +171,7 @@ class OPFGLStrategy(FGLStrategy):
         replies = exchange("personalize", self.broadcast(
             RecordDict({PSEUDO_GRAPH: download, CONFIG: config}), MessageType.TRAIN))
         eval_metrics = self.aggregate_evaluate(1, replies)
-        added = sum(m["hre_added"] for m in hre.values())
+        added, correct = (float(v) for v in total[HRE])
         traffic = ("bytes_up", "bytes_down", "messages_up", "messages_down")
         record = {
             "round": 1,
@@ -166,7 +186,7 @@ class OPFGLStrategy(FGLStrategy):
                              "condense_loss_first": graph.losses[0],
                              "condense_loss_last": graph.losses[-1]},
             "hre": {"added": added,
-                    "precision": sum(m["hre_correct"] for m in hre.values()) / added if added else None},
+                    "precision": correct / added if added else None},
             "train": {},
             "eval": dict(eval_metrics),
             "clients": {str(k): v for k, v in client_metrics(replies).items()},

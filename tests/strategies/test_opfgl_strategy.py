@@ -11,7 +11,7 @@ from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.opfgl import CondenseOptions
 from fgl_flower.models.opfgl import LinkPredictor, condense, propagate_dense, synthetic_class_sizes
 from fgl_flower.parse import parse_run_config
-from fgl_flower.strategies.opfgl import pooled_statistics, secure_sum
+from fgl_flower.strategies.opfgl import pooled_statistics, clear_sum
 
 
 def _client_sums(feats, labels, num_classes):
@@ -19,6 +19,7 @@ def _client_sums(feats, labels, num_classes):
     out["present"], out["orig_cnt"] = out["cnt"].clone(), out["cnt"].clone()
     out["s1"] = torch.zeros(num_classes, feats.shape[1], dtype=torch.float64)
     out["s2"] = out["s1"].clone()
+    out["hre"] = torch.zeros(2, dtype=torch.float64)
     for c in range(num_classes):
         rows = feats[labels == c]
         if len(rows) >= 2:
@@ -31,7 +32,7 @@ def test_pooled_statistics_from_sums_equal_eq9_and_central_statistics():
     rng = np.random.default_rng(0)
     clients = [(torch.from_numpy(rng.normal(size=(n, 4)) + k), torch.from_numpy(rng.integers(0, 3, n)))
                for k, n in enumerate((30, 12, 50))]
-    stats = pooled_statistics(secure_sum([_client_sums(x, y, 3) for x, y in clients]))
+    stats = pooled_statistics(clear_sum([_client_sums(x, y, 3) for x, y in clients]))
     for c in range(3):
         parts = [x[y == c] for x, y in clients if (y == c).sum() >= 2]
         n_c = sum(len(p) for p in parts)
@@ -47,15 +48,15 @@ def test_pooled_statistics_from_sums_equal_eq9_and_central_statistics():
     torch.testing.assert_close(stats.weight.sum(), torch.tensor(1.0, dtype=torch.float64))
     # one client: its own mean and unbiased std
     x, y = clients[0]
-    own = pooled_statistics(secure_sum([_client_sums(x, y, 3)]))
+    own = pooled_statistics(clear_sum([_client_sums(x, y, 3)]))
     torch.testing.assert_close(own.std[1], x[y == 1].std(0))
 
 
 def test_server_sees_only_sums():
-    a = {k: torch.rand(3, 2) if k.startswith("s") else torch.rand(3) for k in ("cnt", "present", "orig_cnt", "s1", "s2")}
+    a = {k: torch.rand(3, 2) if k.startswith("s") else torch.rand(3) for k in ("cnt", "present", "orig_cnt", "s1", "s2", "hre")}
     b = {k: torch.rand_like(v) for k, v in a.items()}
-    total = secure_sum([a, b])
-    swapped = secure_sum([{k: a[k] + b[k] for k in a}])  # what a SecAgg protocol would output
+    total = clear_sum([a, b])
+    swapped = clear_sum([{k: a[k] + b[k] for k in a}])  # what a SecAgg protocol would output
     for k in total:
         torch.testing.assert_close(total[k], swapped[k])
 
@@ -80,7 +81,7 @@ def test_pseudo_graph_matches_aggregated_class_statistics():
     clients = [(torch.from_numpy(rng.normal(loc=c % 3, scale=0.5, size=(40, 6))),
                 torch.from_numpy(rng.integers(0, 2, 40))) for c in range(2)]
     # statistics of [X || A^X] as a client would upload them (here: arbitrary 12-dim rows)
-    stats = pooled_statistics(secure_sum([_client_sums(x, y, 2) for x, y in clients]))
+    stats = pooled_statistics(clear_sum([_client_sums(x, y, 2) for x, y in clients]))
     sizes = synthetic_class_sizes(stats, per_class=1, rate=0.1)  # ceil(0.1 * ~40) nodes
     assert sizes == [int(np.ceil(0.1 * float(o))) for o in stats.orig_count]
     seen: list[tuple[int, float]] = []

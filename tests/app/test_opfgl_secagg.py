@@ -1,0 +1,56 @@
+"""O-pFGL's statistics through SecAgg+ (``opfgl.secure-aggregation``): the same run as in
+clear, three more exchanges, and a client lost after sharing its keys recovered from the
+others' shares."""
+
+import json
+
+import pytest
+from faults import fail_partition
+
+from fgl_flower.client_app import make_app
+from fgl_flower.errors import ConfigError
+from fgl_flower.inprocess import InProcessGrid, run_inprocess
+from fgl_flower.parse import parse_run_config
+from fgl_flower.server_app import run
+
+
+@pytest.fixture
+def opfgl_flat(flat):
+    flat.update({"method": "opfgl", "num-rounds": 1, "num-clients": 4, "split-mode": "stratified",
+                 "split": "0.2,0.4,0.4", "dropout": 0.0, "opfgl.condense-steps": 30, "opfgl.max-steps": 200,
+                 "opfgl.eval-every": 50, "opfgl.patience": 2, "opfgl.topk": 1, "eval-weight": "client-size"})
+    return flat
+
+
+def record(folder):
+    return json.loads((folder / "rounds.jsonl").read_text())
+
+
+def test_the_secure_run_is_the_clear_run(opfgl_flat, tmp_path):
+    clear = run_inprocess(opfgl_flat)
+    secure = run_inprocess(dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "out-dir": str(tmp_path / "s")}),
+                           serialize=True)  # every message through Flower's wire format
+    assert secure["final"] == clear["final"]
+    a, b = record(tmp_path / "run"), record(tmp_path / "s")
+    assert a["hre"] == b["hre"] and a["pseudo_graph"]["nodes"] == b["pseudo_graph"]["nodes"]
+    assert set(a["phases"]) == {"stats", "condense", "personalize"}
+    assert set(b["phases"]) == {"secagg-setup", "secagg-share-keys", "stats", "secagg-unmask", "condense",
+                                "personalize"}
+    assert b["messages_up"] == a["messages_up"] + 3 * 4
+    assert b["phases"]["stats"]["bytes_up"] < 1.1 * a["phases"]["stats"]["bytes_up"]  # one int64 per value
+
+
+def test_a_client_lost_after_sharing_its_keys_is_recovered(opfgl_flat, tmp_path):
+    flat = dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "accept-failures": 1})
+    cfg = parse_run_config(flat)
+    grid = InProcessGrid(flat, 4, client_app=make_app([fail_partition(2, {1}, "query.secagg")]))
+    summary = run(grid, cfg)
+    rec = record(tmp_path / "run")
+    assert list(rec["failures"]) == ["2"] and rec["failures"]["2"].startswith("stats:")
+    assert rec["phases"]["secagg-unmask"]["messages_up"] == 3  # the others rebuilt its key
+    assert summary["rounds_completed"] == 1 and 0 < summary["final"]["test_acc"] <= 1
+
+
+def test_secure_aggregation_needs_two_clients(opfgl_flat):
+    with pytest.raises(ConfigError, match="at least 2 clients"):
+        run_inprocess(dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "num-clients": 1}))
