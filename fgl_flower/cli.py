@@ -28,6 +28,9 @@ from fgl_flower.launch import OWN_FEDERATION_CLIENTS, prepare, resolve_num_clien
 
 Scalar = int | float | bool | str
 
+#: The method option that ``--secagg`` sets (``<method>.secure-aggregation``).
+SECURE_AGGREGATION = "secure-aggregation"
+
 #: CLI flags that map to run-config keys.
 FLAG_KEYS = {
     "method": "method",
@@ -60,7 +63,23 @@ def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
             raise ConfigError(f"--set {item!r}: use key=value.")
         key, text = item.split("=", 1)
         overrides[key.strip()] = text.strip()
+    if getattr(args, "secagg", False):
+        from fgl_flower.app_defaults import load_app_defaults
+
+        overrides.update(secagg_override(str(overrides.get("method") or load_app_defaults()["method"])))
     return flat_config(overrides, out=args.out, where="--set ")
+
+
+def secagg_override(method: str) -> dict[str, str]:
+    """``--secagg``: the method's ``<method>.secure-aggregation = true``; a method without
+    the option stops with the methods that have it."""
+    from fgl_flower.methods import METHODS
+
+    if method in METHODS and SECURE_AGGREGATION in METHODS.get(method).options:
+        return {f"{method}.{SECURE_AGGREGATION}": "true"}
+    have = sorted(m for m, spec in METHODS.items() if SECURE_AGGREGATION in spec.options)
+    raise ConfigError(f"--secagg: method {method!r} has no secure aggregation yet; it is available for: "
+                      f"{', '.join(have)}.")
 
 
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
@@ -272,6 +291,9 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    f"also the CPUs Ray reserves per client; default {d['cpus-per-client']})")
     p.add_argument("--fraction-train", type=float, help="share of the clients sampled to train "
                    f"each round (default {d['fraction-train']}: all)")
+    p.add_argument("--secagg", action="store_true", help="sum what the clients send through "
+                   "SecAgg+, so the server learns only the sum (the method's secure-aggregation "
+                   "option; methods that have it: O-pFGL)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any run-config key (all listed by `fgl config`), e.g. "
                    "--set lr=0.05 --set fedprox.mu=0.1")

@@ -3,6 +3,7 @@
 import pytest
 
 from fgl_flower.cli import main
+from fgl_flower.errors import ConfigError
 
 BAD = [
     (["--method", "fedavgg"], "Unknown method 'fedavgg'. Did you mean 'fedavg'"),
@@ -134,6 +135,16 @@ def test_a_one_shot_method_runs_its_one_round_without_being_told():
     assert build_run_config(args)["num-rounds"] == 1
     args = parser().parse_args(["run", "--method", "opfgl", "--rounds", "3", "--out", "/tmp/x"])
     assert build_run_config(args)["num-rounds"] == 3  # and parse_run_config then says why not
+
+
+def test_secagg_sets_the_methods_option_or_says_which_methods_have_it():
+    from fgl_flower.cli import build_run_config, parser
+
+    args = parser().parse_args(["run", "--method", "opfgl", "--secagg", "--out", "/tmp/x"])
+    assert build_run_config(args)["opfgl.secure-aggregation"] in (True, "true")
+    args = parser().parse_args(["run", "--secagg", "--out", "/tmp/x"])  # the default method, fedavg
+    with pytest.raises(ConfigError, match="'fedavg' has no secure aggregation yet; it is available for: opfgl"):
+        build_run_config(args)
 
 
 def test_help_shows_defaults_and_every_model_and_partition(capsys):
