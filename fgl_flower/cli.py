@@ -28,9 +28,6 @@ from fgl_flower.launch import OWN_FEDERATION_CLIENTS, prepare, resolve_num_clien
 
 Scalar = int | float | bool | str
 
-#: The method option that ``--secagg`` sets (``<method>.secure-aggregation``).
-SECURE_AGGREGATION = "secure-aggregation"
-
 #: CLI flags that map to run-config keys.
 FLAG_KEYS = {
     "method": "method",
@@ -74,6 +71,7 @@ def secagg_override(method: str) -> dict[str, str]:
     """``--secagg``: the method's ``<method>.secure-aggregation = true``; a method without
     the option stops with the methods that have it."""
     from fgl_flower.methods import METHODS
+    from fgl_flower.secagg.protocol import SECURE_AGGREGATION
 
     if method in METHODS and SECURE_AGGREGATION in METHODS.get(method).options:
         return {f"{method}.{SECURE_AGGREGATION}": "true"}
@@ -293,7 +291,7 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
                    f"each round (default {d['fraction-train']}: all)")
     p.add_argument("--secagg", action="store_true", help="sum what the clients send through "
                    "SecAgg+, so the server learns only the sum (the method's secure-aggregation "
-                   "option; methods that have it: O-pFGL)")
+                   "option; methods that have it: FedAvg, FedProx, FedStar, FedDense, O-pFGL)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any run-config key (all listed by `fgl config`), e.g. "
                    "--set lr=0.05 --set fedprox.mu=0.1")

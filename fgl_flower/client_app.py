@@ -271,7 +271,7 @@ def make_app(mods: Sequence[Mod] = ()) -> ClientApp:
     """This package's ClientApp, with Flower ``mods`` wrapped around every handler (e.g.
     Flower's DP or SecAgg+ client mods, or the fault injection of the tests)."""
     client_app = ClientApp(mods=list(mods))
-    client_app.train()(train)
+    client_app.train(mods=[secaggplus_mod])(train)  # the mod passes plain train messages through
     client_app.evaluate()(evaluate)
     client_app.query(PARTITION_QUERY)(query_partition)
     client_app.query(SECAGG, mods=[secaggplus_mod])(query_secagg)

@@ -143,7 +143,10 @@ def test_secagg_sets_the_methods_option_or_says_which_methods_have_it():
     args = parser().parse_args(["run", "--method", "opfgl", "--secagg", "--out", "/tmp/x"])
     assert build_run_config(args)["opfgl.secure-aggregation"] in (True, "true")
     args = parser().parse_args(["run", "--secagg", "--out", "/tmp/x"])  # the default method, fedavg
-    with pytest.raises(ConfigError, match="'fedavg' has no secure aggregation yet; it is available for: opfgl"):
+    assert build_run_config(args)["fedavg.secure-aggregation"] in (True, "true")
+    args = parser().parse_args(["run", "--method", "fedhero", "--secagg", "--out", "/tmp/x"])
+    with pytest.raises(ConfigError, match="'fedhero' has no secure aggregation yet; it is available for: "
+                                          "fedavg, feddense, fedprox, fedstar, opfgl"):
         build_run_config(args)
 
 

@@ -121,7 +121,7 @@ for _spec in (
         tasks=("node", "graph"),
         summary="Average of the shared parameters weighted by training examples.",
         reference="McMahan et al., AISTATS 2017",
-        options={"finetune-epochs": 0},
+        options={"finetune-epochs": 0, "secure-aggregation": False},
     ),
     MethodSpec(
         name="fedprox",
@@ -130,7 +130,7 @@ for _spec in (
         tasks=("node", "graph"),
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
-        options={"mu": 0.01, "finetune-epochs": 0},
+        options={"mu": 0.01, "finetune-epochs": 0, "secure-aggregation": False},
     ),
     MethodSpec(
         name="fedspray",
@@ -187,6 +187,7 @@ for _spec in (
         summary="Dual-channel GIN (features + structural encodings); only the structure "
         "encoder is shared.",
         reference="Tan et al., AAAI 2023",
+        options={"secure-aggregation": False},
         check=fedstar.check_config,
         probes=fedstar.PROBES,
     ),

@@ -26,6 +26,7 @@ class FedDenseOptions(MethodOptions):
     d0: int = 64  # width of both initialisation layers; 0 = width (fully narrow, spec §3.1.4)
     head: int = 64  # readout projection and head width
     activation: str = "post"  # post (after each GIN layer, the paper's) | pre (spec's Eqs. 6-8)
+    secure_aggregation: bool = False  # the structural channels through SecAgg+ (fgl_flower.secagg)
 
     @property
     def init_width(self) -> int:

@@ -1,9 +1,10 @@
-"""The client side of SecAgg+: a Flower mod around the ``query.secagg`` handler.
+"""The client side of SecAgg+: a Flower mod around the ``query.secagg`` and ``train`` handlers.
 
 The mod answers the protocol's stages itself and keeps its secrets in ``context.state``
-(:data:`STATE`); only in ``collect`` does it call the handler, which runs the wrapped query
-(its action named by the server), and it replaces the named record of that reply with its
-masked encoding. The secrets are fresh in every protocol run (:func:`os.urandom` and new key
+(:data:`STATE`); only in ``collect`` does it call the handler -- the wrapped query (its
+action named by the server) or the train message itself -- and it replaces the named record
+of the reply with its masked encoding (weighted by a reply metric where the server asks for a
+weighted sum). Messages without the protocol's record pass through. The secrets are fresh in every protocol run (:func:`os.urandom` and new key
 pairs): they never repeat across runs, while the masks cancel exactly in the sum, so the
 sum does not depend on them.
 """
@@ -14,7 +15,8 @@ import os
 from typing import cast
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.common.secure_aggregation.crypto.shamir import create_shares
 from flwr.common.secure_aggregation.crypto.symmetric_encryption import decrypt, encrypt, generate_shared_key
 from flwr.common.secure_aggregation.secaggplus_utils import (
@@ -25,12 +27,13 @@ from flwr.supercore.primitives.asymmetric import (
 )
 
 from fgl_flower.errors import FGLError
-from fgl_flower.protocol import PARTITION_ID
-from fgl_flower.records import require_record
+from fgl_flower.protocol import METRICS, PARTITION_ID
+from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.encoding import MODULUS, encode, layout_of
 from fgl_flower.secagg.protocol import (
     ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
-    PUBLIC_KEY_1, PUBLIC_KEY_2, RECORD, SECAGG, SECAGG_STATE, SHARES, SOURCES, STAGE, STAGES, THRESHOLD,
+    PUBLIC_KEY_1, PUBLIC_KEY_2, RECORD, SECAGG, SECAGG_STATE, SHARES, SOURCES, STAGE, STAGES, THRESHOLD, WEIGHT,
+    WEIGHT_KEY,
 )
 
 #: ``context.state`` key of this client's protocol state (kept from ``setup`` to ``unmask``,
@@ -56,7 +59,9 @@ def mask(vector: np.ndarray, node_id: int, rd_seed: bytes, sk1: bytes, neighbour
 
 def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
     """Answer one SecAgg+ stage of a ``query.secagg`` message (see :mod:`fgl_flower.secagg`)."""
-    cfg = require_record(msg.content, SECAGG, ConfigRecord)
+    cfg = get_record(msg.content, SECAGG, ConfigRecord)
+    if cfg is None:  # a message of the wrapped handler outside the protocol (e.g. a plain train)
+        return call_next(msg, context)
     stage = str(cfg[STAGE])
     if stage not in STAGES:
         raise FGLError(f"Secure aggregation: unknown stage {stage!r} (use one of {', '.join(STAGES)}).")
@@ -137,6 +142,10 @@ def _collect(state: dict, cfg: ConfigRecord, me: int, content: RecordDict) -> di
     state.update({"held-from": held_from, "seed-shares": seed_shares, "key-shares": key_shares})
     name = str(cfg[RECORD])
     arrays = require_record(content, name, ArrayRecord).to_torch_state_dict()
+    if weight_name := str(cfg.get(WEIGHT, "")):  # a weighted sum: n * values, and n
+        weight = float(require_record(content, METRICS, MetricRecord)[weight_name])
+        arrays = {**{k: v.double() * weight for k, v in arrays.items()},
+                  WEIGHT_KEY: torch.tensor([weight], dtype=torch.float64)}
     vector = encode(arrays, int(cfg[FRACTION_BITS]), int(cfg[CLIENTS]))
     neighbours = {src: state["pk1s"][ids.index(src)] for src in held_from if src != me}
     masked = mask(vector, me, state["rd-seed"], state["sk1"], neighbours)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+#: The method option that turns it on (``<method>.secure-aggregation``; ``fgl run --secagg``).
+SECURE_AGGREGATION = "secure-aggregation"
 #: The query action of every stage (``query.secagg``), and the ConfigRecord each message and
 #: reply carries its stage's fields in.
 SECAGG = "secagg"
@@ -19,9 +21,13 @@ IDS, THRESHOLD = "ids", "threshold"
 #: share-keys reply: the encrypted shares and their destinations; collect message: those for
 #: this client and their sources
 DESTINATIONS, SOURCES, CIPHERTEXTS = "destinations", "sources", "ciphertexts"
-#: collect message: the wrapped query's action, the record of its reply to mask, the
+#: collect message: the wrapped query's action ("" when the message is itself the train
+#: message whose reply is summed), the record of its reply to mask, the
 #: fixed-point fraction bits and the number of clients summed (the encoding's range check)
 QUERY, RECORD, FRACTION_BITS, CLIENTS = "query", "record", "fraction-bits", "clients"
+#: collect message: the reply metric that weights the record ("" for none); the weighted
+#: record then also holds the weight under WEIGHT_KEY, so that the sum carries its total
+WEIGHT, WEIGHT_KEY = "weight", "secagg.weight"
 #: collect reply: the masked vector (in the masked record) and the layout of the arrays
 MASKED, LAYOUT_KEYS, LAYOUT_SHAPES = "masked", "layout-keys", "layout-shapes"
 #: unmask message: the neighbours that sent a vector and those that dropped after share-keys;

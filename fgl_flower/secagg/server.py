@@ -28,7 +28,7 @@ from fgl_flower.records import require_record
 from fgl_flower.secagg.encoding import MODULUS, decode
 from fgl_flower.secagg.protocol import (
     ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
-    PUBLIC_KEY_1, PUBLIC_KEY_2, QUERY, RECORD, SECAGG, SHARES, SOURCES, STAGE, THRESHOLD,
+    PUBLIC_KEY_1, PUBLIC_KEY_2, QUERY, RECORD, SECAGG, SHARES, SOURCES, STAGE, THRESHOLD, WEIGHT,
 )
 
 Send = Callable[[list[Message]], list[Message]]
@@ -83,68 +83,89 @@ def _need(count: int, threshold: int, what: str) -> None:
                        "too many clients dropped to rebuild the sum.")
 
 
+class SecAggPlusRound:
+    """One run of the protocol over ``node_ids``, in three calls: :meth:`share_keys` (stages
+    0 and 1, before the message whose reply is summed), :meth:`collect_fields` (the stage-2
+    fields that message carries to each node) and :meth:`unmask` (stage 3 on its replies)."""
+
+    def __init__(self, node_ids: Sequence[int], settings: SecAggPlusSettings, seed: int) -> None:
+        if len(node_ids) < 2:
+            raise FGLError("Secure aggregation needs at least 2 clients (one client's sum is its record).")
+        self.node_ids, self.settings = list(node_ids), settings
+        shares = settings.shares + 1 if settings.shares and settings.shares % 2 == 0 else settings.shares
+        self.neighbours = ring_neighbours(node_ids, shares, seed)
+        self.threshold = len(next(iter(self.neighbours.values()))) // 2 + 1
+        self.keys: dict[int, tuple[bytes, bytes]] = {}
+        self.inbox: dict[int, list[tuple[int, bytes]]] = {}
+        self.shared: set[int] = set()
+
+    def share_keys(self, send: Send) -> set[int]:
+        """Stages 0 and 1; returns the nodes that shared their keys."""
+        self.keys = {r.metadata.src_node_id: (_fields(r)[PUBLIC_KEY_1], _fields(r)[PUBLIC_KEY_2])
+                     for r in send([_message(nid, {STAGE: "setup"}) for nid in self.node_ids])}
+        messages = []
+        for nid in self.keys:
+            near = sorted(self.neighbours[nid] & self.keys.keys())
+            _need(len(near), self.threshold, f"node {nid}'s neighbours with keys")
+            messages.append(_message(nid, {STAGE: "share-keys", IDS: near, THRESHOLD: self.threshold,
+                                           PUBLIC_KEY_1: [self.keys[j][0] for j in near],
+                                           PUBLIC_KEY_2: [self.keys[j][1] for j in near]}))
+        for r in send(messages):
+            f, src = _fields(r), r.metadata.src_node_id
+            self.shared.add(src)
+            for dst, ct in zip(f[DESTINATIONS], f[CIPHERTEXTS]):
+                self.inbox.setdefault(int(dst), []).append((src, ct))
+        return set(self.shared)
+
+    def collect_fields(self, nid: int, record: str, query: str = "", weight: str = "") -> dict:
+        """Stage 2 for ``nid``: mask ``record`` of the reply (each value times the reply's
+        metric ``weight``, with the weight itself summed as ``WEIGHT_KEY``, if given); the
+        wrapped query's action for a ``query.secagg`` message."""
+        mail = [(src, ct) for src, ct in self.inbox.get(nid, []) if src in self.shared]
+        return {STAGE: "collect", QUERY: query, RECORD: record, WEIGHT: weight, CLIENTS: len(self.node_ids),
+                FRACTION_BITS: self.settings.fraction_bits, SOURCES: [s for s, _ in mail],
+                CIPHERTEXTS: [c for _, c in mail]}
+
+    def unmask(self, replies: Sequence[Message], record: str, send: Send) -> SecureSum:
+        """Stage 3 on the replies that carry masked ``record``s; the decoded sum."""
+        masked = {r.metadata.src_node_id: require_record(r.content, record, ArrayRecord)[MASKED].numpy()
+                  for r in replies}
+        if not masked:
+            raise FGLError("Secure aggregation: no client sent its masked vector.")
+        layouts = {(tuple(_fields(r)[LAYOUT_KEYS]), tuple(_fields(r)[LAYOUT_SHAPES])) for r in replies}
+        if len(layouts) != 1:
+            raise FGLError(f"Secure aggregation: the clients' {record!r} records differ in keys or shapes.")
+        names, shapes = layouts.pop()
+        layout = [(k, tuple(int(d) for d in s.split(",") if d)) for k, s in zip(names, shapes)]
+        summed, dropped = sorted(masked), sorted(self.shared - masked.keys())
+        held: dict[int, list[bytes]] = {}
+        for r in send([_message(nid, {STAGE: "unmask", ACTIVE: sorted(self.neighbours[nid] & masked.keys()),
+                                      DEAD: sorted(self.neighbours[nid] & set(dropped))}) for nid in summed]):
+            f = _fields(r)
+            for owner, share in zip(f[IDS], f[SHARES]):
+                held.setdefault(int(owner), []).append(share)
+        total = np.zeros_like(next(iter(masked.values())))
+        for vector in masked.values():
+            total = np.mod(total + vector, MODULUS)
+        for nid in summed:
+            _need(len(held.get(nid, [])), self.threshold, f"shares of node {nid}'s mask seed")
+            seed_bytes = combine_shares(held[nid])
+            total = np.mod(total - pseudo_rand_gen(seed_bytes, MODULUS, [total.shape])[0], MODULUS)
+        for nid in dropped:
+            _need(len(held.get(nid, [])), self.threshold, f"shares of dropped node {nid}'s key")
+            sk1 = bytes_to_private_key(combine_shares(held[nid]))
+            for j in sorted(self.neighbours[nid] & masked.keys()):
+                pair = pseudo_rand_gen(generate_shared_key(sk1, bytes_to_public_key(self.keys[j][0])), MODULUS,
+                                       [total.shape])[0]
+                total = np.mod(total - pair if j > nid else total + pair, MODULUS)  # j's mask with it
+        return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies))
+
+
 def secure_sum(send: Send, node_ids: Sequence[int], content: RecordDict, query: str, record: str,
                settings: SecAggPlusSettings, seed: int) -> SecureSum:
     """The element-wise sum of ``record`` in the replies of ``query.<query>`` (sent with
     ``content``) over ``node_ids``, without any client's record in clear."""
-    if len(node_ids) < 2:
-        raise FGLError("Secure aggregation needs at least 2 clients (one client's sum is its record).")
-    shares = settings.shares + 1 if settings.shares and settings.shares % 2 == 0 else settings.shares
-    neighbours = ring_neighbours(node_ids, shares, seed)
-    threshold = len(next(iter(neighbours.values()))) // 2 + 1
-
-    # 0: public keys
-    keys = {r.metadata.src_node_id: (_fields(r)[PUBLIC_KEY_1], _fields(r)[PUBLIC_KEY_2])
-            for r in send([_message(nid, {STAGE: "setup"}) for nid in node_ids])}
-    # 1: encrypted shares, forwarded unread
-    messages = []
-    for nid in keys:
-        near = sorted(neighbours[nid] & keys.keys())
-        _need(len(near), threshold, f"node {nid}'s neighbours with keys")
-        messages.append(_message(nid, {STAGE: "share-keys", IDS: near, THRESHOLD: threshold,
-                                       PUBLIC_KEY_1: [keys[j][0] for j in near],
-                                       PUBLIC_KEY_2: [keys[j][1] for j in near]}))
-    inbox: dict[int, list[tuple[int, bytes]]] = {}
-    shared = set()
-    for r in send(messages):
-        f, src = _fields(r), r.metadata.src_node_id
-        shared.add(src)
-        for dst, ct in zip(f[DESTINATIONS], f[CIPHERTEXTS]):
-            inbox.setdefault(int(dst), []).append((src, ct))
-    # 2: masked vectors
-    messages = []
-    for nid in sorted(shared):
-        mail = [(src, ct) for src, ct in inbox.get(nid, []) if src in shared]
-        messages.append(_message(nid, {STAGE: "collect", QUERY: query, RECORD: record, CLIENTS: len(node_ids),
-                                       FRACTION_BITS: settings.fraction_bits, SOURCES: [s for s, _ in mail],
-                                       CIPHERTEXTS: [c for _, c in mail]}, content))
-    replies = send(messages)
-    masked = {r.metadata.src_node_id: require_record(r.content, record, ArrayRecord)[MASKED].numpy() for r in replies}
-    layouts = {(tuple(_fields(r)[LAYOUT_KEYS]), tuple(_fields(r)[LAYOUT_SHAPES])) for r in replies}
-    if len(layouts) != 1:
-        raise FGLError(f"Secure aggregation: the clients' {record!r} records differ in keys or shapes.")
-    names, shapes = layouts.pop()
-    layout = [(k, tuple(int(d) for d in s.split(",") if d)) for k, s in zip(names, shapes)]
-    summed, dropped = sorted(masked), sorted(shared - masked.keys())
-    # 3: the shares that remove the masks
-    held: dict[int, list[bytes]] = {}
-    for r in send([_message(nid, {STAGE: "unmask", ACTIVE: sorted(neighbours[nid] & masked.keys()),
-                                  DEAD: sorted(neighbours[nid] & set(dropped))}) for nid in summed]):
-        f = _fields(r)
-        for owner, share in zip(f[IDS], f[SHARES]):
-            held.setdefault(int(owner), []).append(share)
-    total = np.zeros_like(next(iter(masked.values())))
-    for vector in masked.values():
-        total = np.mod(total + vector, MODULUS)
-    for nid in summed:
-        _need(len(held.get(nid, [])), threshold, f"shares of node {nid}'s mask seed")
-        seed_bytes = combine_shares(held[nid])
-        total = np.mod(total - pseudo_rand_gen(seed_bytes, MODULUS, [total.shape])[0], MODULUS)
-    for nid in dropped:
-        _need(len(held.get(nid, [])), threshold, f"shares of dropped node {nid}'s key")
-        sk1 = bytes_to_private_key(combine_shares(held[nid]))
-        for j in sorted(neighbours[nid] & masked.keys()):
-            pair = pseudo_rand_gen(generate_shared_key(sk1, bytes_to_public_key(keys[j][0])), MODULUS,
-                                   [total.shape])[0]
-            total = np.mod(total - pair if j > nid else total + pair, MODULUS)  # j's mask with it
-    return SecureSum(decode(total, layout, settings.fraction_bits), summed, dropped, replies)
+    run = SecAggPlusRound(node_ids, settings, seed)
+    shared = run.share_keys(send)
+    replies = send([_message(nid, run.collect_fields(nid, record, query), content) for nid in sorted(shared)])
+    return run.unmask(replies, record, send)

@@ -192,6 +192,12 @@ class FGLStrategy(Strategy):
         round's train config: its messages carry it too, so that on a resumed run a client
         restores its checkpoint at the first of them. Default none."""
 
+    def finish_round(self, server_round: int, replies: list[Message],
+                     send: Callable[[list[Message]], list[Message]]) -> None:
+        """Extra exchanges after this round's train replies, before their aggregation
+        (e.g. SecAgg+'s unmask stage), metered into the round's record as
+        :meth:`prepare_round`'s. Default none."""
+
     def evaluates(self, server_round: int) -> bool:
         """Whether ``server_round``'s model is evaluated (default every round). A round that
         trains no model to evaluate (e.g. FedSage+'s generator rounds) asks no client for an
@@ -426,6 +432,7 @@ class FGLStrategy(Strategy):
                 config = ConfigRecord({**train_config, EVALUATE_ROUND: pending["round"]})
             self.prepare_round(rnd, train_config, lambda messages: exchange(record, messages))
             replies = exchange(record, self.configure_train(rnd, arrays, config, metered))
+            self.finish_round(rnd, replies, lambda messages: exchange(record, messages))
             if pending is not None:
                 finish(pending, evaluation_replies(replies))
                 pending = None

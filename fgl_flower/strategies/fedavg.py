@@ -9,12 +9,15 @@ Clients upload only their shared parameters (see :class:`~fgl_flower.clients.lea
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
-from fgl_flower.records import require_record
+from fgl_flower.records import array_of, require_record
+from fgl_flower.secagg.protocol import SECAGG, SECURE_AGGREGATION, WEIGHT_KEY
+from fgl_flower.secagg.server import SecAggPlusRound, SecAggPlusSettings
+from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import FGLStrategy
 
@@ -28,10 +31,51 @@ class FedAvgStrategy(FGLStrategy):
 
     evaluate_with_next_train = True
 
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        #: ``<method>.secure-aggregation`` (methods that declare it: FedAvg, FedProx, FedStar,
+        #: FedDense): the uploaded arrays through SecAgg+, the server learns only their sum
+        self.secure = bool(dict(cfg.method_options).get(SECURE_AGGREGATION, False))
+        self._secagg: SecAggPlusRound | None = None
+        self._secure_mean: ArrayRecord | None = None
+
+    def prepare_round(self, server_round: int, config: ConfigRecord,
+                      send: Callable[[list[Message]], list[Message]]) -> None:
+        """With secure aggregation: SecAgg+'s key exchange among the round's clients."""
+        if self.secure:
+            self._secagg = SecAggPlusRound(self.node_ids, SecAggPlusSettings(),
+                                           derive_seed(self.cfg.seed, server_round, "secagg"))
+            self._secagg.share_keys(send)
+
+    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid) -> Iterable[Message]:
+        messages = super().configure_train(server_round, arrays, config, grid)
+        if not self.secure:
+            return messages
+        out = []  # each train message also asks for the masked, weighted upload (its own fields)
+        for m in messages:
+            content = RecordDict(dict(m.content.items()))  # broadcast messages share one content
+            content[SECAGG] = ConfigRecord(self._secagg.collect_fields(m.metadata.dst_node_id, ARRAYS,
+                                                                       weight=NUM_EXAMPLES))
+            out.append(Message(content=content, message_type=m.metadata.message_type,
+                               dst_node_id=m.metadata.dst_node_id))
+        return out
+
+    def finish_round(self, server_round: int, replies: list[Message],
+                     send: Callable[[list[Message]], list[Message]]) -> None:
+        """With secure aggregation: unmask the sum of ``n_k w_k`` and of ``n_k``; the mean."""
+        if self.secure:
+            total = self._secagg.unmask(replies, ARRAYS, send).total
+            weight = float(total.pop(WEIGHT_KEY)[0])
+            self._secure_mean = ArrayRecord({k: array_of((v / weight).float().numpy()) for k, v in total.items()})
+            self._secagg = None
+
     def aggregate_train(
         self, server_round: int, replies: Iterable[Message]
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
+        if self.secure:
+            mean, self._secure_mean = self._secure_mean, None
+            return mean, self.aggregate_train_metrics(replies)
         records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         weights = self.aggregation_weights(server_round, replies)
         return weighted_mean_arrays(records, weights), self.aggregate_train_metrics(replies)
