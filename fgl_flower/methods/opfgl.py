@@ -77,7 +77,7 @@ class OPFGLOptions(MethodOptions):
     #: the statistics through SecAgg+ (fgl_flower.secagg): the server learns only their sums
     secure_aggregation: bool = False
     secagg_shares: int = 0  # neighbours per client, itself included (0: all clients)
-    secagg_fraction_bits: int = 32  # fixed-point resolution 2^-bits of the summed statistics
+    secagg_fraction_bits: int = 40  # fixed-point resolution 2^-bits of the summed statistics
 
     @property
     def paper(self) -> bool:

@@ -1,9 +1,12 @@
 """The server side of SecAgg+: four exchanges through the run's grid, then the unmasked sum.
 
-:func:`secure_sum` is what a strategy calls instead of asking for a record in clear: it
-sends the stages of :mod:`fgl_flower.secagg` with ``send`` (the strategy's metered exchange,
-which drops failed clients up to ``accept-failures``) and returns the sum of the record over
-the clients that sent their masked vector. Clients that drop after sharing their keys are
+:func:`secure_sum` is what a strategy calls instead of asking for a query's record in clear
+(O-pFGL's statistics): it sends the stages of :mod:`fgl_flower.secagg` with ``send`` (the
+strategy's metered exchange, which drops failed clients up to ``accept-failures``) and
+returns the sum of the record over the clients that sent their masked vector.
+:class:`SecAggPlusRound` is the same protocol cut around a message the strategy sends itself
+(the FedAvg family's train message: keys before it, the masked upload in its reply, the
+unmasking after it). Clients that drop after sharing their keys are
 left out of the sum, and their pairwise masks are removed with the secret key their
 neighbours' shares rebuild; beyond what the threshold tolerates the sum cannot be rebuilt and
 the run stops.
