@@ -108,8 +108,6 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("opfgl", "hops", "nodes_per_class", "eval_every", "patience", "pge_hidden")
     if o.rate < 0 or o.topk < 0 or o.condense_steps < 0 or o.max_steps < 0:
         raise ConfigError("opfgl.rate, topk, condense-steps and max-steps must be non-negative.")
-    if o.secure_aggregation and cfg.num_clients < 2:
-        raise ConfigError("opfgl.secure-aggregation needs at least 2 clients (one client's sum is its own).")
     if not 0 <= o.secagg_fraction_bits <= 56 or o.secagg_shares < 0:
         raise ConfigError(f"opfgl.secagg-fraction-bits must be in [0, 56] and opfgl.secagg-shares >= 0 "
                           f"(got {o.secagg_fraction_bits}, {o.secagg_shares}).")

@@ -53,6 +53,8 @@ class FedAvgStrategy(FGLStrategy):
             return messages
         out = []  # each train message also asks for the masked, weighted upload (its own fields)
         for m in messages:
+            if m.metadata.dst_node_id not in self._secagg.shared:  # failed in the key exchange
+                continue
             content = RecordDict(dict(m.content.items()))  # broadcast messages share one content
             content[SECAGG] = ConfigRecord(self._secagg.collect_fields(m.metadata.dst_node_id, ARRAYS,
                                                                        weight=NUM_EXAMPLES))

@@ -50,3 +50,10 @@ def test_sampled_rounds_and_a_client_lost_in_training(flat, tmp_path):
     lost = [r for r in recs if "failures" in r]
     assert [r["round"] for r in lost] == [2] and list(lost[0]["failures"]) == ["1"]
     assert 0 < summary["final"]["test_acc"] <= 1
+
+
+def test_a_round_of_one_client_is_refused_before_training(flat):
+    from fgl_flower.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="at least 2 clients in every round .this run samples 1."):
+        run_inprocess(dict(flat, **{"fedavg.secure-aggregation": True, "num-clients": 3, "fraction-train": 0.34}))

@@ -52,5 +52,5 @@ def test_a_client_lost_after_sharing_its_keys_is_recovered(opfgl_flat, tmp_path)
 
 
 def test_secure_aggregation_needs_two_clients(opfgl_flat):
-    with pytest.raises(ConfigError, match="at least 2 clients"):
+    with pytest.raises(ConfigError, match="at least 2 clients in every round"):
         run_inprocess(dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "num-clients": 1}))
