@@ -76,7 +76,7 @@ class OPFGLOptions(MethodOptions):
     degree_threshold: int = 0
     #: the statistics through SecAgg+ (fgl_flower.secagg): the server learns only their sums
     secure_aggregation: bool = False
-    secagg_shares: int = 0  # neighbours per client, itself included (0: all clients)
+    secagg_shares: int = 0  # neighbours per client, itself included (0: SecAgg+'s 2*ceil(log2 n)+1; >= n: all)
     secagg_fraction_bits: int = 40  # fixed-point resolution 2^-bits of the summed statistics
 
     @property

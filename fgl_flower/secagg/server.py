@@ -14,6 +14,7 @@ the run stops.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,8 +40,9 @@ Send = Callable[[list[Message]], list[Message]]
 
 @dataclass(frozen=True)
 class SecAggPlusSettings:
-    """``shares``: neighbours each client shares its secrets with, itself included (0: all
-    clients, i.e. SecAgg; an even number becomes the next odd one, as SecAgg+'s ring needs);
+    """``shares``: neighbours each client shares its secrets with, itself included (0:
+    SecAgg+'s logarithmic default, :func:`default_shares`; at least the number of clients:
+    all of them, i.e. SecAgg; an even number becomes the next odd one, as the ring needs);
     the threshold is a majority of them, so that a server which claims a client dropped
     cannot collect both of its secrets. ``fraction_bits``: the fixed-point encoding's."""
 
@@ -58,13 +60,22 @@ class SecureSum:
     replies: list[Message] = field(default_factory=list)  # the collect replies (masked records)
 
 
+def default_shares(clients: int) -> int:
+    """SecAgg+'s neighbourhood size, logarithmic in the clients: :math:`2\lceil\log_2 n\rceil
+    + 1` (all ``n`` clients up to 9 of them). Every client's cost grows with it: Shamir
+    shares, key agreements and masks per neighbour (SecAgg among 100 clients took 80 s a
+    round on this machine's CPU, docs/privacy.md)."""
+    return min(clients, 2 * math.ceil(math.log2(max(clients, 2))) + 1)
+
+
 def ring_neighbours(node_ids: Sequence[int], shares: int, seed: int) -> dict[int, set[int]]:
     """SecAgg+'s graph: the nodes in a seeded random order, each with the ``shares // 2``
-    nodes on either side of it (all nodes when ``shares`` is 0 or covers them)."""
+    nodes on either side of it (all nodes when ``shares`` covers them; 0: the default)."""
     order = list(node_ids)
     random.Random(seed).shuffle(order)
     n = len(order)
-    if shares <= 0 or shares >= n:
+    shares = shares or default_shares(n)
+    if shares >= n:
         return {nid: set(order) for nid in order}
     half = shares // 2
     return {nid: {order[(i + o) % n] for o in range(-half, half + 1)} for i, nid in enumerate(order)}

@@ -123,3 +123,12 @@ def test_a_client_never_gives_the_seed_and_the_key_of_one_node():
                    dst_node_id=11, message_type="query.secagg")
     secaggplus_mod(good, fed.contexts[11], fed.handler)
     assert "fgl.secagg" not in fed.contexts[11].state
+
+
+def test_secagg_plus_neighbourhoods_grow_logarithmically():
+    from fgl_flower.secagg.server import default_shares
+
+    assert [default_shares(n) for n in (2, 3, 9, 10, 100, 1000)] == [2, 3, 9, 9, 15, 21]
+    ring = ring_neighbours(list(range(100)), 0, seed=1)
+    assert {len(v) for v in ring.values()} == {15}
+    assert all(sum(i in v for v in ring.values()) == 15 for i in range(100))  # each in 15 rings
