@@ -177,10 +177,11 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
 def _check_secure_aggregation(cfg: RunConfig) -> None:
     """SecAgg+ sums over each round's clients: a round of one client has nothing to hide it in."""
     from fgl_flower.secagg.protocol import SECURE_AGGREGATION
-    from fgl_flower.strategies.sampling import sample_size
 
     if not dict(cfg.method_options).get(SECURE_AGGREGATION) or cfg.num_clients < 1:
         return
+    from fgl_flower.strategies.sampling import sample_size  # the server's package: only when needed
+
     per_round = sample_size(cfg.num_clients, cfg.fraction_train, cfg.min_train_clients)
     if per_round < 2:
         raise ConfigError(f"{cfg.method}.{SECURE_AGGREGATION} needs at least 2 clients in every round "
