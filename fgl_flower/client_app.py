@@ -3,7 +3,8 @@
 Handlers: ``train`` (which first evaluates the received global model when the message
 asks for it, see :data:`~fgl_flower.protocol.EVALUATE_ROUND`), ``evaluate``, ``query``
 (default action), ``query.partition`` (this node's partition id, for the server's
-sampling) and ``query.<action>`` for every action a registered method declares. Each
+sampling), ``query.secagg`` (SecAgg+'s stages, :mod:`fgl_flower.secagg`, whose mod also
+wraps ``train``) and ``query.<action>`` for every action a registered method declares. Each
 message gets a client built from the run config, this node's partition data and its
 persistent ``context.state``; a process that served the node's previous message with the
 state the message brings reuses that client instead (:class:`LiveClients`).
