@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
@@ -51,8 +50,7 @@ def check_config(cfg: RunConfig) -> None:
     o.require_choice("fedgta", "moment_type", MOMENT_TYPES)
     if not 0.0 <= o.lp_alpha <= 1.0:
         raise ConfigError(f"fedgta.lp-alpha={o.lp_alpha} must be in [0, 1].")
-    if not (math.isfinite(o.temperature) and o.temperature > 0):
-        raise ConfigError(f"fedgta.temperature={o.temperature} must be a finite number > 0.")
+    o.require_positive("fedgta", "temperature")
     if not -1.0 <= o.accept < 1.0:
         raise ConfigError(f"fedgta.accept={o.accept} must be in [-1, 1): a cosine similarity "
                           f"(a client always averages its own model).")

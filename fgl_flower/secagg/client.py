@@ -19,9 +19,7 @@ import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.common.secure_aggregation.crypto.shamir import create_shares
 from flwr.common.secure_aggregation.crypto.symmetric_encryption import decrypt, encrypt, generate_shared_key
-from flwr.common.secure_aggregation.secaggplus_utils import (
-    pseudo_rand_gen, share_keys_plaintext_concat, share_keys_plaintext_separate,
-)
+from flwr.common.secure_aggregation.secaggplus_utils import share_keys_plaintext_concat, share_keys_plaintext_separate
 from flwr.supercore.primitives.asymmetric import (
     bytes_to_private_key, bytes_to_public_key, generate_key_pairs, private_key_to_bytes, public_key_to_bytes,
 )
@@ -30,6 +28,7 @@ from fgl_flower.errors import FGLError
 from fgl_flower.protocol import METRICS, PARTITION_ID
 from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.encoding import MODULUS, encode, layout_of
+from fgl_flower.secagg.masks import pairwise_mask, private_mask
 from fgl_flower.secagg.protocol import (
     ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
     PUBLIC_KEY_1, PUBLIC_KEY_2, RECORD, SECAGG, SECAGG_STATE, SHARES, SOURCES, STAGE, STAGES, THRESHOLD, WEIGHT,
@@ -41,18 +40,13 @@ from fgl_flower.secagg.protocol import (
 STATE = SECAGG_STATE
 
 
-def _pairwise_mask(own_sk1: bytes, other_pk1: bytes, shape: tuple[int, ...]) -> np.ndarray:
-    key = generate_shared_key(bytes_to_private_key(own_sk1), bytes_to_public_key(other_pk1))
-    return pseudo_rand_gen(key, MODULUS, [shape])[0]
-
-
 def mask(vector: np.ndarray, node_id: int, rd_seed: bytes, sk1: bytes, neighbours: dict[int, bytes]) -> np.ndarray:
     """``vector`` plus the private mask of ``rd_seed`` and, per neighbour ``j`` (its first
     public key), the pairwise mask of the shared key, added where ``node_id > j`` and
     subtracted otherwise (so each pair's masks cancel in the sum), modulo ``2^62``."""
-    out = np.mod(vector + pseudo_rand_gen(rd_seed, MODULUS, [vector.shape])[0], MODULUS)
+    out = np.mod(vector + private_mask(rd_seed, vector.shape), MODULUS)
     for j, pk1 in neighbours.items():
-        pair = _pairwise_mask(sk1, pk1, vector.shape)
+        pair = pairwise_mask(sk1, pk1, vector.shape)
         out = np.mod(out + pair if node_id > j else out - pair, MODULUS)
     return out
 

@@ -5,8 +5,8 @@
 strategy's metered exchange, which drops failed clients up to ``accept-failures``) and
 returns the sum of the record over the clients that sent their masked vector.
 :class:`SecAggPlusRound` is the same protocol cut around a message the strategy sends itself
-(the FedAvg family's train message: keys before it, the masked upload in its reply, the
-unmasking after it). Clients that drop after sharing their keys are
+(the FedAvg family's train message, built by :meth:`SecAggPlusRound.collect_message`: keys
+before it, the masked upload in its reply, the unmasking after it). Clients that drop after sharing their keys are
 left out of the sum, and their pairwise masks are removed with the secret key their
 neighbours' shares rebuild; beyond what the threshold tolerates the sum cannot be rebuilt and
 the run stops.
@@ -22,14 +22,12 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.crypto.shamir import combine_shares
-from flwr.common.secure_aggregation.crypto.symmetric_encryption import generate_shared_key
-from flwr.common.secure_aggregation.secaggplus_utils import pseudo_rand_gen
-from flwr.supercore.primitives.asymmetric import bytes_to_private_key, bytes_to_public_key
 from torch import Tensor
 
 from fgl_flower.errors import FGLError
 from fgl_flower.records import require_record
 from fgl_flower.secagg.encoding import MODULUS, decode
+from fgl_flower.secagg.masks import pairwise_mask, private_mask
 from fgl_flower.secagg.protocol import (
     ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
     PUBLIC_KEY_1, PUBLIC_KEY_2, QUERY, RECORD, SECAGG, SHARES, SOURCES, STAGE, THRESHOLD, WEIGHT,
@@ -61,7 +59,7 @@ class SecureSum:
 
 
 def default_shares(clients: int) -> int:
-    """SecAgg+'s neighbourhood size, logarithmic in the clients: :math:`2\lceil\log_2 n\rceil
+    r"""SecAgg+'s neighbourhood size, logarithmic in the clients: :math:`2\lceil\log_2 n\rceil
     + 1` (all ``n`` clients up to 9 of them). Every client's cost grows with it: Shamir
     shares, key agreements and masks per neighbour (SecAgg among 100 clients took 80 s a
     round on this machine's CPU, docs/privacy.md)."""
@@ -81,10 +79,16 @@ def ring_neighbours(node_ids: Sequence[int], shares: int, seed: int) -> dict[int
     return {nid: {order[(i + o) % n] for o in range(-half, half + 1)} for i, nid in enumerate(order)}
 
 
-def _message(nid: int, fields: dict, content: RecordDict | None = None) -> Message:
+#: The message type of the protocol's own stages (and of a wrapped query's collect stage).
+SECAGG_QUERY = f"{MessageType.QUERY}.{SECAGG}"
+
+
+def _message(nid: int, fields: dict, content: RecordDict | None = None, message_type: str = SECAGG_QUERY) -> Message:
+    """A message to ``nid`` with ``content``'s records (copied: broadcast messages share one)
+    and the stage's ``fields``."""
     records = RecordDict(dict(content.items()) if content is not None else {})
     records[SECAGG] = ConfigRecord(fields)
-    return Message(content=records, message_type=f"{MessageType.QUERY}.{SECAGG}", dst_node_id=nid)
+    return Message(content=records, message_type=message_type, dst_node_id=nid)
 
 
 def _fields(reply: Message) -> ConfigRecord:
@@ -99,8 +103,8 @@ def _need(count: int, threshold: int, what: str) -> None:
 
 class SecAggPlusRound:
     """One run of the protocol over ``node_ids``, in three calls: :meth:`share_keys` (stages
-    0 and 1, before the message whose reply is summed), :meth:`collect_fields` (the stage-2
-    fields that message carries to each node) and :meth:`unmask` (stage 3 on its replies)."""
+    0 and 1, before the message whose reply is summed), :meth:`collect_message` (that message
+    to one node, with its stage-2 fields) and :meth:`unmask` (stage 3 on its replies)."""
 
     def __init__(self, node_ids: Sequence[int], settings: SecAggPlusSettings, seed: int) -> None:
         if len(node_ids) < 2:
@@ -131,14 +135,18 @@ class SecAggPlusRound:
                 self.inbox.setdefault(int(dst), []).append((src, ct))
         return set(self.shared)
 
-    def collect_fields(self, nid: int, record: str, query: str = "", weight: str = "") -> dict:
-        """Stage 2 for ``nid``: mask ``record`` of the reply (each value times the reply's
-        metric ``weight``, with the weight itself summed as ``WEIGHT_KEY``, if given); the
-        wrapped query's action for a ``query.secagg`` message."""
+    def collect_message(self, nid: int, content: RecordDict, record: str, *, query: str = "", weight: str = "",
+                        message_type: str = SECAGG_QUERY) -> Message:
+        """Stage 2 for ``nid``: a ``message_type`` message with ``content`` that also asks to
+        mask ``record`` of the reply (each value times the reply's metric ``weight``, with the
+        weight itself summed as ``WEIGHT_KEY``, if given). ``query``: the wrapped query's action
+        of a ``query.secagg`` message; a ``train`` message is itself the one whose reply is
+        masked."""
         mail = [(src, ct) for src, ct in self.inbox.get(nid, []) if src in self.shared]
-        return {STAGE: "collect", QUERY: query, RECORD: record, WEIGHT: weight, CLIENTS: len(self.node_ids),
-                FRACTION_BITS: self.settings.fraction_bits, SOURCES: [s for s, _ in mail],
-                CIPHERTEXTS: [c for _, c in mail]}
+        fields = {STAGE: "collect", QUERY: query, RECORD: record, WEIGHT: weight, CLIENTS: len(self.node_ids),
+                  FRACTION_BITS: self.settings.fraction_bits, SOURCES: [s for s, _ in mail],
+                  CIPHERTEXTS: [c for _, c in mail]}
+        return _message(nid, fields, content, message_type)
 
     def unmask(self, replies: Sequence[Message], record: str, send: Send) -> SecureSum:
         """Stage 3 on the replies that carry masked ``record``s; the decoded sum."""
@@ -163,14 +171,12 @@ class SecAggPlusRound:
             total = np.mod(total + vector, MODULUS)
         for nid in summed:
             _need(len(held.get(nid, [])), self.threshold, f"shares of node {nid}'s mask seed")
-            seed_bytes = combine_shares(held[nid])
-            total = np.mod(total - pseudo_rand_gen(seed_bytes, MODULUS, [total.shape])[0], MODULUS)
+            total = np.mod(total - private_mask(combine_shares(held[nid]), total.shape), MODULUS)
         for nid in dropped:
             _need(len(held.get(nid, [])), self.threshold, f"shares of dropped node {nid}'s key")
-            sk1 = bytes_to_private_key(combine_shares(held[nid]))
+            sk1 = combine_shares(held[nid])
             for j in sorted(self.neighbours[nid] & masked.keys()):
-                pair = pseudo_rand_gen(generate_shared_key(sk1, bytes_to_public_key(self.keys[j][0])), MODULUS,
-                                       [total.shape])[0]
+                pair = pairwise_mask(sk1, self.keys[j][0], total.shape)
                 total = np.mod(total - pair if j > nid else total + pair, MODULUS)  # j's mask with it
         return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies))
 
@@ -181,5 +187,5 @@ def secure_sum(send: Send, node_ids: Sequence[int], content: RecordDict, query: 
     ``content``) over ``node_ids``, without any client's record in clear."""
     run = SecAggPlusRound(node_ids, settings, seed)
     shared = run.share_keys(send)
-    replies = send([_message(nid, run.collect_fields(nid, record, query), content) for nid in sorted(shared)])
+    replies = send([run.collect_message(nid, content, record, query=query) for nid in sorted(shared)])
     return run.unmask(replies, record, send)

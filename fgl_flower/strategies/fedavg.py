@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_of, require_record
-from fgl_flower.secagg.protocol import SECAGG, SECURE_AGGREGATION, WEIGHT_KEY
+from fgl_flower.secagg.protocol import SECURE_AGGREGATION, WEIGHT_KEY
 from fgl_flower.secagg.server import SecAggPlusRound, SecAggPlusSettings
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
@@ -51,16 +51,11 @@ class FedAvgStrategy(FGLStrategy):
         messages = super().configure_train(server_round, arrays, config, grid)
         if not self.secure:
             return messages
-        out = []  # each train message also asks for the masked, weighted upload (its own fields)
-        for m in messages:
-            if m.metadata.dst_node_id not in self._secagg.shared:  # failed in the key exchange
-                continue
-            content = RecordDict(dict(m.content.items()))  # broadcast messages share one content
-            content[SECAGG] = ConfigRecord(self._secagg.collect_fields(m.metadata.dst_node_id, ARRAYS,
-                                                                       weight=NUM_EXAMPLES))
-            out.append(Message(content=content, message_type=m.metadata.message_type,
-                               dst_node_id=m.metadata.dst_node_id))
-        return out
+        # each train message also asks for the masked, weighted upload; none goes to a client
+        # that failed in the key exchange
+        return [self._secagg.collect_message(m.metadata.dst_node_id, m.content, ARRAYS, weight=NUM_EXAMPLES,
+                                             message_type=m.metadata.message_type)
+                for m in messages if m.metadata.dst_node_id in self._secagg.shared]
 
     def finish_round(self, server_round: int, replies: list[Message],
                      send: Callable[[list[Message]], list[Message]]) -> None:
