@@ -60,24 +60,47 @@ def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
             raise ConfigError(f"--set {item!r}: use key=value.")
         key, text = item.split("=", 1)
         overrides[key.strip()] = text.strip()
-    if getattr(args, "secagg", False):
+    secagg = getattr(args, "secagg", False)
+    dp = getattr(args, "dp_epsilon", None) is not None or getattr(args, "dp_clip", None) is not None
+    if secagg or dp:
         from fgl_flower.app_defaults import load_app_defaults
 
-        overrides.update(secagg_override(str(overrides.get("method") or load_app_defaults()["method"])))
+        method = str(overrides.get("method") or load_app_defaults()["method"])
+        if secagg:
+            overrides.update(secagg_override(method))
+        if dp:
+            overrides.update(dp_override(method, args.dp_epsilon, args.dp_clip))
     return flat_config(overrides, out=args.out, where="--set ")
 
 
-def secagg_override(method: str) -> dict[str, str]:
-    """``--secagg``: the method's ``<method>.secure-aggregation = true``; a method without
-    the option stops with the methods that have it."""
+def method_option(method: str, option: str, flag: str, what: str) -> str:
+    """``<method>.<option>``; a method without the option stops with those that have it."""
     from fgl_flower.methods import METHODS
+
+    if method in METHODS and option in METHODS.get(method).options:
+        return f"{method}.{option}"
+    have = sorted(m for m, spec in METHODS.items() if option in spec.options)
+    raise ConfigError(f"{flag}: method {method!r} has no {what} yet; it is available for: {', '.join(have)}.")
+
+
+def secagg_override(method: str) -> dict[str, str]:
+    """``--secagg``: the method's ``<method>.secure-aggregation = true``."""
     from fgl_flower.secagg.protocol import SECURE_AGGREGATION
 
-    if method in METHODS and SECURE_AGGREGATION in METHODS.get(method).options:
-        return {f"{method}.{SECURE_AGGREGATION}": "true"}
-    have = sorted(m for m, spec in METHODS.items() if SECURE_AGGREGATION in spec.options)
-    raise ConfigError(f"--secagg: method {method!r} has no secure aggregation yet; it is available for: "
-                      f"{', '.join(have)}.")
+    return {method_option(method, SECURE_AGGREGATION, "--secagg", "secure aggregation"): "true"}
+
+
+def dp_override(method: str, epsilon: float | None, clip: float | None) -> dict[str, str]:
+    """``--dp-epsilon E --dp-clip C``: the method's ``dp-epsilon`` and ``dp-clip``, and
+    ``agg-weight = uniform`` (DP averages with equal weights); both flags are needed."""
+    from fgl_flower.dp.options import DP_CLIP, DP_EPSILON
+
+    if epsilon is None or clip is None:
+        raise ConfigError("Differential privacy needs both --dp-epsilon (the budget of the whole run) and "
+                          "--dp-clip (the L2 bound of a client's update; the train metric dp.update-norm "
+                          "of a run shows the updates' size).")
+    key = method_option(method, DP_CLIP, "--dp-epsilon", "differential privacy")
+    return {key: str(clip), key.replace(DP_CLIP, DP_EPSILON): str(epsilon), "agg-weight": "uniform"}
 
 
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
@@ -99,6 +122,10 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     print(f"time {summary.get('total_time_s', 0):.1f}s in rounds; "
           f"up {summary.get('bytes_up_total', 0) / 2**20:.2f} MiB, "
           f"down {summary.get('bytes_down_total', 0) / 2**20:.2f} MiB")
+    if dp := summary.get("dp"):
+        spent = f"epsilon {dp['epsilon']:.2f}" if "epsilon" in dp else "no noise (epsilon infinite)"
+        print(f"differential privacy: {spent} at delta {dp['delta']:g} (clip {dp['clip']:g}, "
+              f"noise multiplier {dp['noise_multiplier']:.3f})")
     print(f"results: {out}")
 
 
@@ -292,6 +319,12 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--secagg", action="store_true", help="sum what the clients send through "
                    "SecAgg+, so the server learns only the sum (the method's secure-aggregation "
                    "option; methods that have it: FedAvg, FedProx, FedStar, FedDense, O-pFGL)")
+    p.add_argument("--dp-epsilon", type=float, help="client-level differential privacy: the "
+                   "(epsilon, delta) budget of the whole run, with --dp-clip; sets agg-weight=uniform "
+                   "(the method's dp-* options; methods that have them: FedAvg, FedProx, FedStar, "
+                   "FedDense, FedSpray)")
+    p.add_argument("--dp-clip", type=float, help="with --dp-epsilon: the L2 norm each client's "
+                   "update is clipped to")
     p.add_argument("--set", action="append", metavar="KEY=VALUE",
                    help="override any run-config key (all listed by `fgl config`), e.g. "
                    "--set lr=0.05 --set fedprox.mu=0.1")

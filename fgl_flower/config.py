@@ -86,8 +86,9 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
     "eval-weight": (("split", "client-size", "client"), "pool each metric over the clients' "
                     "val/test examples, weight clients by their size, or count each client once"),
     "optimizer": (("adam", "sgd"), "the local optimizer: Adam, or plain SGD without momentum"),
-    "agg-weight": (("train", "local"), "weight each upload in FedAvg-style averaging by the "
-                   "client's training examples or by all its local examples (nodes/graphs)"),
+    "agg-weight": (("train", "local", "uniform"), "weight each upload in FedAvg-style averaging by "
+                   "the client's training examples, by all its local examples (nodes/graphs), or "
+                   "equally (what differential privacy needs)"),
     "on-nonfinite": (("stop", "skip"), "a client reporting a NaN or infinite loss or metric "
                      "stops the run, or is left out of its round (recorded)"),
     "untrained-classes": (("stop", "allow"), "a class with no training example on any client "

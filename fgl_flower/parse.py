@@ -17,6 +17,7 @@ from typing import Any
 from fgl_flower.config import (
     CHOICES, CORE_KEYS, FOLDS, FOLLOW_FEDERATION, RunConfig, Scalar, _check_split_fold, coerce_value, parse_split,
 )
+from fgl_flower.dp.options import check_dp
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods import METHODS
 
@@ -171,6 +172,7 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
     if spec.check is not None:
         spec.check(cfg)
     _check_secure_aggregation(cfg)
+    check_dp(cfg)
     return cfg
 
 

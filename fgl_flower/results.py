@@ -112,6 +112,8 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
     }
     if resources := summarize_resources(rounds):
         out["resources"] = resources
+    if dp := rounds[-1].get("dp"):  # differential privacy: the budget the whole run spent
+        out["dp"] = dp
     if probes := final.get("probes"):  # the mechanism's state at the end (fgl_flower.probes)
         out["probes"] = {k: {s: v[s] for s in ("mean", "min", "max")} for k, v in probes.items()}
         out["probes_dead"] = final.get("probes_dead", {})

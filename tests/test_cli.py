@@ -150,6 +150,23 @@ def test_secagg_sets_the_methods_option_or_says_which_methods_have_it():
         build_run_config(args)
 
 
+def test_dp_flags_set_the_methods_options_and_equal_weights_or_say_what_is_missing():
+    from fgl_flower.cli import build_run_config, parser
+
+    args = parser().parse_args(["run", "--method", "fedspray", "--dp-epsilon", "4", "--dp-clip", "0.5",
+                                "--out", "/tmp/x"])
+    flat = build_run_config(args)
+    assert float(flat["fedspray.dp-epsilon"]) == 4.0 and float(flat["fedspray.dp-clip"]) == 0.5
+    assert flat["agg-weight"] == "uniform"
+    args = parser().parse_args(["run", "--dp-epsilon", "4", "--out", "/tmp/x"])
+    with pytest.raises(ConfigError, match="needs both --dp-epsilon .* and --dp-clip"):
+        build_run_config(args)
+    args = parser().parse_args(["run", "--method", "opfgl", "--dp-epsilon", "4", "--dp-clip", "1", "--out", "/tmp/x"])
+    with pytest.raises(ConfigError, match="'opfgl' has no differential privacy yet; it is available for: "
+                                          "fedavg, feddense, fedprox, fedspray, fedstar"):
+        build_run_config(args)
+
+
 def test_help_shows_defaults_and_every_model_and_partition(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])

@@ -124,6 +124,8 @@ COLUMNS: dict[str, Column] = {
     "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),
     "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
     "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
+    "epsilon": Column("ε spent (δ = 1e-5 unless noted)", _at("dp", "epsilon"), _plain(".2f")),
+    "noise": Column("noise multiplier z", _at("dp", "noise_multiplier"), _plain(".2f")),
     "gflops": Column("GFLOPs /client/round", _at("resources", "gflops"), _plain(".2f")),
     "mp-gflops": Column("message-passing GFLOPs /client/round", _at("resources", "mp_gflops"), _plain(".2f")),
     "payload-kib": Column("payload KiB (4 B × shared params)", _at("resources", "payload_kib"), _plain(".2f")),

@@ -18,6 +18,7 @@ from fgl_flower.clients.state import ClientState
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.device import manual_seed, resolve_device
+from fgl_flower.dp.options import dp_settings
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import get_record, record_torch, torch_record
@@ -109,6 +110,7 @@ class LearnerClient(FGLClient):
                                              self.model_builder(), self.shared_prefixes())
         self.learner.restore(self.state)
         self._loaded: tuple | None = None  # (record, parameter versions, tensors) last loaded
+        self.dp = dp_settings(self.cfg)  # client-level DP (fgl_flower.dp): None without
 
     def model_builder(self) -> ModelBuilder | None:
         """``build(num_features, num_classes)`` of this method's model (default ``None``:
@@ -157,16 +159,32 @@ class LearnerClient(FGLClient):
         its evaluation, by name (default none)."""
         return {}
 
-    def training_reply(self, train_metrics: dict[str, float], upload: bool = True) -> RecordDict:
+    def dp_reference(self) -> dict[str, torch.Tensor] | None:
+        """With client-level DP, a copy of the shared parameters the round starts from (call
+        it after :meth:`load_global`): what :meth:`training_reply` clips the update against."""
+        if self.dp is None:
+            return None
+        return {k: v.detach().clone() for k, v in self.learner.get_shared().items()}
+
+    def training_reply(self, train_metrics: dict[str, float], upload: bool = True,
+                       reference: dict[str, torch.Tensor] | None = None) -> RecordDict:
         """Persist the learner and reply with its shared arrays (or none); the client's
-        first reply of a run also reports its resources (:mod:`~fgl_flower.clients.resources`)."""
+        first reply of a run also reports its resources (:mod:`~fgl_flower.clients.resources`).
+        With a DP ``reference`` (:meth:`dp_reference`) the arrays are the clipped update's
+        (:func:`~fgl_flower.dp.clipping.clipped_upload`, with its metrics)."""
         if RESOURCES_REPORTED not in self.state:
             from fgl_flower.clients.resources import resource_metrics
 
             train_metrics = {**train_metrics, **resource_metrics(self.learner, self.cfg.local_epochs, upload)}
             self.state.set_json(RESOURCES_REPORTED, True)
         self.learner.save(self.state)
-        arrays = torch_record(self.learner.get_shared()) if upload else ArrayRecord()
+        shared = self.learner.get_shared() if upload else {}
+        if upload and reference is not None:
+            from fgl_flower.dp.clipping import clipped_upload
+
+            shared, dp_metrics = clipped_upload(shared, reference, self.dp.clip)
+            train_metrics = {**train_metrics, **dp_metrics}
+        arrays = torch_record(shared) if upload else ArrayRecord()
         return RecordDict(
             {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.aggregation_weight())}
         )

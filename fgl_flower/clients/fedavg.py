@@ -22,9 +22,10 @@ class FedAvgClient(LearnerClient):
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
+        reference = self.dp_reference()
         self.seed_round(server_round)
         res = self.learner.fit(self.cfg.local_epochs, extra_loss=self.extra_loss(content))
-        return self.training_reply({**res, **self.after_fit()})
+        return self.training_reply({**res, **self.after_fit()}, reference=reference)
 
     def after_fit(self) -> dict[str, float]:
         """Metrics measured right after local training, for the reply (none for FedAvg)."""

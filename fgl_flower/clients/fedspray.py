@@ -20,7 +20,10 @@ Each round (spec §3.2/§3.3), with the global encoder :math:`\omega` and class 
 
 4. **Upload**: the encoder, the class proxies :math:`\mathbf s^{(k)}_j` (mean of the
    training nodes' proxies of class :math:`j`), the class ratios :math:`\mathbf a^{(k)}`
-   and the number of training nodes. The GNN never leaves the client.
+   and the number of training nodes. The GNN never leaves the client. With client-level DP
+   (``fedspray.dp-clip``, :mod:`fgl_flower.dp`) the encoder and the proxies go up as one
+   clipped update (the proxies under :data:`DP_PROXIES` in ``arrays``; a class the client
+   lacks keeps the global proxy), without class ratios: the server averages them equally.
 
 Variants (``fedspray.variant``):
 
@@ -51,6 +54,8 @@ from fgl_flower.clients.base import FGLClient, derive_seed
 from fgl_flower.clients.learner import NodeLearner, make_adam
 from fgl_flower.datasets import NodeClientData
 from fgl_flower.device import cpu_seeded
+from fgl_flower.dp.clipping import clipped_upload
+from fgl_flower.dp.options import dp_settings
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
@@ -61,6 +66,8 @@ from fgl_flower.records import get_record, torch_record
 #: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
 #: (``[C]``, :math:`\mathbf a^{(k)}`) up.
 PROXIES = "proxies"
+#: With client-level DP: the key of the class proxies ``S`` in the ``arrays`` record.
+DP_PROXIES = "proxies.S"
 INITIAL_NODE_PROXY = 0.1  # the official code's initial per-node proxy value
 
 
@@ -139,6 +146,7 @@ class FedSprayClient(FGLClient):
         if not isinstance(self.data, NodeClientData):
             raise ConfigError("fedspray is a node-classification method.")
         self.opts = FedSprayOptions.from_config(self.cfg)
+        self.dp = dp_settings(self.cfg)  # client-level DP (fgl_flower.dp): None without
         self.gnn = NodeLearner(self.cfg, self.data, self.device)
         self.gnn.restore(self.state, "gnn")
         self.encoder = self.new_encoder()
@@ -227,6 +235,7 @@ class FedSprayClient(FGLClient):
         self.encoder.load_state_dict(glob.state_dict())
         if opts.variant == "official":  # the code loads the global classifier into g_q
             self.encoder.projector.load_state_dict(glob.classifier.state_dict())
+        start = {k: v.detach().clone() for k, v in self.encoder.state_dict().items()}  # (DP's reference)
         if opts.zero_proxies:
             self.node_proxies.data.zero_()
         elif opts.variant == "paper":
@@ -263,6 +272,12 @@ class FedSprayClient(FGLClient):
             **self.evaluate_learner(self.gnn, server_round),  # the GNN is final for this round (see the strategy)
             **as_metrics(probes),
         }
+        if self.dp is not None:  # encoder and proxies: one clipped update, averaged equally
+            upload, dp_metrics = clipped_upload(
+                {**self.encoder.state_dict(), DP_PROXIES: torch.where((counts > 0).unsqueeze(1), local_S, S)},
+                {**start, DP_PROXIES: S}, self.dp.clip)
+            return RecordDict({ARRAYS: torch_record(upload),
+                               METRICS: self.metrics({**metrics, **dp_metrics}, 1)})
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),
             PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),

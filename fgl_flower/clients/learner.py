@@ -137,8 +137,8 @@ class Learner(ABC):
 
     @property
     def num_examples(self) -> int:
-        """The client's weight in FedAvg-style averaging (``agg-weight``)."""
-        return self.num_local if self.cfg.agg_weight == "local" else self.num_train
+        """The client's weight in FedAvg-style averaging (``agg-weight``: 1 for ``uniform``)."""
+        return {"local": self.num_local, "uniform": 1}.get(self.cfg.agg_weight, self.num_train)
 
     @abstractmethod
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING
 
 from fgl_flower.config import RunConfig
+from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
     feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
@@ -121,7 +122,7 @@ for _spec in (
         tasks=("node", "graph"),
         summary="Average of the shared parameters weighted by training examples.",
         reference="McMahan et al., AISTATS 2017",
-        options={"finetune-epochs": 0, "secure-aggregation": False},
+        options={"finetune-epochs": 0, "secure-aggregation": False, **DP_OPTIONS},
     ),
     MethodSpec(
         name="fedprox",
@@ -130,7 +131,7 @@ for _spec in (
         tasks=("node", "graph"),
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
-        options={"mu": 0.01, "finetune-epochs": 0, "secure-aggregation": False},
+        options={"mu": 0.01, "finetune-epochs": 0, "secure-aggregation": False, **DP_OPTIONS},
     ),
     MethodSpec(
         name="fedspray",
@@ -148,6 +149,7 @@ for _spec in (
             "proxy-lr": 0.02,
             "confidence": 0.7,
             "zero-proxies": False,
+            **DP_OPTIONS,
         },
         check=fedspray.check_config,
         probes=fedspray.PROBES,
@@ -187,7 +189,7 @@ for _spec in (
         summary="Dual-channel GIN (features + structural encodings); only the structure "
         "encoder is shared.",
         reference="Tan et al., AAAI 2023",
-        options={"secure-aggregation": False},
+        options={"secure-aggregation": False, **DP_OPTIONS},
         check=fedstar.check_config,
         probes=fedstar.PROBES,
     ),

@@ -27,6 +27,10 @@ class FedDenseOptions(MethodOptions):
     head: int = 64  # readout projection and head width
     activation: str = "post"  # post (after each GIN layer, the paper's) | pre (spec's Eqs. 6-8)
     secure_aggregation: bool = False  # the structural channels through SecAgg+ (fgl_flower.secagg)
+    dp_clip: float = 0.0  # client-level DP of the structural channels (fgl_flower.dp.options)
+    dp_noise: float = 0.0
+    dp_epsilon: float = 0.0
+    dp_delta: float = 1e-5
 
     @property
     def init_width(self) -> int:

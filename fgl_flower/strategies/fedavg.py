@@ -5,14 +5,19 @@ r"""FedAvg (McMahan et al., 2017) on the Message API.
 
 with :math:`n_k` the client's number of training examples (``num-examples``).
 Clients upload only their shared parameters (see :class:`~fgl_flower.clients.learner.Learner`).
+With ``<method>.secure-aggregation`` the server learns only the sums (:mod:`fgl_flower.secagg`);
+with ``<method>.dp-clip`` the uploads are clipped updates and the mean gets Gaussian noise
+(client-level DP, :mod:`fgl_flower.dp`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 
+import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
 
+from fgl_flower.dp.server import CentralDP
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_of, require_record
 from fgl_flower.secagg.protocol import SECURE_AGGREGATION, WEIGHT_KEY
@@ -31,6 +36,8 @@ class FedAvgStrategy(FGLStrategy):
 
     evaluate_with_next_train = True
 
+    checkpointed = ("dp_releases",)
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         #: ``<method>.secure-aggregation`` (methods that declare it: FedAvg, FedProx, FedStar,
@@ -38,6 +45,18 @@ class FedAvgStrategy(FGLStrategy):
         self.secure = bool(dict(cfg.method_options).get(SECURE_AGGREGATION, False))
         self._secagg: SecAggPlusRound | None = None
         self._secure_mean: ArrayRecord | None = None
+        #: ``<method>.dp-clip`` > 0: noise on the mean and its accountant
+        self.dp = CentralDP.from_config(cfg)
+
+    @property
+    def dp_releases(self) -> np.ndarray | None:
+        """The DP releases so far (checkpointed: the accountant resumes from them)."""
+        return None if self.dp is None else self.dp.releases
+
+    @dp_releases.setter
+    def dp_releases(self, value: np.ndarray) -> None:
+        if self.dp is not None:
+            self.dp.load(value)
 
     def prepare_round(self, server_round: int, config: ConfigRecord,
                       send: Callable[[list[Message]], list[Message]]) -> None:
@@ -72,10 +91,16 @@ class FedAvgStrategy(FGLStrategy):
         replies = list(replies)
         if self.secure:
             mean, self._secure_mean = self._secure_mean, None
-            return mean, self.aggregate_train_metrics(replies)
-        records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
-        weights = self.aggregation_weights(server_round, replies)
-        return weighted_mean_arrays(records, weights), self.aggregate_train_metrics(replies)
+        else:
+            records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
+            mean = weighted_mean_arrays(records, self.aggregation_weights(server_round, replies))
+        if self.dp is not None and replies:
+            mean = self.dp.privatize(server_round, mean, len(replies))
+        return mean, self.aggregate_train_metrics(replies)
+
+    def round_record(self, server_round: int) -> dict:
+        """With DP: the budget spent after this round and its noise (``dp``)."""
+        return {} if self.dp is None else {"dp": self.dp.record()}
 
     def aggregation_weights(self, server_round: int, replies: list[Message]) -> list[float]:
         """The weight of each reply's arrays: its ``num-examples``."""

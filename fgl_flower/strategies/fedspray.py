@@ -13,6 +13,11 @@ and each class proxy by the clients' class ratios (Eq. 15),
 so clients where class :math:`j` is frequent dominate its proxy and clients without it
 contribute nothing. A class that no client has keeps its previous proxy. The personalized
 GNNs never reach the server.
+
+With client-level DP (``fedspray.dp-clip``) the class ratios stay on the clients (they are
+the label distribution): encoder and proxies arrive as one clipped update and are averaged
+with equal weights plus noise (:mod:`fgl_flower.dp`), Eq. 15's weights replaced by
+:math:`1/k` (a class a client lacks comes back as the previous proxy).
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
-from fgl_flower.clients.fedspray import PROXIES
+from fgl_flower.clients.fedspray import DP_PROXIES, PROXIES
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies
@@ -67,7 +72,7 @@ class FedSprayStrategy(FedAvgStrategy):
 
     evaluates_in_train = True
 
-    checkpointed = ("proxies",)
+    checkpointed = FedAvgStrategy.checkpointed + ("proxies",)
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -88,6 +93,9 @@ class FedSprayStrategy(FedAvgStrategy):
         """The encoder by FedAvg's rule (Eq. 14), then the proxies by Eq. 15."""
         replies = list(replies)
         encoder, metrics = super().aggregate_train(server_round, replies)
+        if self.dp is not None:  # encoder and proxies were averaged (and noised) together
+            self.proxies = encoder[DP_PROXIES].numpy()
+            return ArrayRecord({k: v for k, v in encoder.items() if k != DP_PROXIES}), metrics
         if not self.opts.zero_proxies:
             uploads = [require_record(r.content, PROXIES, ArrayRecord) for r in replies]
             proxies = np.stack([u["S"].numpy() for u in uploads])

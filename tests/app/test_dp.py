@@ -1,0 +1,110 @@
+"""Client-level differential privacy (``<method>.dp-*``): noise 0 is the non-DP run bit for
+bit, the global model moves by at most the clipping norm, the budget is reported every round
+and in the summary, it survives a resume, and SecAgg+ composes with it."""
+
+import json
+
+import numpy as np
+import pytest
+from faults import fail_partition
+from methods_data import for_method
+
+from fgl_flower.checkpoint import Checkpointer, run_checkpoint_dir
+from fgl_flower.client_app import make_app
+from fgl_flower.errors import ConfigError
+from fgl_flower.inprocess import InProcessGrid, run_inprocess
+from fgl_flower.parse import parse_run_config
+from fgl_flower.protocol import ARRAYS
+from fgl_flower.server_app import run
+from fgl_flower.strategies.grid import ClientFailure
+
+
+def rounds(folder):
+    return [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
+
+
+def dp(method, clip, **more):
+    return {"agg-weight": "uniform", f"{method}.dp-clip": clip, **{f"{method}.{k}": v for k, v in more.items()}}
+
+
+@pytest.mark.parametrize("method", ["fedavg", "fedprox", "fedstar", "feddense"])
+def test_noise_zero_and_no_update_clipped_is_the_run_without_dp_bit_for_bit(flat, tmp_path, method, request):
+    for_method(flat, method, request)
+    flat.update({"num-rounds": 3, "agg-weight": "uniform"})
+    if method == "feddense":
+        flat["model"] = "gin"
+    clear = run_inprocess(flat)
+    private = run_inprocess({**flat, **dp(method, 1e9), "out-dir": str(tmp_path / "dp")})
+    for point in ("final", "best_val", "last"):
+        assert private[point] == clear[point]
+    for a, b in zip(rounds(tmp_path / "run"), rounds(tmp_path / "dp")):
+        assert b["eval"] == a["eval"] and b["clients"] == a["clients"]
+        assert b["train"]["dp.clipped"] == 0.0 and "epsilon" not in b["dp"]
+    assert "dp" not in clear and private["dp"]["noise_multiplier"] == 0.0
+
+
+def test_the_global_model_moves_by_at_most_the_clip_norm(flat, tmp_path):
+    """Each upload is the start plus an update of norm <= C, so their mean moves <= C."""
+    clip = 0.05
+    flat.update({"method": "fedavg", "num-rounds": 3, "checkpoint-every": 1, **dp("fedavg", clip)})
+    run_inprocess(flat)
+    for recs in rounds(tmp_path / "run"):
+        assert recs["train"]["dp.clipped"] == 1.0 and recs["train"]["dp.update-norm"] > clip
+    arrays = []  # the global model after rounds 1 and 2 (the checkpoint keeps the last round's)
+    for r in (1, 2):
+        flat_r = dict(flat, **{"num-rounds": r, "out-dir": str(tmp_path / f"r{r}")})
+        run_inprocess(flat_r)
+        arrays.append(Checkpointer(run_checkpoint_dir(tmp_path / f"r{r}"), 1).load()[ARRAYS])
+    moved = np.sqrt(sum(((arrays[1][k].numpy().astype(np.float64) - arrays[0][k].numpy()) ** 2).sum()
+                        for k in arrays[0].keys()))
+    assert 0 < moved <= clip * (1 + 1e-5)
+
+
+def test_the_budget_is_reported_every_round_and_spent_at_the_end(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 4, **dp("fedavg", 1.0, **{"dp-epsilon": 6.0})})
+    summary = run_inprocess(flat)
+    eps = [r["dp"]["epsilon"] for r in rounds(tmp_path / "run")]
+    assert all(a < b for a, b in zip(eps, eps[1:]))
+    assert eps[-1] == pytest.approx(6.0, rel=1e-3) and summary["dp"]["epsilon"] == eps[-1]
+    assert summary["dp"]["noise_std"] == pytest.approx(summary["dp"]["noise_multiplier"] * 1.0 / 3)
+
+
+def test_resumed_dp_run_equals_the_uninterrupted_one(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 4, **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
+    whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    flat["out-dir"] = str(tmp_path / "resumed")
+    cfg = parse_run_config(flat)
+    with pytest.raises(ClientFailure):
+        run(InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {3})])), cfg)
+    resumed = run_inprocess({**flat, "resume": True})
+    assert resumed["final"] == whole["final"] and resumed["dp"] == whole["dp"]
+    assert [r["dp"] for r in rounds(tmp_path / "resumed")] == [r["dp"] for r in rounds(tmp_path / "whole")]
+
+
+def test_secure_aggregation_composes_with_dp(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 2, **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
+    clear = run_inprocess(flat)
+    secure = run_inprocess({**flat, "fedavg.secure-aggregation": True, "out-dir": str(tmp_path / "s")})
+    numbers = {k: v for k, v in clear["final"].items() if isinstance(v, float)}
+    assert {k: secure["final"][k] for k in numbers} == pytest.approx(numbers, rel=1e-4, abs=1e-6)
+    assert secure["dp"] == clear["dp"]
+
+
+def test_fedspray_sends_encoder_and_proxies_as_one_clipped_update(flat, tmp_path):
+    flat.update({"method": "fedspray", "num-rounds": 2, **dp("fedspray", 0.5, **{"dp-noise": 0.5})})
+    summary = run_inprocess(flat)
+    recs = rounds(tmp_path / "run")
+    assert all(r["train"]["dp.clipped"] == 1.0 for r in recs) and summary["dp"]["epsilon"] > 0
+    assert 0 < summary["final"]["test_acc"] <= 1
+
+
+@pytest.mark.parametrize("more,match", [
+    ({"agg-weight": "train"}, "set agg-weight=uniform"),
+    ({"fedavg.dp-noise": 1.0, "fedavg.dp-epsilon": 4.0}, "either fedavg.dp-noise"),
+    ({"fedavg.dp-delta": 1.0}, "strictly between 0 and 1"),
+    ({"fedavg.dp-clip": 0.0, "fedavg.dp-epsilon": 4.0}, "need a clipping norm"),
+    ({"fedavg.dp-noise": -1.0}, "finite number >= 0"),
+])
+def test_dp_options_that_cannot_work_stop_before_training(flat, more, match):
+    with pytest.raises(ConfigError, match=match):
+        parse_run_config({**flat, "method": "fedavg", **dp("fedavg", 1.0), **more})

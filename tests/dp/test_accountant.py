@@ -1,0 +1,78 @@
+"""The accountant and the server's noise (fgl_flower.dp.accountant, fgl_flower.dp.server)."""
+
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+from dp_accounting import rdp
+from flwr.app import Array, ArrayRecord
+
+from fgl_flower.dp.accountant import noise_for_epsilon
+from fgl_flower.dp.options import DPSettings
+from fgl_flower.dp.server import CentralDP
+
+
+def library_epsilon(noise, rounds, delta):
+    """dp-accounting's own figure: ``rounds`` Gaussian releases, add-or-remove-one."""
+    acc = rdp.RdpAccountant()
+    acc.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(noise), rounds))
+    return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("noise,rounds,delta", [(1.0, 10, 1e-5), (4.0, 100, 1e-6), (0.7, 1, 1e-3)])
+def test_the_reported_epsilon_is_the_accounting_library_s_own(noise, rounds, delta):
+    dp = CentralDP(DPSettings(clip=1.0, noise=noise, epsilon=0.0, delta=delta), population=20,
+                   num_rounds=rounds, seed=0)
+    mean = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
+    eps = []
+    for r in range(1, rounds + 1):
+        dp.privatize(r, mean, clients=10)
+        eps.append(dp.record()["epsilon"])
+    assert eps[-1] == pytest.approx(library_epsilon(noise, rounds, delta), rel=1e-12)
+    assert all(a < b for a, b in zip(eps, eps[1:]))  # the budget grows every round
+
+
+def test_a_target_epsilon_sets_the_noise_that_spends_it_over_the_run():
+    z = noise_for_epsilon(4.0, 1e-5, 50)
+    assert library_epsilon(z, 50, 1e-5) == pytest.approx(4.0, rel=1e-3)
+    assert library_epsilon(z, 50, 1e-5) <= 4.0 + 1e-9
+    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=4.0, delta=1e-5), 10, 50, seed=0)
+    assert dp.noise == z
+
+
+def test_the_noise_has_std_z_c_over_k_and_repeats_for_a_seed_and_round():
+    dp = CentralDP(DPSettings(clip=2.0, noise=3.0, epsilon=0.0, delta=1e-5), 10, 5, seed=7)
+    mean = ArrayRecord({"w": Array(np.zeros(200_000, dtype=np.float32)), "n": Array(np.arange(3))})
+    a = dp.privatize(1, mean, clients=4)
+    noise = a["w"].numpy()
+    assert noise.std() == pytest.approx(3.0 * 2.0 / 4, rel=0.01) and abs(noise.mean()) < 0.01
+    assert a["w"].numpy().dtype == np.float32
+    assert (a["n"].numpy() == np.arange(3)).all()  # integer arrays get no noise
+    again = CentralDP(DPSettings(clip=2.0, noise=3.0, epsilon=0.0, delta=1e-5), 10, 5, seed=7)
+    assert np.array_equal(again.privatize(1, mean, clients=4)["w"].numpy(), noise)
+    assert not np.array_equal(again.privatize(2, mean, clients=4)["w"].numpy(), noise)
+
+
+def test_no_noise_leaves_the_mean_bit_for_bit_and_epsilon_infinite():
+    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0)
+    mean = ArrayRecord({"w": Array(np.random.default_rng(0).normal(size=5).astype(np.float32))})
+    assert dp.privatize(1, mean, clients=3) is mean
+    assert math.isinf(dp.spent()) and "epsilon" not in dp.record()
+
+
+def test_a_resumed_accountant_continues_from_the_checkpointed_releases():
+    settings = DPSettings(clip=1.0, noise=1.5, epsilon=0.0, delta=1e-5)
+    full = CentralDP(settings, 10, 6, seed=0)
+    mean = ArrayRecord({"w": Array(np.zeros(2, dtype=np.float32))})
+    for r in range(1, 4):
+        full.privatize(r, mean, clients=r + 2)
+    resumed = CentralDP(settings, 10, 6, seed=0)
+    resumed.load(full.releases)
+    for r in range(4, 7):
+        full.privatize(r, mean, clients=5)
+        resumed.privatize(r, mean, clients=5)
+    assert resumed.spent() == full.spent()
+    other = CentralDP(DPSettings(clip=1.0, noise=2.0, epsilon=0.0, delta=1e-5), 10, 6, seed=0)
+    with pytest.raises(ValueError, match="noise multiplier"):
+        other.load(full.releases)
