@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -132,6 +132,18 @@ for _spec in (
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
         options={"mu": 0.01, "finetune-epochs": 0, "secure-aggregation": False, **DP_OPTIONS},
+    ),
+    MethodSpec(
+        name="apfl",
+        strategy="fgl_flower.strategies.apfl:APFLStrategy",
+        client="fgl_flower.clients.apfl:APFLClient",
+        tasks=("node",),
+        summary="Personalized: each client mixes a local model with its copy of the global one, "
+        "alpha v + (1 - alpha) w, and learns alpha.",
+        reference="Deng, Kamani and Mahdavi, arXiv 2003.13461 (2020)",
+        options=apfl.APFLOptions.defaults(),
+        check=apfl.check_config,
+        probes=apfl.PROBES,
     ),
     MethodSpec(
         name="fedspray",

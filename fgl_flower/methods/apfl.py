@@ -1,0 +1,40 @@
+"""APFL's run options (``apfl.*``), checks and probes (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: ``paper``: Algorithm 1 as printed (the personalized model mixes the *parameters*,
+#: v̄ = αv + (1−α)w; α steps every local step on its exact gradient); ``official``: the
+#: authors' FedTorch code (it mixes the *outputs*, αv(x) + (1−α)w(x); α steps once per round
+#: on a parameter-space surrogate with a 0.02·α term, at the local learning rate).
+VARIANTS = ("paper", "official")
+
+PROBES = (
+    Probe("alpha", "the client's mixing weight α after its round (0: the global model, 1: the local one)"),
+    Probe("alpha.moved", "|α after − α before| over the client's round", dead_below=1e-9,
+          why="the mixing weight no longer adapts (zero gradient, or pinned at 0 or 1)"),
+)
+
+
+@dataclass(frozen=True)
+class APFLOptions(MethodOptions):
+    """APFL hyperparameters (Deng, Kamani and Mahdavi, 2020)."""
+
+    variant: str = "paper"
+    alpha: float = 0.5  # α at the start (FedTorch's default)
+    adaptive: bool = True  # learn α (the paper's adaptive APFL); false keeps it fixed
+    alpha_lr: float = -1.0  # step size of α; -1: the run's lr (the paper uses one step size)
+
+
+def check_config(cfg: RunConfig) -> None:
+    o = APFLOptions.from_config(cfg)
+    o.require_choice("apfl", "variant", VARIANTS)
+    if not 0.0 <= o.alpha <= 1.0:
+        raise ConfigError(f"apfl.alpha={o.alpha} must lie in [0, 1] (the weight of the local model).")
+    if o.alpha_lr != -1.0 and not o.alpha_lr > 0:
+        raise ConfigError(f"apfl.alpha-lr={o.alpha_lr}: use a positive step size, or -1 for the run's lr.")
