@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    apfl, feddense, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, feddense, fednova, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -144,6 +144,16 @@ for _spec in (
         options=apfl.APFLOptions.defaults(),
         check=apfl.check_config,
         probes=apfl.PROBES,
+    ),
+    MethodSpec(
+        name="fednova",
+        strategy="fgl_flower.strategies.fednova:FedNovaStrategy",
+        client="fgl_flower.clients.fednova:FedNovaClient",
+        tasks=("node", "graph"),
+        summary="FedAvg with the normalized average: each update divided by the client's local "
+        "steps, the sum scaled by their weighted mean.",
+        reference="Wang et al., NeurIPS 2020",
+        probes=fednova.PROBES,
     ),
     MethodSpec(
         name="fedspray",

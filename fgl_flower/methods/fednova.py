@@ -1,0 +1,12 @@
+"""FedNova's probe (torch-free): it has no options of its own."""
+
+from __future__ import annotations
+
+from fgl_flower.probes import Probe
+
+PROBES = (
+    Probe("steps.spread", "max / min of the round's clients' local steps a_k (server): 1 when every "
+          "client took as many steps, and FedNova's mean is FedAvg's", dead_below=1.001,
+          why="every client took the same number of local steps, so the normalized average is "
+              "FedAvg's (full-batch node tasks always do)"),
+)
