@@ -99,6 +99,9 @@ def dp_override(method: str, epsilon: float | None, clip: float | None) -> dict[
         raise ConfigError("Differential privacy needs both --dp-epsilon (the budget of the whole run) and "
                           "--dp-clip (the L2 bound of a client's update; the train metric dp.update-norm "
                           "of a run shows the updates' size).")
+    if not epsilon > 0:
+        raise ConfigError(f"--dp-epsilon {epsilon:g}: the budget must be > 0 (for clipping without noise "
+                          f"set {method}.dp-clip alone).")
     key = method_option(method, DP_CLIP, "--dp-epsilon", "differential privacy")
     return {key: str(clip), key.replace(DP_CLIP, DP_EPSILON): str(epsilon), "agg-weight": "uniform"}
 

@@ -33,7 +33,8 @@ def test_run_equals_fgl_run_for_the_same_config(tmp_path):
     assert result.final == cli["final"] and set(result.clients) == {0, 1, 2}
     assert [r for r, _ in result.history("test_acc")] == [1, 2, 3]
     assert result.config["method_options"] == {"mu": 0.05, "finetune-epochs": 0, "secure-aggregation": False,
-                                               "dp-clip": 0.0, "dp-noise": 0.0, "dp-epsilon": 0.0, "dp-delta": 1e-05}
+                                               "dp-clip": 0.0, "dp-noise": 0.0, "dp-epsilon": 0.0, "dp-delta": 1e-05,
+                                               "dp-seeded-noise": False}
     again = fgl.load_result(tmp_path / "api")
     assert again.summary == result.summary and again.rounds == result.rounds
 

@@ -161,6 +161,9 @@ def test_dp_flags_set_the_methods_options_and_equal_weights_or_say_what_is_missi
     args = parser().parse_args(["run", "--dp-epsilon", "4", "--out", "/tmp/x"])
     with pytest.raises(ConfigError, match="needs both --dp-epsilon .* and --dp-clip"):
         build_run_config(args)
+    args = parser().parse_args(["run", "--dp-epsilon", "0", "--dp-clip", "1", "--out", "/tmp/x"])
+    with pytest.raises(ConfigError, match="the budget must be > 0"):
+        build_run_config(args)
     args = parser().parse_args(["run", "--method", "opfgl", "--dp-epsilon", "4", "--dp-clip", "1", "--out", "/tmp/x"])
     with pytest.raises(ConfigError, match="'opfgl' has no differential privacy yet; it is available for: "
                                           "fedavg, feddense, fedprox, fedspray, fedstar"):

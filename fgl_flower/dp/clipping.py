@@ -6,12 +6,16 @@ after local training, the upload is
 .. math::
     w_0 + \Delta \min\!\Bigl(1, \frac{C}{\lVert\Delta\rVert_2}\Bigr), \qquad \Delta = w - w_0,
 
-the norm taken over all floating-point tensors together (float64). Integer tensors (counters
-such as BatchNorm's ``num_batches_tracked``) count examples, so they go up unchanged from
-:math:`w_0`. An update within the bound goes up as it is, bit for bit.
+the norm taken over all floating-point tensors together (float64; the cast back to float32
+can add about one ulp). Integer tensors (counters such as BatchNorm's ``num_batches_tracked``)
+count examples, so they go up unchanged from :math:`w_0`. An update within the bound goes up
+as it is, bit for bit; a non-finite one goes up as no update (its norm, reported, makes the
+server treat the client as diverged: ``on-nonfinite``).
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -34,6 +38,8 @@ def clip_update(upload: dict[str, torch.Tensor], reference: dict[str, torch.Tens
     norm = update_norm(upload, reference)
     floats = {k: w for k, w in upload.items() if w.is_floating_point()}
     out = {k: (w if k in floats else reference[k].clone()) for k, w in upload.items()}
+    if not math.isfinite(norm):
+        return {k: reference[k].clone() for k in upload}, norm
     if norm > clip:
         scale = clip / norm
         for k, w in floats.items():

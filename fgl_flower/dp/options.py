@@ -14,20 +14,24 @@ DP_CLIP = "dp-clip"  # C, the L2 bound of a client's update; 0 = no differential
 DP_NOISE = "dp-noise"  # z, the noise multiplier: std of the noise on the mean is z C / k
 DP_EPSILON = "dp-epsilon"  # a target epsilon after the run's rounds: z calibrated to it
 DP_DELTA = "dp-delta"  # the delta of the reported (epsilon, delta)
+DP_SEEDED = "dp-seeded-noise"  # noise from the run seed (reruns repeat it): experiments only
 
 #: The options (with their defaults) of a method that offers differential privacy.
-DP_OPTIONS: dict[str, float] = {DP_CLIP: 0.0, DP_NOISE: 0.0, DP_EPSILON: 0.0, DP_DELTA: 1e-5}
+DP_OPTIONS: dict[str, float | bool] = {DP_CLIP: 0.0, DP_NOISE: 0.0, DP_EPSILON: 0.0, DP_DELTA: 1e-5,
+                                       DP_SEEDED: False}
 
 
 @dataclass(frozen=True)
 class DPSettings:
     """A run's client-level DP: clip norm ``clip``, noise multiplier ``noise`` or target
-    ``epsilon`` (0: not given), and ``delta``."""
+    ``epsilon`` (0: not given), ``delta``, and whether the noise is drawn from the run seed
+    (``seeded``) rather than the operating system's entropy."""
 
     clip: float
     noise: float
     epsilon: float
     delta: float
+    seeded: bool = False
 
 
 def dp_settings(cfg) -> DPSettings | None:
@@ -37,7 +41,8 @@ def dp_settings(cfg) -> DPSettings | None:
     if float(opts.get(DP_CLIP, 0.0)) == 0.0:
         return None
     return DPSettings(float(opts[DP_CLIP]), float(opts.get(DP_NOISE, 0.0)),
-                      float(opts.get(DP_EPSILON, 0.0)), float(opts.get(DP_DELTA, DP_OPTIONS[DP_DELTA])))
+                      float(opts.get(DP_EPSILON, 0.0)), float(opts.get(DP_DELTA, DP_OPTIONS[DP_DELTA])),
+                      bool(opts.get(DP_SEEDED, False)))
 
 
 def check_dp(cfg) -> None:
@@ -62,6 +67,10 @@ def check_dp(cfg) -> None:
     if not 0.0 < delta < 1.0:
         raise ConfigError(f"{m}.{DP_DELTA} must lie strictly between 0 and 1 (got {delta:g}); "
                           "1e-5 or below 1/num-clients is usual.")
+    if cfg.checkpoint_every > 1:
+        raise ConfigError(f"{m}.{DP_CLIP}: with checkpoint-every={cfg.checkpoint_every} a resumed run would "
+                          "release again, with new noise, rounds it had already released; set "
+                          "checkpoint-every=1 (or 0: no checkpoints).")
     if cfg.agg_weight != "uniform":
         raise ConfigError(f"{m}.{DP_CLIP}: differentially private averaging weighs every client "
                           f"equally (a size weight would reveal, and scale, one client's update); "

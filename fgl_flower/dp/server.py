@@ -1,15 +1,24 @@
 r"""The server's half of client-level DP: Gaussian noise on the mean, and the accountant.
 
-The mean of the :math:`k` clipped uploads of a round changes by at most :math:`C/k` when one
-client's update is added or left out, so the server adds :math:`\mathcal N(0, (zC/k)^2)` to
-each of its floating-point entries, from a generator seeded by the run seed and the round
-(the same noise in every rerun). Noise multiplier 0 adds nothing: the mean stays bit for bit.
+Each round samples a fixed, public number :math:`\bar k` of clients (``fraction-train``,
+``min-train-clients``). The mean of their clipped uploads changes by at most
+:math:`C/\bar k` when one client's update is replaced by no update (the *zero-out* relation
+of DP-FedAvg, accounted like add-or-remove-one), so the server adds
+:math:`\mathcal N(0, (zC/\bar k)^2)` to each floating-point entry of the mean. A round in
+which fewer than :math:`\bar k` clients replied (failures with ``accept-failures``) releases
+nothing: the global model stays as it was and no budget is spent.
+
+The noise comes from the operating system's entropy, so nobody can regenerate it; with
+``<method>.dp-seeded-noise`` it comes from the run seed and the round instead (reruns
+repeat it), for experiments only: anyone who knows the seed can subtract it. Noise
+multiplier 0 adds nothing: the mean stays bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-from logging import INFO
+import secrets
+from logging import INFO, WARNING
 
 import numpy as np
 from flwr.app import Array, ArrayRecord
@@ -21,12 +30,13 @@ from fgl_flower.seeds import derive_seed
 
 
 class CentralDP:
-    """Noise and accounting for one run (``settings``; ``num_rounds`` releases of at most
-    ``population`` clients, noise drawn from ``seed``)."""
+    """Noise and accounting for one run (``settings``; ``num_rounds`` releases of
+    ``cohort`` of the ``population`` clients; ``seed`` only with seeded noise)."""
 
-    def __init__(self, settings: DPSettings, population: int, num_rounds: int, seed: int) -> None:
+    def __init__(self, settings: DPSettings, population: int, num_rounds: int, seed: int, cohort: int) -> None:
         self.settings = settings
         self.population = population
+        self.cohort = cohort  # k̄: the public number of clients each round samples
         self.seed = seed
         if settings.epsilon > 0:
             self.noise = noise_for_epsilon(settings.epsilon, settings.delta, num_rounds)
@@ -34,6 +44,12 @@ class CentralDP:
                 self.noise, settings.epsilon, settings.delta, num_rounds)
         else:
             self.noise = settings.noise
+            if self.noise == 0:
+                log(WARNING, "DP: dp-clip without noise (dp-noise = dp-epsilon = 0): updates are clipped and "
+                    "weighed equally, but nothing is private (epsilon is infinite).")
+        if self.noise > 0 and settings.seeded:
+            log(WARNING, "DP: dp-seeded-noise draws the noise from the run seed, so that reruns repeat it; "
+                "anyone who knows the seed can remove it. For experiments only.")
         #: ``[[noise multiplier, clients], ...]``, one row per release (the accountant's state)
         self.releases = np.zeros((0, 2))
         self._accountant = make_accountant(settings.delta, population) if self.noise > 0 else None
@@ -43,14 +59,27 @@ class CentralDP:
     def from_config(cls, cfg) -> CentralDP | None:
         """The run's DP, ``None`` when it has none."""
         settings = dp_settings(cfg)
-        return None if settings is None else cls(settings, cfg.num_clients, cfg.num_rounds, cfg.seed)
+        if settings is None:
+            return None
+        from fgl_flower.strategies.sampling import sample_size
 
-    def privatize(self, server_round: int, mean: ArrayRecord, clients: int) -> ArrayRecord:
-        """``mean`` of ``clients`` clipped uploads plus the round's noise; one release."""
-        std = self.noise * self.settings.clip / clients
+        cohort = sample_size(cfg.num_clients, cfg.fraction_train, cfg.min_train_clients)
+        return cls(settings, cfg.num_clients, cfg.num_rounds, cfg.seed, cohort)
+
+    def privatize(self, server_round: int, mean: ArrayRecord, clients: int) -> ArrayRecord | None:
+        """``mean`` of ``clients`` clipped uploads plus the round's noise, one release; ``None``
+        (nothing released) when fewer than the cohort replied."""
+        if clients < self.cohort:
+            log(WARNING, "DP: round %d has %d of its %d clients; it releases nothing (the global model "
+                "stays), since a mean over fewer would exceed the noise's bound.", server_round, clients,
+                self.cohort)
+            self._last = {"released": False, "clients": clients}
+            return None
+        std = self.noise * self.settings.clip / self.cohort
         out = mean
         if std > 0:
-            rng = np.random.default_rng(derive_seed(self.seed, server_round, "dp-noise"))
+            seed = derive_seed(self.seed, server_round, "dp-noise") if self.settings.seeded else secrets.randbits(128)
+            rng = np.random.default_rng(seed)
             out = ArrayRecord()
             for key, arr in mean.items():
                 a = arr.numpy()
@@ -58,7 +87,7 @@ class CentralDP:
                     a = (a.astype(np.float64) + rng.normal(0.0, std, a.shape)).astype(a.dtype)
                 out[key] = Array(a)
         self._compose(clients)
-        self._last = {"noise_std": std, "clients": clients}
+        self._last = {"released": True, "noise_std": std, "clients": clients}
         return out
 
     def _compose(self, clients: int) -> None:
@@ -85,10 +114,11 @@ class CentralDP:
         return self._accountant.get_epsilon(self.settings.delta)
 
     def record(self) -> dict:
-        """The round record's ``dp`` field: the budget spent so far and this round's noise
+        """The round record's ``dp`` field: the budget spent so far and this round's release
         (``epsilon`` is absent while no noise is added: it is infinite)."""
         s = self.settings
-        out = {"clip": s.clip, "noise_multiplier": self.noise, "delta": s.delta, **self._last}
+        out = {"clip": s.clip, "noise_multiplier": self.noise, "delta": s.delta, "cohort": self.cohort,
+               "seeded": s.seeded, **self._last}
         eps = self.spent()
         if math.isfinite(eps):
             out["epsilon"] = eps

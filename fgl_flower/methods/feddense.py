@@ -31,6 +31,7 @@ class FedDenseOptions(MethodOptions):
     dp_noise: float = 0.0
     dp_epsilon: float = 0.0
     dp_delta: float = 1e-5
+    dp_seeded_noise: bool = False
 
     @property
     def init_width(self) -> int:

@@ -15,9 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
 
 from fgl_flower.dp.server import CentralDP
+from fgl_flower.errors import FGLError
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_of, require_record
 from fgl_flower.secagg.protocol import SECURE_AGGREGATION, WEIGHT_KEY
@@ -47,6 +48,7 @@ class FedAvgStrategy(FGLStrategy):
         self._secure_mean: ArrayRecord | None = None
         #: ``<method>.dp-clip`` > 0: noise on the mean and its accountant
         self.dp = CentralDP.from_config(cfg)
+        self._sent = ArrayRecord()  # the global arrays of this round's train messages
 
     @property
     def dp_releases(self) -> np.ndarray | None:
@@ -57,6 +59,10 @@ class FedAvgStrategy(FGLStrategy):
     def dp_releases(self, value: np.ndarray) -> None:
         if self.dp is not None:
             self.dp.load(value)
+
+    def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+        self._sent = arrays
+        return super().round_content(server_round, arrays, config)
 
     def prepare_round(self, server_round: int, config: ConfigRecord,
                       send: Callable[[list[Message]], list[Message]]) -> None:
@@ -96,6 +102,11 @@ class FedAvgStrategy(FGLStrategy):
             mean = weighted_mean_arrays(records, self.aggregation_weights(server_round, replies))
         if self.dp is not None and replies:
             mean = self.dp.privatize(server_round, mean, len(replies))
+            if mean is None:  # fewer clients than the cohort: nothing is released
+                if not len(self._sent):
+                    raise FGLError(f"Round {server_round}: differential privacy cannot release round 1 "
+                                   "without all its clients (each built the start model itself); start again.")
+                mean = self._sent
         return mean, self.aggregate_train_metrics(replies)
 
     def round_record(self, server_round: int) -> dict:

@@ -94,7 +94,8 @@ class FedSprayStrategy(FedAvgStrategy):
         replies = list(replies)
         encoder, metrics = super().aggregate_train(server_round, replies)
         if self.dp is not None:  # encoder and proxies were averaged (and noised) together
-            self.proxies = encoder[DP_PROXIES].numpy()
+            if DP_PROXIES in encoder:  # (a round that released nothing keeps both)
+                self.proxies = encoder[DP_PROXIES].numpy()
             return ArrayRecord({k: v for k, v in encoder.items() if k != DP_PROXIES}), metrics
         if not self.opts.zero_proxies:
             uploads = [require_record(r.content, PROXIES, ArrayRecord) for r in replies]

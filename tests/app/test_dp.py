@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from faults import fail_partition
+from flwr.app import ArrayRecord
 from methods_data import for_method
 
 from fgl_flower.checkpoint import Checkpointer, run_checkpoint_dir
@@ -70,7 +71,8 @@ def test_the_budget_is_reported_every_round_and_spent_at_the_end(flat, tmp_path)
 
 
 def test_resumed_dp_run_equals_the_uninterrupted_one(flat, tmp_path):
-    flat.update({"method": "fedavg", "num-rounds": 4, **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
+    flat.update({"method": "fedavg", "num-rounds": 4,
+                 **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True})})
     whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     flat["out-dir"] = str(tmp_path / "resumed")
     cfg = parse_run_config(flat)
@@ -81,8 +83,41 @@ def test_resumed_dp_run_equals_the_uninterrupted_one(flat, tmp_path):
     assert [r["dp"] for r in rounds(tmp_path / "resumed")] == [r["dp"] for r in rounds(tmp_path / "whole")]
 
 
-def test_secure_aggregation_composes_with_dp(flat, tmp_path):
+def test_fresh_noise_by_default_and_seeded_noise_repeated(flat, tmp_path):
     flat.update({"method": "fedavg", "num-rounds": 2, **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
+    a = run_inprocess(flat)
+    b = run_inprocess({**flat, "out-dir": str(tmp_path / "b")})
+    assert a["final"]["test_loss"] != b["final"]["test_loss"]
+    flat["fedavg.dp-seeded-noise"] = True
+    c = run_inprocess({**flat, "out-dir": str(tmp_path / "c")})
+    d = run_inprocess({**flat, "out-dir": str(tmp_path / "d")})
+    assert c["final"] == d["final"]
+
+
+def test_a_round_with_a_lost_client_releases_nothing(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 3, "accept-failures": 1, "checkpoint-every": 1,
+                 **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
+    cfg = parse_run_config(flat)
+    run(InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {2})])), cfg)
+    recs = rounds(tmp_path / "run")
+    assert [r["dp"]["released"] for r in recs] == [True, False, True]
+    assert recs[1]["dp"]["epsilon"] == recs[0]["dp"]["epsilon"] < recs[2]["dp"]["epsilon"]
+    assert recs[2]["dp"]["epsilon"] == pytest.approx(
+        parse_and_spend(cfg, releases=2), rel=1e-12)
+
+
+def parse_and_spend(cfg, releases):
+    from fgl_flower.dp.server import CentralDP
+
+    dp = CentralDP.from_config(cfg)
+    for r in range(releases):
+        dp.privatize(r + 1, ArrayRecord(), cfg.num_clients)
+    return dp.spent()
+
+
+def test_secure_aggregation_composes_with_dp(flat, tmp_path):
+    flat.update({"method": "fedavg", "num-rounds": 2,
+                 **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True})})
     clear = run_inprocess(flat)
     secure = run_inprocess({**flat, "fedavg.secure-aggregation": True, "out-dir": str(tmp_path / "s")})
     numbers = {k: v for k, v in clear["final"].items() if isinstance(v, float)}
@@ -104,6 +139,7 @@ def test_fedspray_sends_encoder_and_proxies_as_one_clipped_update(flat, tmp_path
     ({"fedavg.dp-delta": 1.0}, "strictly between 0 and 1"),
     ({"fedavg.dp-clip": 0.0, "fedavg.dp-epsilon": 4.0}, "need a clipping norm"),
     ({"fedavg.dp-noise": -1.0}, "finite number >= 0"),
+    ({"checkpoint-every": 2}, "set checkpoint-every=1"),
 ])
 def test_dp_options_that_cannot_work_stop_before_training(flat, more, match):
     with pytest.raises(ConfigError, match=match):

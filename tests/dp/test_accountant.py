@@ -23,7 +23,7 @@ def library_epsilon(noise, rounds, delta):
 @pytest.mark.parametrize("noise,rounds,delta", [(1.0, 10, 1e-5), (4.0, 100, 1e-6), (0.7, 1, 1e-3)])
 def test_the_reported_epsilon_is_the_accounting_library_s_own(noise, rounds, delta):
     dp = CentralDP(DPSettings(clip=1.0, noise=noise, epsilon=0.0, delta=delta), population=20,
-                   num_rounds=rounds, seed=0)
+                   num_rounds=rounds, seed=0, cohort=10)
     mean = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
     eps = []
     for r in range(1, rounds + 1):
@@ -37,25 +37,41 @@ def test_a_target_epsilon_sets_the_noise_that_spends_it_over_the_run():
     z = noise_for_epsilon(4.0, 1e-5, 50)
     assert library_epsilon(z, 50, 1e-5) == pytest.approx(4.0, rel=1e-3)
     assert library_epsilon(z, 50, 1e-5) <= 4.0 + 1e-9
-    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=4.0, delta=1e-5), 10, 50, seed=0)
+    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=4.0, delta=1e-5), 10, 50, seed=0, cohort=10)
     assert dp.noise == z
 
 
-def test_the_noise_has_std_z_c_over_k_and_repeats_for_a_seed_and_round():
-    dp = CentralDP(DPSettings(clip=2.0, noise=3.0, epsilon=0.0, delta=1e-5), 10, 5, seed=7)
+def test_the_noise_has_std_z_c_over_k_and_is_fresh_unless_seeded():
+    settings = DPSettings(clip=2.0, noise=3.0, epsilon=0.0, delta=1e-5)
+    dp = CentralDP(settings, 10, 5, seed=7, cohort=4)
     mean = ArrayRecord({"w": Array(np.zeros(200_000, dtype=np.float32)), "n": Array(np.arange(3))})
     a = dp.privatize(1, mean, clients=4)
     noise = a["w"].numpy()
     assert noise.std() == pytest.approx(3.0 * 2.0 / 4, rel=0.01) and abs(noise.mean()) < 0.01
     assert a["w"].numpy().dtype == np.float32
     assert (a["n"].numpy() == np.arange(3)).all()  # integer arrays get no noise
-    again = CentralDP(DPSettings(clip=2.0, noise=3.0, epsilon=0.0, delta=1e-5), 10, 5, seed=7)
-    assert np.array_equal(again.privatize(1, mean, clients=4)["w"].numpy(), noise)
-    assert not np.array_equal(again.privatize(2, mean, clients=4)["w"].numpy(), noise)
+    # from the OS's entropy: a rerun with the same seed draws other noise
+    again = CentralDP(settings, 10, 5, seed=7, cohort=4)
+    assert not np.array_equal(again.privatize(1, mean, clients=4)["w"].numpy(), noise)
+    # dp-seeded-noise: from the run seed and the round, repeated by a rerun
+    seeded = DPSettings(clip=2.0, noise=3.0, epsilon=0.0, delta=1e-5, seeded=True)
+    first = CentralDP(seeded, 10, 5, seed=7, cohort=4).privatize(1, mean, clients=4)["w"].numpy()
+    rerun = CentralDP(seeded, 10, 5, seed=7, cohort=4)
+    assert np.array_equal(rerun.privatize(1, mean, clients=4)["w"].numpy(), first)
+    assert not np.array_equal(rerun.privatize(2, mean, clients=4)["w"].numpy(), first)
+
+
+def test_a_round_short_of_its_cohort_releases_nothing_and_spends_nothing():
+    dp = CentralDP(DPSettings(clip=1.0, noise=1.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=4)
+    mean = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
+    assert dp.privatize(1, mean, clients=3) is None
+    assert dp.spent() == 0.0 and dp.record()["released"] is False
+    dp.privatize(2, mean, clients=4)
+    assert dp.spent() > 0 and dp.record()["released"] is True
 
 
 def test_no_noise_leaves_the_mean_bit_for_bit_and_epsilon_infinite():
-    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0)
+    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=3)
     mean = ArrayRecord({"w": Array(np.random.default_rng(0).normal(size=5).astype(np.float32))})
     assert dp.privatize(1, mean, clients=3) is mean
     assert math.isinf(dp.spent()) and "epsilon" not in dp.record()
@@ -63,16 +79,16 @@ def test_no_noise_leaves_the_mean_bit_for_bit_and_epsilon_infinite():
 
 def test_a_resumed_accountant_continues_from_the_checkpointed_releases():
     settings = DPSettings(clip=1.0, noise=1.5, epsilon=0.0, delta=1e-5)
-    full = CentralDP(settings, 10, 6, seed=0)
+    full = CentralDP(settings, 10, 6, seed=0, cohort=3)
     mean = ArrayRecord({"w": Array(np.zeros(2, dtype=np.float32))})
     for r in range(1, 4):
-        full.privatize(r, mean, clients=r + 2)
-    resumed = CentralDP(settings, 10, 6, seed=0)
+        full.privatize(r, mean, clients=3 + r)
+    resumed = CentralDP(settings, 10, 6, seed=0, cohort=3)
     resumed.load(full.releases)
     for r in range(4, 7):
         full.privatize(r, mean, clients=5)
         resumed.privatize(r, mean, clients=5)
     assert resumed.spent() == full.spent()
-    other = CentralDP(DPSettings(clip=1.0, noise=2.0, epsilon=0.0, delta=1e-5), 10, 6, seed=0)
+    other = CentralDP(DPSettings(clip=1.0, noise=2.0, epsilon=0.0, delta=1e-5), 10, 6, seed=0, cohort=3)
     with pytest.raises(ValueError, match="noise multiplier"):
         other.load(full.releases)

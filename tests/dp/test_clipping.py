@@ -46,6 +46,14 @@ def test_the_reply_metrics_say_whether_the_bound_cut():
     assert m["dp.clipped"] == 0.0
 
 
+def test_a_non_finite_update_goes_up_as_no_update_with_its_norm():
+    ref, new = tensors(0), tensors(1)
+    new["w"][0, 0] = float("nan")
+    out, norm = clip_update(new, ref, 1.0)
+    assert norm != norm  # NaN, reported: the server's on-nonfinite handles the client
+    assert all(torch.equal(out[k], ref[k]) for k in ref)
+
+
 def test_different_keys_are_refused():
     ref, new = tensors(0), tensors(1)
     del new["b"]
