@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    apfl, feddense, fednova, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, dense, feddense, fednova, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -154,6 +154,19 @@ for _spec in (
         "steps, the sum scaled by their weighted mean.",
         reference="Wang et al., NeurIPS 2020",
         probes=fednova.PROBES,
+    ),
+    MethodSpec(
+        name="dense",
+        strategy="fgl_flower.strategies.dense:DENSEStrategy",
+        client="fgl_flower.clients.dense:DENSEClient",
+        tasks=("node",),
+        summary="One-shot: the clients' models up once; the server distils their ensemble into a "
+        "fresh model on generated node features (kNN graph), clients fine-tune it.",
+        reference="Zhang et al., DENSE, NeurIPS 2022",
+        options=dense.DENSEOptions.defaults(),
+        check=dense.check_config,
+        probes=dense.PROBES,
+        fixed_rounds=1,
     ),
     MethodSpec(
         name="fedspray",

@@ -1,0 +1,54 @@
+"""DENSE's run options (``dense.*``), checks and probes (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: Reply record with the client model's input width and classes (``shape``: ``[F, C]``), so
+#: that the server can rebuild the uploaded models.
+SHAPE = "dense.shape"
+
+#: Measured by the server on its distillation.
+PROBES = (
+    Probe("dense.teacher-fit", "share of the last synthetic graph that the clients' ensemble assigns "
+          "to the class the generator aimed it at, above chance: (share - 1/C) / (1 - 1/C)",
+          dead_below=0.05, why="the generator finds no class-typical inputs: the synthetic data is "
+          "noise to the ensemble, and the distillation copies the ensemble on noise"),
+    Probe("dense.agreement", "share of all synthetic nodes on which the distilled model's class equals "
+          "the ensemble's, after distillation", dead_below=0.2,
+          why="the global model did not learn the ensemble on the synthetic data"),
+)
+
+
+@dataclass(frozen=True)
+class DENSEOptions(MethodOptions):
+    """DENSE's hyperparameters (the official README's distillation command: 200 epochs, 30
+    generator steps, lr_g 1e-3, T 20, oh = adv = 1, student SGD lr 0.005 with momentum 0.9,
+    batches of 256; BN regularisation has no BatchNorm to act on in a GCN)."""
+
+    epochs: int = 200  # distillation epochs: a fresh generator, one synthetic graph added to the pool, KD over the pool
+    g_steps: int = 30  # generator (and noise) Adam steps per epoch
+    lr_g: float = 1e-3  # the generator's Adam (betas 0.5, 0.999)
+    noise_dim: int = 256  # nz
+    num_gen: int = 256  # nodes per synthetic graph (the synthesis batch)
+    topk: int = 5  # kNN pseudo-graph over the generated features (FedTAD's construction, as O-pFGL ran it)
+    temperature: float = 20.0  # T of the distillation's KL
+    oh: float = 1.0  # weight of the ensemble's cross-entropy to the sampled classes
+    adv: float = 1.0  # weight of the adversarial term (student-ensemble disagreement)
+    kd_lr: float = 0.005  # student SGD learning rate (momentum 0.9)
+    finetune_epochs: int = 0  # > 0: evaluate copies fine-tuned locally (O-pFGL ran DENSE so)
+
+
+def check_config(cfg: RunConfig) -> None:
+    o = DENSEOptions.from_config(cfg)
+    o.require_at_least_one("dense", "epochs", "g_steps", "noise_dim", "num_gen", "topk")
+    o.require_positive("dense", "lr_g", "kd_lr", "temperature")
+    o.require_nonnegative("dense", "oh", "adv", "finetune_epochs")
+    if o.topk > o.num_gen:
+        raise ConfigError(f"dense.topk={o.topk} exceeds dense.num-gen={o.num_gen}.")
+    if cfg.num_rounds != 1:
+        raise ConfigError(f"dense is one-shot: one upload, one download; set num-rounds=1 (got {cfg.num_rounds}).")

@@ -1,0 +1,113 @@
+r"""DENSE server (Zhang et al., "DENSE: Data-Free One-Shot Federated Learning", NeurIPS 2022),
+on graphs as O-pFGL ran it: the generator makes node features, a kNN graph over them is the
+topology (FedTAD's construction).
+
+In its one round the server receives the clients' trained models :math:`f_k`, takes their
+ensemble :math:`\bar f = \frac1K\sum_k f_k` (mean logits) as the teacher and distils it into a
+freshly initialised global model :math:`f` (the student), ``epochs`` times:
+
+1. **Synthesis.** A reset generator :math:`G` and noise :math:`\mathbf z` (both optimised,
+   Adam, ``g-steps``) minimise :math:`\mathrm{oh}\cdot\mathrm{CE}(\bar f(\tilde G), \mathbf y) +
+   \mathrm{adv}\cdot\mathcal L_{adv}(f(\tilde G), \bar f(\tilde G))` for random sorted classes
+   :math:`\mathbf y`, with :math:`\tilde G` the kNN graph over :math:`G(\mathbf z)` and
+   :math:`\mathcal L_{adv}` minus the student-teacher KL on the nodes where they disagree; the
+   lowest-loss features join the pool (with their graph and the ensemble's logits).
+2. **Distillation.** One pass over the pool in a seeded order: SGD (momentum 0.9) on
+   :math:`T^2\,\mathrm{KL}(\bar f/T \,\|\, f/T)`.
+
+The student goes back to the clients, which evaluate fine-tuned copies (``finetune-epochs``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+import torch.nn.functional as F
+from flwr.app import ArrayRecord, Message, MetricRecord
+
+from fgl_flower.device import cpu_seeded, manual_seed, resolve_device
+from fgl_flower.methods.dense import SHAPE, DENSEOptions
+from fgl_flower.models import build_model
+from fgl_flower.models.dense import FeatureGenerator, adversarial_loss, kd_loss
+from fgl_flower.models.fedtad import knn_graph
+from fgl_flower.protocol import ARRAYS
+from fgl_flower.records import record_torch, require_record, torch_record
+from fgl_flower.seeds import derive_seed
+from fgl_flower.strategies.fedavg import FedAvgStrategy
+
+
+class DENSEStrategy(FedAvgStrategy):
+    """One round: the clients' models up, the distilled student down (module docstring)."""
+
+    def __init__(self, cfg) -> None:
+        super().__init__(cfg)
+        self.opts = DENSEOptions.from_config(cfg)
+        self.device = resolve_device(cfg.device)
+        self.last: dict[str, float] = {}
+
+    def _model(self, shape: tuple[int, int]) -> torch.nn.Module:
+        c = self.cfg
+        return build_model(c.model, "node", shape[0], shape[1], c.hidden, c.num_layers, c.dropout,
+                           c.model_init).to(self.device)
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        shape = tuple(int(v) for v in record_torch(require_record(replies[0].content, SHAPE, ArrayRecord))["shape"])
+        teachers = []
+        for r in replies:
+            model = self._model(shape)
+            model.load_state_dict(record_torch(require_record(r.content, ARRAYS, ArrayRecord)))
+            teachers.append(model.eval().requires_grad_(False))
+        with cpu_seeded(derive_seed(self.cfg.seed, "dense-student")):
+            student = self._model(shape)
+        self.distill(server_round, teachers, student, shape)
+        out = torch_record({k: v.detach().cpu() for k, v in student.state_dict().items()})
+        return out, self.aggregate_train_metrics(replies)
+
+    def ensemble(self, teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+        return torch.stack([t(x, edges) for t in teachers]).mean(0)
+
+    def distill(self, server_round: int, teachers: list[torch.nn.Module], student: torch.nn.Module,
+                shape: tuple[int, int]) -> None:
+        o = self.opts
+        manual_seed(derive_seed(self.cfg.seed, "dense", server_round), self.device)
+        order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "dense-order", server_round))
+        generator = FeatureGenerator(o.noise_dim, shape[0]).to(self.device)
+        opt_s = torch.optim.SGD(student.parameters(), lr=o.kd_lr, momentum=0.9)
+        pool: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (x, edges, ensemble logits)
+        for _ in range(o.epochs):
+            generator.reset()
+            z = torch.randn(o.num_gen, o.noise_dim, device=self.device, requires_grad=True)
+            targets = torch.randint(0, shape[1], (o.num_gen,), device=self.device).sort().values
+            opt_g = torch.optim.Adam([*generator.parameters(), z], lr=o.lr_g, betas=(0.5, 0.999))
+            student.eval()
+            best, best_loss = None, float("inf")
+            for _ in range(o.g_steps):
+                opt_g.zero_grad()
+                x = generator(z)
+                edges = knn_graph(x.detach(), o.topk)
+                t_out = self.ensemble(teachers, x, edges)
+                loss = o.oh * F.cross_entropy(t_out, targets) + o.adv * adversarial_loss(student(x, edges), t_out)
+                if loss.item() < best_loss or best is None:
+                    best_loss, best = loss.item(), (x.detach(), edges, (t_out.argmax(-1) == targets).float().mean())
+                loss.backward()
+                opt_g.step()
+            x, edges, fit = best
+            with torch.no_grad():
+                pool.append((x, edges, self.ensemble(teachers, x, edges)))
+            student.train()
+            for i in torch.randperm(len(pool), generator=order).tolist():
+                px, pe, pt = pool[i]
+                opt_s.zero_grad()
+                kd_loss(student(px, pe), pt, o.temperature).backward()
+                opt_s.step()
+        student.eval()
+        with torch.no_grad():
+            agree = torch.cat([(student(px, pe).argmax(-1) == pt.argmax(-1)).float() for px, pe, pt in pool])
+        chance = 1.0 / shape[1]
+        self.last = {"dense.teacher-fit": (float(fit) - chance) / (1.0 - chance), "dense.agreement": float(agree.mean())}
+
+    def server_probes(self, server_round: int) -> dict[str, float]:
+        return dict(self.last)
