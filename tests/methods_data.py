@@ -7,7 +7,7 @@ import pytest
 from fgl_flower.methods import METHODS
 
 #: What a method needs besides the app defaults to run in a test: S2FGL its backbone, O-pFGL
-#: and DENSE (one-shot) one round and short optimisations (minutes a run by default),
+#: DENSE and Co-Boost (one-shot) one round and short optimisations (minutes a run by default),
 #: FedSage+ fewer generator rounds than the tests' rounds.
 NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
          "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100},
@@ -18,7 +18,9 @@ NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
          # it: three, so that eval-dropout has a dropout to keep
          "fggp": {"num-layers": 3},
          # DENSE (one-shot): a short distillation (200 epochs of 30 generator steps by default)
-         "dense": {"num-rounds": 1, "dense.epochs": 2, "dense.g-steps": 2, "dense.num-gen": 16, "dense.topk": 3}}
+         "dense": {"num-rounds": 1, "dense.epochs": 2, "dense.g-steps": 2, "dense.num-gen": 16, "dense.topk": 3},
+         "coboost": {"num-rounds": 1, "coboost.epochs": 3, "coboost.g-steps": 2, "coboost.num-gen": 16,
+                     "coboost.topk": 3}}
 
 #: A small graph-classification federation (MUTAG, 188 graphs) for graph-only methods.
 GRAPH_TASK = {"dataset": "MUTAG", "partition": "dirichlet", "model": "gin", "num-layers": 2,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    apfl, dense, feddense, fednova, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, coboost, dense, feddense, fednova, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -166,6 +166,19 @@ for _spec in (
         options=dense.DENSEOptions.defaults(),
         check=dense.check_config,
         probes=dense.PROBES,
+        fixed_rounds=1,
+    ),
+    MethodSpec(
+        name="coboost",
+        strategy="fgl_flower.strategies.coboost:CoBoostStrategy",
+        client="fgl_flower.clients.dense:DENSEClient",
+        tasks=("node",),
+        summary="One-shot: DENSE's distillation with hard-sample synthesis, an ensemble whose client "
+        "weights are boosted on the synthetic data, and perturbed distillation.",
+        reference="Dai et al., Co-Boosting, ICLR 2024",
+        options=coboost.CoBoostOptions.defaults(),
+        check=coboost.check_config,
+        probes=coboost.PROBES,
         fixed_rounds=1,
     ),
     MethodSpec(

@@ -38,11 +38,14 @@ from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
 class DENSEStrategy(FedAvgStrategy):
-    """One round: the clients' models up, the distilled student down (module docstring)."""
+    """One round: the clients' models up, the distilled student down (module docstring). The
+    steps a variant changes are methods (Co-Boost: :mod:`fgl_flower.strategies.coboost`)."""
+
+    options_class = DENSEOptions
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.opts = DENSEOptions.from_config(cfg)
+        self.opts = self.options_class.from_config(cfg)
         self.device = resolve_device(cfg.device)
         self.last: dict[str, float] = {}
 
@@ -67,7 +70,20 @@ class DENSEStrategy(FedAvgStrategy):
         return out, self.aggregate_train_metrics(replies)
 
     def ensemble(self, teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+        """The teacher: the clients' mean logits."""
         return torch.stack([t(x, edges) for t in teachers]).mean(0)
+
+    def generator_loss(self, s_out: torch.Tensor, t_out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """``oh`` CE to the sampled classes plus ``adv`` times the adversarial term."""
+        o = self.opts
+        return o.oh * F.cross_entropy(t_out, targets) + o.adv * adversarial_loss(s_out, t_out)
+
+    def kd_loss(self, student: torch.nn.Module, teachers: list[torch.nn.Module], entry: dict) -> torch.Tensor:
+        """The student's loss on one pooled synthetic graph (the ensemble's logits cached)."""
+        return kd_loss(student(entry["x"], entry["edges"]), entry["teacher"], self.opts.temperature)
+
+    def after_synthesis(self, epoch: int, teachers: list[torch.nn.Module], pool: list[dict]) -> None:
+        """Between an epoch's synthesis and its distillation (DENSE: nothing)."""
 
     def distill(self, server_round: int, teachers: list[torch.nn.Module], student: torch.nn.Module,
                 shape: tuple[int, int]) -> None:
@@ -75,9 +91,10 @@ class DENSEStrategy(FedAvgStrategy):
         manual_seed(derive_seed(self.cfg.seed, "dense", server_round), self.device)
         order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "dense-order", server_round))
         generator = FeatureGenerator(o.noise_dim, shape[0]).to(self.device)
-        opt_s = torch.optim.SGD(student.parameters(), lr=o.kd_lr, momentum=0.9)
-        pool: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []  # (x, edges, ensemble logits)
-        for _ in range(o.epochs):
+        opt_s = self.student_optimizer(student)
+        pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the ensemble's logits
+        fit = torch.zeros(())
+        for epoch in range(o.epochs):
             generator.reset()
             z = torch.randn(o.num_gen, o.noise_dim, device=self.device, requires_grad=True)
             targets = torch.randint(0, shape[1], (o.num_gen,), device=self.device).sort().values
@@ -89,25 +106,42 @@ class DENSEStrategy(FedAvgStrategy):
                 x = generator(z)
                 edges = knn_graph(x.detach(), o.topk)
                 t_out = self.ensemble(teachers, x, edges)
-                loss = o.oh * F.cross_entropy(t_out, targets) + o.adv * adversarial_loss(student(x, edges), t_out)
+                loss = self.generator_loss(student(x, edges), t_out, targets)
                 if loss.item() < best_loss or best is None:
                     best_loss, best = loss.item(), (x.detach(), edges, (t_out.argmax(-1) == targets).float().mean())
                 loss.backward()
+                self.clip_generator(generator)
                 opt_g.step()
             x, edges, fit = best
             with torch.no_grad():
-                pool.append((x, edges, self.ensemble(teachers, x, edges)))
+                pool.append({"x": x, "edges": edges, "targets": targets, "teacher": self.ensemble(teachers, x, edges)})
+            self.after_synthesis(epoch, teachers, pool)
             student.train()
             for i in torch.randperm(len(pool), generator=order).tolist():
-                px, pe, pt = pool[i]
                 opt_s.zero_grad()
-                kd_loss(student(px, pe), pt, o.temperature).backward()
+                self.kd_loss(student, teachers, pool[i]).backward()
+                self.clip_student(student)
                 opt_s.step()
+            self.end_epoch()
         student.eval()
         with torch.no_grad():
-            agree = torch.cat([(student(px, pe).argmax(-1) == pt.argmax(-1)).float() for px, pe, pt in pool])
+            agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == self.ensemble(teachers, e["x"], e["edges"])
+                                .argmax(-1)).float() for e in pool])
         chance = 1.0 / shape[1]
         self.last = {"dense.teacher-fit": (float(fit) - chance) / (1.0 - chance), "dense.agreement": float(agree.mean())}
+
+    def student_optimizer(self, student: torch.nn.Module) -> torch.optim.Optimizer:
+        """SGD with momentum 0.9 at ``kd-lr``."""
+        return torch.optim.SGD(student.parameters(), lr=self.opts.kd_lr, momentum=0.9)
+
+    def clip_generator(self, generator: torch.nn.Module) -> None:
+        """Before each generator step (DENSE: no clipping)."""
+
+    def clip_student(self, student: torch.nn.Module) -> None:
+        """Before each student step (DENSE: no clipping)."""
+
+    def end_epoch(self) -> None:
+        """After an epoch's distillation (DENSE: nothing)."""
 
     def server_probes(self, server_round: int) -> dict[str, float]:
         return dict(self.last)
