@@ -4,9 +4,11 @@ et al. 2018; Flower's central DP with client-side fixed clipping).
 Each client clips its update -- the shared parameters after local training minus those it
 started from -- to the L2 norm :math:`C` (``<method>.dp-clip``); the server averages the
 clipped uploads with equal weights and adds Gaussian noise of standard deviation
-:math:`zC/k` to the mean of the round's :math:`k` clients (``<method>.dp-noise`` :math:`= z`,
-or :math:`z` calibrated from ``<method>.dp-epsilon``). Flower's RDP accountant (Google's
-``dp-accounting``) reports :math:`(\\varepsilon, \\delta)` after every round.
+:math:`zC/\\bar k` to the mean of the round's cohort of :math:`\\bar k` clients
+(``<method>.dp-noise`` :math:`= z`, or :math:`z` calibrated from ``<method>.dp-epsilon``),
+drawn from the operating system's entropy; a round short of its cohort releases nothing.
+Flower's RDP accountant (Google's ``dp-accounting``) reports :math:`(\\varepsilon, \\delta)`
+after every round.
 
 - :mod:`~fgl_flower.dp.options`: the options and their checks (torch-free).
 - :mod:`~fgl_flower.dp.clipping`: the client's clipped upload.
