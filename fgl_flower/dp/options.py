@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from fgl_flower.errors import ConfigError
 
 DP_CLIP = "dp-clip"  # C, the L2 bound of a client's update; 0 = no differential privacy
-DP_NOISE = "dp-noise"  # z, the noise multiplier: std of the noise on the mean is z C / k
+DP_NOISE = "dp-noise"  # z, the noise multiplier: std of the noise on the mean is z C / (cohort size)
 DP_EPSILON = "dp-epsilon"  # a target epsilon after the run's rounds: z calibrated to it
 DP_DELTA = "dp-delta"  # the delta of the reported (epsilon, delta)
 DP_SEEDED = "dp-seeded-noise"  # noise from the run seed (reruns repeat it): experiments only
