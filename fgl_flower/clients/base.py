@@ -159,12 +159,14 @@ class LearnerClient(FGLClient):
         its evaluation, by name (default none)."""
         return {}
 
+    def shared_snapshot(self) -> dict[str, torch.Tensor]:
+        """A detached copy of the shared parameters as they are now (e.g. the round's start)."""
+        return {k: v.detach().clone() for k, v in self.learner.get_shared().items()}
+
     def dp_reference(self) -> dict[str, torch.Tensor] | None:
         """With client-level DP, a copy of the shared parameters the round starts from (call
         it after :meth:`load_global`): what :meth:`training_reply` clips the update against."""
-        if self.dp is None:
-            return None
-        return {k: v.detach().clone() for k, v in self.learner.get_shared().items()}
+        return None if self.dp is None else self.shared_snapshot()
 
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True,
                        reference: dict[str, torch.Tensor] | None = None) -> RecordDict:

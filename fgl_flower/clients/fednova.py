@@ -9,10 +9,11 @@ itself from the run seed, it also sends that model (:data:`START`): the server's
 
 from __future__ import annotations
 
-from flwr.app import RecordDict
+from flwr.app import ArrayRecord, RecordDict
 
 from fgl_flower.clients.fedavg import FedAvgClient
-from fgl_flower.records import torch_record
+from fgl_flower.protocol import ARRAYS
+from fgl_flower.records import get_record, torch_record
 
 STEPS = "fednova.steps"  # metric: local optimizer steps a_k
 START = "fednova.start"  # record: the model the client started from, sent in round 1 only
@@ -20,21 +21,20 @@ START = "fednova.start"  # record: the model the client started from, sent in ro
 
 class FedNovaClient(FedAvgClient):
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
-        received = self.load_global(content)
-        start = None if received else {k: v.detach().clone() for k, v in self.learner.get_shared().items()}
-        self.seed_round(server_round)
-        steps = 0
-
-        def count(*_) -> None:
-            nonlocal steps
-            steps += 1
-
-        hook = self.learner.optimizer.register_step_post_hook(count)
+        record = get_record(content, ARRAYS, ArrayRecord)
+        start = None if record is not None and len(record) else self.shared_snapshot()
+        self._steps = 0
+        hook = self.learner.optimizer.register_step_post_hook(self._count_step)
         try:
-            res = self.learner.fit(self.cfg.local_epochs)
+            reply = super().train(content, server_round)
         finally:
             hook.remove()
-        reply = self.training_reply({**res, STEPS: float(steps)})
         if start is not None:
             reply[START] = torch_record(start)
         return reply
+
+    def _count_step(self, *_) -> None:
+        self._steps += 1
+
+    def after_fit(self) -> dict[str, float]:
+        return {STEPS: float(self._steps)}

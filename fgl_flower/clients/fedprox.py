@@ -17,7 +17,7 @@ from fgl_flower.clients.fedavg import FedAvgClient
 class FedProxClient(FedAvgClient):
     def extra_loss(self, content: RecordDict):
         mu = float(self.cfg.option("mu"))
-        anchor = {k: v.detach().clone() for k, v in self.learner.get_shared().items()}
+        anchor = self.shared_snapshot()
         if mu == 0.0:
             return None
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 
 from fgl_flower.methods.coboost import CoBoostOptions
 from fgl_flower.models.dense import kd_loss
-from fgl_flower.strategies.dense import DENSEStrategy
+from fgl_flower.strategies.dense import DENSEStrategy, client_logits
 
 
 class CoBoostStrategy(DENSEStrategy):
@@ -35,9 +35,7 @@ class CoBoostStrategy(DENSEStrategy):
         self._scheduler = None
 
     def ensemble(self, teachers, x, edges):
-        if self.weights is None or len(self.weights) != len(teachers):
-            self.weights = torch.full((len(teachers),), 1.0 / len(teachers), device=self.device)
-        return torch.einsum("k,knc->nc", self.weights, torch.stack([t(x, edges) for t in teachers]))
+        return torch.einsum("k,knc->nc", self.weights, client_logits(teachers, x, edges))
 
     def generator_loss(self, s_out, t_out, targets):
         o = self.opts
@@ -74,7 +72,7 @@ class CoBoostStrategy(DENSEStrategy):
             for entry in pool:
                 w = self.weights.clone().requires_grad_(True)
                 with torch.no_grad():
-                    outs = torch.stack([t(entry["x"], entry["edges"]) for t in teachers])
+                    outs = client_logits(teachers, entry["x"], entry["edges"])
                 loss = F.cross_entropy(torch.einsum("k,knc->nc", w, outs), entry["targets"])
                 (grad,) = torch.autograd.grad(loss, w)
                 moved = (w.detach() - step * grad.sign()).clamp(0.0, 1.0)
@@ -92,6 +90,6 @@ class CoBoostStrategy(DENSEStrategy):
         return kd_loss(student(x, entry["edges"]), t_out, o.temperature)
 
     def distill(self, server_round, teachers, student, shape):
-        self.weights = None
+        self.weights = torch.full((len(teachers),), 1.0 / len(teachers), device=self.device)
         super().distill(server_round, teachers, student, shape)
         self.last["coboost.weight-spread"] = float(self.weights.max() - self.weights.min())

@@ -37,6 +37,11 @@ from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
+def client_logits(teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    """``[K, n, C]``: every client model's logits on the synthetic graph."""
+    return torch.stack([t(x, edges) for t in teachers])
+
+
 class DENSEStrategy(FedAvgStrategy):
     """One round: the clients' models up, the distilled student down (module docstring). The
     steps a variant changes are methods (Co-Boost: :mod:`fgl_flower.strategies.coboost`)."""
@@ -71,7 +76,7 @@ class DENSEStrategy(FedAvgStrategy):
 
     def ensemble(self, teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
         """The teacher: the clients' mean logits."""
-        return torch.stack([t(x, edges) for t in teachers]).mean(0)
+        return client_logits(teachers, x, edges).mean(0)
 
     def generator_loss(self, s_out: torch.Tensor, t_out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """``oh`` CE to the sampled classes plus ``adv`` times the adversarial term."""

@@ -48,7 +48,8 @@ class FedAvgStrategy(FGLStrategy):
         self._secure_mean: ArrayRecord | None = None
         #: ``<method>.dp-clip`` > 0: noise on the mean and its accountant
         self.dp = CentralDP.from_config(cfg)
-        self._sent = ArrayRecord()  # the global arrays of this round's train messages
+        #: the global arrays of this round's train messages (what the clients started from)
+        self.sent = ArrayRecord()
 
     @property
     def dp_releases(self) -> np.ndarray | None:
@@ -61,7 +62,7 @@ class FedAvgStrategy(FGLStrategy):
             self.dp.load(value)
 
     def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
-        self._sent = arrays
+        self.sent = arrays
         return super().round_content(server_round, arrays, config)
 
     def prepare_round(self, server_round: int, config: ConfigRecord,
@@ -103,10 +104,10 @@ class FedAvgStrategy(FGLStrategy):
         if self.dp is not None and replies:
             mean = self.dp.privatize(server_round, mean, len(replies))
             if mean is None:  # fewer clients than the cohort: nothing is released
-                if not len(self._sent):
+                if not len(self.sent):
                     raise FGLError(f"Round {server_round}: differential privacy cannot release round 1 "
                                    "without all its clients (each built the start model itself); start again.")
-                mean = self._sent
+                mean = self.sent
         return mean, self.aggregate_train_metrics(replies)
 
     def round_record(self, server_round: int) -> dict:

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from flwr.app import ArrayRecord, ConfigRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fgl_flower.clients.fednova import START, STEPS
 from fgl_flower.errors import FGLError
@@ -58,17 +58,12 @@ class FedNovaStrategy(FedAvgStrategy):
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.current: ArrayRecord = ArrayRecord()  # the global w sent this round
         self.spread = 1.0
-
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid) -> Iterable[Message]:
-        self.current = arrays
-        return super().configure_train(server_round, arrays, config, grid)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
-        start = self.current if len(self.current) else require_record(replies[0].content, START, ArrayRecord)
+        start = self.sent if len(self.sent) else require_record(replies[0].content, START, ArrayRecord)
         records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         weights = self.aggregation_weights(server_round, replies)
         steps = [float(require_record(r.content, METRICS, MetricRecord)[STEPS]) for r in replies]

@@ -41,7 +41,7 @@ def test_a_node_the_ensemble_already_gets_right_adds_no_cross_entropy(flat):
 def test_the_ensemble_weights_move_towards_the_client_that_is_right(flat):
     s = strategy(flat, **{"coboost.mu": 0.1, "coboost.wdc": 1.0})
     right, wrong = Fixed(torch.tensor([[5.0, 0.0]])), Fixed(torch.tensor([[0.0, 5.0]]))
-    s.ensemble([right, wrong], None, None)  # weights 1/2 each
+    s.weights = torch.full((2,), 0.5)  # as distill starts: 1/K each
     pool = [{"x": None, "edges": None, "targets": torch.tensor([0])}]
     s.after_synthesis(0, [right, wrong], pool)
     assert s.weights.tolist() == [0.5, 0.5]  # not in the first epoch
