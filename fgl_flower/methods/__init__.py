@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    apfl, coboost, dense, feddense, fednova, fedgta, fedhero, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, coboost, dense, feddense, fedgta, fedhero, fedlit, fednova, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -277,6 +277,18 @@ for _spec in (
         options=fedhero.FedHEROOptions.defaults(),
         check=fedhero.check_config,
         probes=fedhero.PROBES,
+    ),
+    MethodSpec(
+        name="fedlit",
+        strategy="fgl_flower.strategies.fedlit:FedLitStrategy",
+        client="fgl_flower.clients.fedlit:FedLitClient",
+        tasks=("node",),
+        summary="Latent link types found by clustering the edges (E-M on their embeddings), one "
+        "GCN channel per type; the server aligns the clients' types and averages each type's channel.",
+        reference="Xie, Xiong and Yang, FedLit, WWW 2023",
+        options=fedlit.FedLitOptions.defaults(),
+        check=fedlit.check_config,
+        probes=fedlit.PROBES,
     ),
     MethodSpec(
         name="fedpub",

@@ -1,0 +1,170 @@
+r"""FedLit server (Xie, Xiong and Yang, WWW 2023): aligns the clients' latent link types and
+averages each global type's channel over the client types aligned to it.
+
+Each client uploads its whole multi-channel GCN, its :math:`K` link-type centroids
+:math:`\mathbf c^i_k` and the number of its training nodes that each type's subgraph holds.
+The server keeps :math:`K` global centres :math:`\bar{\mathbf c}_g` (the first round: the
+first client's centroids). Every round it matches each client's types to the centres
+(:func:`match_types`: repeatedly the most cosine-similar pair of an unmatched type and an
+unmatched centre), moves every centre to the mean of the centroids matched to it, and
+averages
+
+.. math::
+    \bar{\mathbf W}_{\text{shared}} = \sum_i \frac{n_i}{\sum_j n_j}\mathbf W^i_{\text{shared}},
+    \qquad
+    \bar{\mathbf W}_g = \frac{1}{|M_g|}\sum_{(i, k)\in M_g}\mathbf W^i_k
+
+for the projection and the classifier (``n_i`` by ``agg-weight``) and for each global type's
+channel over the client types matched to it whose subgraph holds training nodes
+(:math:`M_g`; none: the channel stays). Client :math:`i` then receives, for its type
+:math:`k`, the channel and centre of the global type it matched (``fedlit.alignment =
+"official"``: the official code's indexing, see :data:`~fgl_flower.methods.fedlit.ALIGNMENTS`).
+
+The global model, the centres (``global.centroids``) and each client's alignment
+(``client<i>.alignment``, ``[K]``) live in one :class:`ArrayRecord`, so the run's checkpoint
+holds them. The round record keeps the alignments and the matched cosines (``fedlit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+from flwr.app import ArrayRecord, Message, MetricRecord
+
+from fgl_flower.config import RunConfig
+from fgl_flower.methods.fedlit import CENTROIDS, FedLitOptions
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.records import record_torch, require_record, sub_record, torch_record
+from fgl_flower.strategies.grid import reply_partition_id
+from fgl_flower.strategies.multi_model import MultiModelStrategy, client_owner
+
+GLOBAL = "global"
+ALIGNMENT = "alignment"
+CHANNEL = "channels."
+
+
+def match_types(centroids: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
+    """``[K]``: the centre each of a client's ``K`` types is matched to (a permutation).
+
+    Greedy, as the official server: over the cosine matrix ``[centres, types]`` take the
+    largest entry (the first in row-major order on ties), pair its centre and type, strike
+    both, repeat."""
+    sim = torch.nn.functional.cosine_similarity(centers[:, None, :], centroids[None, :, :], dim=-1).double()
+    k = centers.size(0)
+    out = torch.full((k,), -1, dtype=torch.long)
+    for _ in range(k):
+        flat = int(sim.argmax())
+        center, kind = divmod(flat, k)
+        out[kind] = center
+        sim[center, :] = -float("inf")
+        sim[:, kind] = -float("inf")
+    return out
+
+
+def channel_of(key: str) -> tuple[int, str] | None:
+    """``(k, rest)`` of a key ``channels.<k>.<rest>``, else ``None``."""
+    if not key.startswith(CHANNEL):
+        return None
+    k, rest = key[len(CHANNEL):].split(".", 1)
+    return int(k), rest
+
+
+class FedLitStrategy(MultiModelStrategy):
+    """Link-type alignment and per-type averaging (module docstring)."""
+
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.opts = FedLitOptions.from_config(cfg)
+        self.last: dict = {}
+
+    def model_for(self, arrays: ArrayRecord, partition_id: int) -> ArrayRecord:
+        """The global model with the channels and centres in the client's type order (a
+        client not aligned yet: the global order)."""
+        model = sub_record(arrays, GLOBAL)
+        if not len(model):
+            return ArrayRecord()  # round 1: the seeded model, the client's own k-means
+        tensors = record_torch(model)
+        mine = sub_record(arrays, client_owner(partition_id))
+        if ALIGNMENT not in mine:
+            return model
+        align = record_torch(mine)[ALIGNMENT].tolist()
+        out = {}
+        for key, value in tensors.items():
+            ch = channel_of(key)
+            if ch is None:
+                out[key] = value
+        for k, g in enumerate(align):
+            for key, value in tensors.items():
+                ch = channel_of(key)
+                if ch is not None and ch[0] == g:
+                    out[f"{CHANNEL}{k}.{ch[1]}"] = value
+        out["centroids"] = tensors["centroids"][torch.tensor(align)]
+        return torch_record(out)
+
+    def aggregate_train(self, server_round: int, replies: Iterable[Message]
+                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+        replies = list(replies)
+        pids = [reply_partition_id(r) for r in replies]
+        models = [record_torch(require_record(r.content, ARRAYS, ArrayRecord)) for r in replies]
+        counts = [record_torch(require_record(r.content, CENTROIDS, ArrayRecord))["train-counts"] for r in replies]
+        sizes = [float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in replies]
+        previous = {k: v for k, v in record_torch(sub_record(self.models, GLOBAL)).items()}
+        centers = previous.get("centroids")
+        if centers is None:
+            centers = models[0]["centroids"].clone()
+        matches = [match_types(m["centroids"], centers) for m in models]
+        if "centroids" not in previous:
+            matches[0] = torch.arange(centers.size(0))  # the first client's types define the groups
+        # what each client's type k joins: its matched centre (the official code: the inverse)
+        joins = matches if self.opts.alignment == "paper" else [torch.argsort(m) for m in matches]
+        cos = [float(torch.nn.functional.cosine_similarity(m["centroids"], centers[j], dim=-1).mean())
+               for m, j in zip(models, joins)]
+        k_types = centers.size(0)
+        new_centers = centers.clone()
+        for g in range(k_types):
+            members = [m["centroids"][k] for m, j in zip(models, joins) for k in range(k_types) if int(j[k]) == g]
+            if members:
+                new_centers[g] = torch.stack(members).mean(0)
+        out: dict[str, torch.Tensor] = {}
+        total = sum(sizes)
+        for key in models[0]:
+            if key == "centroids":
+                continue
+            ch = channel_of(key)
+            if ch is None:  # the projection and the classifier: weighted by the clients' sizes
+                out[key] = sum(m[key].double() * (s / total) for m, s in zip(models, sizes)).to(models[0][key].dtype)
+                continue
+            g, rest = ch
+            members = [(m, k) for m, j, c in zip(models, joins, counts) for k in range(k_types)
+                       if int(j[k]) == g and float(c[k]) > 0]
+            if not members and key in previous:
+                out[key] = previous[key]
+                continue
+            if not members:  # round 1, a type no client trained: the mean of all aligned to it
+                members = [(m, k) for m, j in zip(models, joins) for k in range(k_types) if int(j[k]) == g]
+            out[key] = torch.stack([m[f"{CHANNEL}{k}.{rest}"].double() for m, k in members]).mean(0).to(
+                models[0][key].dtype)
+        out["centroids"] = new_centers
+        downloads = joins if self.opts.alignment == "paper" else [joins[-1]] * len(joins)
+        record = {f"{GLOBAL}.{k}": v for k, v in out.items()}
+        for (key, value) in record_torch(self.models).items():  # clients absent this round keep theirs
+            if key.startswith("client"):
+                record.setdefault(key, value)
+        for pid, d in zip(pids, downloads):
+            record[f"{client_owner(pid)}.{ALIGNMENT}"] = d.clone()
+        self.models = torch_record(record)
+        self.last = {"clients": pids, "alignment": [d.tolist() for d in downloads],
+                     "center-cos": [round(c, 6) for c in cos]}
+        return self.models, self.aggregate_train_metrics(replies)
+
+    def round_record(self, server_round: int) -> dict:
+        return {"fedlit": self.last} if self.last else {}
+
+    def server_probes(self, server_round: int) -> dict[str, float]:
+        if not self.last:
+            return {}
+        identity = list(range(len(self.last["alignment"][0])))
+        return {"fedlit.center-cos": float(np.mean(self.last["center-cos"])),
+                "fedlit.permuted": float(np.mean([a != identity for a in self.last["alignment"]]))}
