@@ -8,12 +8,13 @@ from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
 
-#: How the server's grouping of the clients' link types reaches them. ``paper``: each client's
+#: How the server's grouping of the clients' link types reaches them. ``matched``: each client's
 #: type ``k`` joins the global type whose centre its centroid matched, and receives that type's
-#: channel and centre. ``official``: as the official code runs, where the match is stored with
-#: its two indices swapped (centre for type) and every client downloads the alignment of the
-#: last client in the grouping (its loop over all clients' groups overwrites the branches).
-ALIGNMENTS = ("paper", "official")
+#: channel and centre (what the official code's names and comments describe). ``official``: as
+#: the official code runs, where the match is stored with its two indices swapped (centre for
+#: type) and every client downloads the alignment of the last client in the grouping (its loop
+#: over all clients' groups overwrites the branches).
+ALIGNMENTS = ("matched", "official")
 #: Reply record of a client's centroids and per-type training-node counts.
 CENTROIDS = "fedlit.centroids"
 
@@ -36,7 +37,7 @@ class FedLitOptions(MethodOptions):
 
     num_types: int = 4  # K: latent link types, one GCN channel each (nlinktype)
     em_iters: int = 1  # assignment/mean iterations per local epoch (num_iterEM)
-    alignment: str = "paper"  # paper | official (see ALIGNMENTS)
+    alignment: str = "matched"  # matched | official (see ALIGNMENTS)
 
 
 def check_config(cfg: RunConfig) -> None:

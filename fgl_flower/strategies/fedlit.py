@@ -118,7 +118,7 @@ class FedLitStrategy(MultiModelStrategy):
         if "centroids" not in previous:
             matches[0] = torch.arange(centers.size(0))  # the first client's types define the groups
         # what each client's type k joins: its matched centre (the official code: the inverse)
-        joins = matches if self.opts.alignment == "paper" else [torch.argsort(m) for m in matches]
+        joins = matches if self.opts.alignment == "matched" else [torch.argsort(m) for m in matches]
         cos = [float(torch.nn.functional.cosine_similarity(m["centroids"], centers[j], dim=-1).mean())
                for m, j in zip(models, joins)]
         k_types = centers.size(0)
@@ -147,7 +147,7 @@ class FedLitStrategy(MultiModelStrategy):
             out[key] = torch.stack([m[f"{CHANNEL}{k}.{rest}"].double() for m, k in members]).mean(0).to(
                 models[0][key].dtype)
         out["centroids"] = new_centers
-        downloads = joins if self.opts.alignment == "paper" else [joins[-1]] * len(joins)
+        downloads = joins if self.opts.alignment == "matched" else [joins[-1]] * len(joins)
         record = {f"{GLOBAL}.{k}": v for k, v in out.items()}
         for (key, value) in record_torch(self.models).items():  # clients absent this round keep theirs
             if key.startswith("client"):

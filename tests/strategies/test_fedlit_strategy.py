@@ -34,7 +34,7 @@ def reply(pid: int, centroids: torch.Tensor, channels: list[float], feature: flo
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
-def strategy(flat, alignment="paper") -> FedLitStrategy:
+def strategy(flat, alignment="matched") -> FedLitStrategy:
     flat.update({"method": "fedlit", "num-clients": 2, "fedlit.num-types": 3, "fedlit.alignment": alignment})
     return FedLitStrategy(parse_run_config(flat))
 
