@@ -58,18 +58,12 @@ class FedLitClient(LearnerClient):
         return FedLitOptions.from_config(self.cfg)
 
     def model_builder(self) -> ModelBuilder:
-        from fgl_flower.models import INITS
-        from fgl_flower.models.fedlit import FedLitNet
+        from fgl_flower.models.fedlit import build_fedlit
 
         o, c = self.options, self.cfg
-
-        def build(num_features: int, num_classes: int) -> FedLitNet:
-            model = FedLitNet(num_features, c.hidden, num_classes, o.num_types, c.num_layers, c.dropout,
-                              o.em_iters, c.seed)
-            INITS.get(c.model_init)(model)  # the run's model-init (FedSpray's tables: U[0, 1))
-            return model
-
-        return build
+        return lambda num_features, num_classes: build_fedlit(
+            num_features, num_classes, c.hidden, o.num_types, c.num_layers, c.dropout, o.em_iters, c.seed,
+            c.model_init)
 
     def shared_prefixes(self) -> tuple[str, ...]:
         return ("feature1.", "channels.", "classifier.", "centroids")

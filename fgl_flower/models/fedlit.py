@@ -14,7 +14,8 @@ type-:math:`k` edges :math:`\mathcal E_k` form a subgraph on which channel :math
     \mathbf Z_k^{l} = \mathrm{Dropout}\bigl(\mathrm{ReLU}(\mathbf D_k^{-1/2}\mathbf A_k
         \mathbf D_k^{-1/2}\mathbf Z_k^{l-1}\mathbf W_k^l + \mathbf b_k^l)\bigr)
 
-(``channels.<k>``: ``proj`` and ``L`` GCN layers, no self-loops: DGL's ``GraphConv``), and a
+(``channels.<k>``: ``proj`` and ``L`` GCN layers, no self-loops: DGL's ``GraphConv``; on a
+directed graph out-degrees at the source, in-degrees at the target), and a
 node's representation is the sum of the channels whose subgraph holds it (a node without a
 type-:math:`k` edge gets nothing from channel :math:`k`); ``classifier`` maps it to ``[N, C]``.
 
@@ -35,7 +36,6 @@ from torch import Tensor, nn
 
 from fgl_flower.errors import FGLError
 from fgl_flower.models.node import GCNLayer
-from fgl_flower.models.sparse import gcn_adjacency
 
 
 def canonical_edges(edge_index: Tensor) -> Tensor:
@@ -78,6 +78,19 @@ def kmeans_init(emb: Tensor, k: int, seed: int) -> tuple[Tensor, Tensor]:
             torch.as_tensor(km.labels_, dtype=torch.long, device=emb.device))
 
 
+def both_norm_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    r"""``[N, N]`` sparse :math:`\mathbf P` with :math:`P_{vu} = d^{out}_u{}^{-1/2}\,
+    d^{in}_v{}^{-1/2}` for every edge :math:`u \to v` of ``edge_index [2, E]`` (source, target):
+    DGL ``GraphConv``'s ``norm="both"`` without self-loops (on an undirected graph the
+    symmetric :math:`\mathbf D^{-1/2}\mathbf A\mathbf D^{-1/2}`)."""
+    src, dst = edge_index
+    ones = torch.ones(src.numel(), dtype=dtype, device=src.device)
+    d_out = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, src, ones)
+    d_in = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, ones)
+    value = d_out[src].rsqrt() * d_in[dst].rsqrt()
+    return torch.sparse_coo_tensor(torch.stack([dst, src]), value, (num_nodes, num_nodes)).coalesce()
+
+
 class FedLitChannel(nn.Module):
     """One link type's channel: ``proj`` (H→H) and ``L`` GCN layers (module docstring)."""
 
@@ -88,7 +101,7 @@ class FedLitChannel(nn.Module):
 
     def forward(self, h: Tensor, edge_index: Tensor, dropout: float, training: bool) -> Tensor:
         n = h.size(0)
-        adj_t = gcn_adjacency(edge_index, n, add_self_loops=False, dtype=h.dtype)
+        adj_t = both_norm_adjacency(edge_index, n, h.dtype)
         z = self.proj(h)
         for conv in self.convs:
             z = F.dropout(F.relu(adj_t @ (z @ conv.lin.weight.t()) + conv.bias), dropout, training)
@@ -165,3 +178,14 @@ class FedLitNet(nn.Module):
             types = kmeans_init(edge_embeddings(h.detach(), canonical_edges(edge_index)), self.num_types, self.seed)[1]
             return self.classify(h, edge_index, types)
         return self.classify(h, edge_index, self.types_of(h, edge_index))
+
+
+def build_fedlit(num_features: int, num_classes: int, hidden: int, num_types: int, num_layers: int,
+                 dropout: float, em_iters: int, seed: int, init: str = "default") -> FedLitNet:
+    """A :class:`FedLitNet` initialised by ``INITS[init]`` (the run's ``model-init``); built
+    under ``cpu_seeded(seed)`` it is every client's round-1 model."""
+    from fgl_flower.models import INITS
+
+    model = FedLitNet(num_features, hidden, num_classes, num_types, num_layers, dropout, em_iters, seed)
+    INITS.get(init)(model)
+    return model

@@ -16,7 +16,7 @@ averages
 
 for the projection and the classifier (``n_i`` by ``agg-weight``) and for each global type's
 channel over the client types matched to it whose subgraph holds training nodes
-(:math:`M_g`; none: the channel stays). Client :math:`i` then receives, for its type
+(:math:`M_g`; none: the channel stays, in round 1 the initial one). Client :math:`i` then receives, for its type
 :math:`k`, the channel and centre of the global type it matched (``fedlit.alignment =
 "official"``: the official code's indexing, see :data:`~fgl_flower.methods.fedlit.ALIGNMENTS`).
 
@@ -78,6 +78,7 @@ class FedLitStrategy(MultiModelStrategy):
         super().__init__(cfg)
         self.opts = FedLitOptions.from_config(cfg)
         self.last: dict = {}
+        self._initial: dict[str, torch.Tensor] | None = None
 
     def model_for(self, arrays: ArrayRecord, partition_id: int) -> ArrayRecord:
         """The global model with the channels and centres in the client's type order (a
@@ -142,8 +143,9 @@ class FedLitStrategy(MultiModelStrategy):
             if not members and key in previous:
                 out[key] = previous[key]
                 continue
-            if not members:  # round 1, a type no client trained: the mean of all aligned to it
-                members = [(m, k) for m, j in zip(models, joins) for k in range(k_types) if int(j[k]) == g]
+            if not members:  # round 1, a type no client trained: the initial channel (the code's server model)
+                out[key] = self.initial(models[0])[f"{CHANNEL}{g}.{rest}"]
+                continue
             out[key] = torch.stack([m[f"{CHANNEL}{k}.{rest}"].double() for m, k in members]).mean(0).to(
                 models[0][key].dtype)
         out["centroids"] = new_centers
@@ -158,6 +160,20 @@ class FedLitStrategy(MultiModelStrategy):
         self.last = {"clients": pids, "alignment": [d.tolist() for d in downloads],
                      "center-cos": [round(c, 6) for c in cos]}
         return self.models, self.aggregate_train_metrics(replies)
+
+    def initial(self, upload: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The clients' round-1 model (seeded as theirs), its shapes read off an upload."""
+        if self._initial is None:
+            from fgl_flower.device import cpu_seeded
+            from fgl_flower.models.fedlit import build_fedlit
+
+            c, o = self.cfg, self.opts
+            hidden, features = upload["feature1.weight"].shape
+            with cpu_seeded(c.seed):
+                model = build_fedlit(features, upload["classifier.weight"].shape[0], hidden, o.num_types,
+                                     c.num_layers, c.dropout, o.em_iters, c.seed, c.model_init)
+            self._initial = {k: v.detach() for k, v in model.state_dict().items()}
+        return self._initial
 
     def round_record(self, server_round: int) -> dict:
         return {"fedlit": self.last} if self.last else {}

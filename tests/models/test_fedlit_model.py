@@ -22,7 +22,9 @@ def test_assignment_by_cosine_and_the_mean_step_keep_an_empty_type():
     emb = torch.tensor([[2.0, 0.0], [1.0, 0.1], [0.0, 3.0]])
     centroids = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, -1.0]])
     types = assign_types(emb, centroids)
-    assert types.tolist() == [0, 0, 1]  # by angle, not by distance
+    assert types.tolist() == [0, 0, 1]
+    # by angle, not by distance: [10, 1] is nearer to [10, 10] but points along [1, 0]
+    assert assign_types(torch.tensor([[10.0, 1.0]]), torch.tensor([[1.0, 0.0], [10.0, 10.0]])).tolist() == [0]
     moved = update_centroids(emb, types, centroids)
     assert torch.allclose(moved[0], torch.tensor([1.5, 0.05]))
     assert torch.allclose(moved[1], torch.tensor([0.0, 3.0]))
@@ -69,14 +71,33 @@ def test_em_step_seeds_by_kmeans_then_assigns_before_moving():
     first = net.em_step(net.project(x), edges)
     assert bool(net.initialized)
     assert first[0] == first[1] and first[2] == first[3] and first[0] != first[2]
-    seeded = net.centroids.clone()
-    with torch.no_grad():  # pull the centroids apart: the next step assigns by them, then moves them
-        net.centroids.copy_(torch.tensor([[0.0, 0.0, 0.0, 1.0], [1.0, 0.0, 0.0, 0.0]]))
-    second = net.em_step(net.project(x), edges)
-    assert second.tolist() == [1, 1, 0, 0]
-    emb = edge_embeddings(net.project(x), canonical_edges(edges))
-    assert torch.allclose(net.centroids[1], emb[:2].mean(0)) and torch.allclose(net.centroids[0], emb[2:].mean(0))
-    assert not torch.equal(seeded, net.centroids)
+
+
+def test_the_epoch_trains_on_the_assignment_made_before_the_centroids_move():
+    """Three edges whose embeddings are [h, h] with h = (2, 3), (1, 3), (3, 1) and centroids
+    [c, c] with c = (1, 1), (0, 2): the edges go to types 0, 1, 0; the centroids move to the
+    means (2.5, 2) and (1, 3), after which the first edge would be type 1. The step returns
+    the assignment before the move."""
+    net = FedLitNet(2, 2, 2, num_types=2)
+    with torch.no_grad():
+        net.feature1.weight.copy_(torch.eye(2))
+        net.feature1.bias.zero_()
+        net.centroids.copy_(torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 2.0, 0.0, 2.0]]))
+        net.initialized.fill_(1)
+    x = torch.tensor([[2.0, 3.0], [2.0, 3.0], [1.0, 3.0], [1.0, 3.0], [3.0, 1.0], [3.0, 1.0]])
+    edges = torch.tensor([[0, 1, 2, 3, 4, 5], [1, 0, 3, 2, 5, 4]])
+    assert net.em_step(net.project(x), edges).tolist() == [0, 0, 1, 1, 0, 0]
+    assert torch.allclose(net.centroids, torch.tensor([[2.5, 2.0, 2.5, 2.0], [1.0, 3.0, 1.0, 3.0]]))
+    assert net.types_of(net.project(x), edges).tolist() == [1, 1, 1, 1, 0, 0]  # after the move
+
+
+def test_directed_edges_are_normalised_by_source_out_and_target_in_degree():
+    from fgl_flower.models.fedlit import both_norm_adjacency
+
+    # 0 -> 1, 0 -> 2, 1 -> 2: out-degrees 2, 1, 0; in-degrees 0, 1, 2
+    p = both_norm_adjacency(torch.tensor([[0, 0, 1], [1, 2, 2]]), 3).to_dense()
+    s = 2 ** -0.5
+    assert torch.allclose(p, torch.tensor([[0.0, 0.0, 0.0], [s, 0.0, 0.0], [0.5, s, 0.0]]))
 
 
 def test_too_few_edges_for_the_types_stop_with_a_clear_message():

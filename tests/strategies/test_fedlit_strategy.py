@@ -21,6 +21,10 @@ def test_greedy_matching_takes_the_most_similar_pair_first():
     centroids = torch.tensor([[0.8, 0.6], [1.0, 0.0]])
     assert match_types(centroids, centers).tolist() == [1, 0]
     assert match_types(E[[1, 2, 0]], E).tolist() == [1, 2, 0]  # a rotation is found exactly
+    # greedy is neither the best total (Hungarian: [1, 0], 1.0 against 0.65) nor a per-type
+    # argmax ([0, 0]): the best pair (type 0, centre 0) is fixed first
+    t0, t1 = [0.6, 0.5, 0.39 ** 0.5], [0.5, 0.05, 0.7475 ** 0.5]
+    assert match_types(torch.tensor([t0, t1]), E[:2]).tolist() == [0, 1]
 
 
 def reply(pid: int, centroids: torch.Tensor, channels: list[float], feature: float, n: float,
@@ -35,7 +39,7 @@ def reply(pid: int, centroids: torch.Tensor, channels: list[float], feature: flo
 
 
 def strategy(flat, alignment="matched") -> FedLitStrategy:
-    flat.update({"method": "fedlit", "num-clients": 2, "fedlit.num-types": 3, "fedlit.alignment": alignment})
+    flat.update({"method": "fedlit", "num-clients": 8, "fedlit.num-types": 3, "fedlit.alignment": alignment})
     return FedLitStrategy(parse_run_config(flat))
 
 
@@ -73,6 +77,48 @@ def test_a_type_without_training_nodes_is_left_out_of_its_average(flat, messages
     untrained = (*B[:5], [0, 5, 5])  # B's type 0 (matched to centre 1) holds no training node
     models, _ = s.aggregate_train(2, [reply(*A), reply(*untrained)])
     assert channels(models) == [15.5, 2.0, 11.5]
+
+
+def test_a_global_type_without_a_trained_member_keeps_its_channel(flat, messages):
+    s = strategy(flat)
+    s.aggregate_train(1, [reply(*A), reply(*B)])  # channels [15.5, 6.0, 11.5]
+    # nobody trains global type 1: A's type 1 and B's type 0 hold no training node
+    a, b = (*A[:5], [5, 0, 5]), (*B[:2], [50.0, 60.0, 70.0], *B[3:5], [0, 5, 5])
+    models, _ = s.aggregate_train(2, [reply(*a), reply(*b)])
+    assert channels(models) == [(1.0 + 70.0) / 2, 6.0, (3.0 + 60.0) / 2]
+
+
+def test_round_one_falls_back_to_the_initial_channel_the_clients_started_from(flat, messages):
+    from fgl_flower.device import cpu_seeded
+    from fgl_flower.models.fedlit import build_fedlit
+
+    flat.update({"method": "fedlit", "num-clients": 2, "hidden": 4, "fedlit.num-types": 2})
+    cfg = parse_run_config(flat)
+    with cpu_seeded(cfg.seed):
+        start = build_fedlit(3, 2, 4, 2, cfg.num_layers, cfg.dropout, 1, cfg.seed, cfg.model_init).state_dict()
+    uploads = []
+    for pid in range(2):  # trained copies of the seeded model; type 1 holds no training node anywhere
+        sd = {k: v + 1.0 + pid for k, v in start.items() if k != "initialized"}
+        sd["centroids"] = torch.eye(2, 8)
+        uploads.append(Message(content=RecordDict({
+            ARRAYS: torch_record(sd), METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0}),
+            CENTROIDS: torch_record({"train-counts": torch.tensor([3.0, 0.0], dtype=torch.float64)})}),
+            dst_node_id=1, message_type=MessageType.TRAIN))
+    models = record_torch(FedLitStrategy(cfg).aggregate_train(1, uploads)[0])
+    for key in (k for k in start if k.startswith("channels.1.")):
+        assert torch.equal(models[f"global.{key}"], start[key])
+    for key in (k for k in start if k.startswith("channels.0.")):
+        assert torch.allclose(models[f"global.{key}"], start[key] + 1.5)
+
+
+def test_an_unaligned_client_gets_the_global_order_and_an_absent_one_keeps_its_alignment(flat, messages):
+    s = strategy(flat)
+    s.aggregate_train(1, [reply(*A), reply(*B)])
+    models, _ = s.aggregate_train(2, [reply(*A)])  # client 1 not sampled
+    assert record_torch(models)["client1.alignment"].tolist() == [1, 2, 0]
+    fresh = record_torch(s.model_for(models, 7))  # never trained: no alignment yet
+    assert [float(fresh[f"channels.{k}.proj.weight"][0]) for k in range(3)] == channels(models)
+    assert torch.equal(fresh["centroids"], record_torch(models)["global.centroids"])
 
 
 def test_official_alignment_swaps_the_indices_and_sends_the_last_clients(flat, messages):
