@@ -39,7 +39,7 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("coboost", "epochs", "g_steps", "noise_dim", "num_gen", "topk")
     o.require_positive("coboost", "lr_g", "kd_lr", "temperature", "adv_temperature")
     o.require_nonnegative("coboost", "oh", "adv", "hs", "mu", "wdc", "wa_steps", "ods_eta", "kd_weight_decay",
-                          "finetune_epochs")
+                          "finetune_epochs", "batch_graphs")
     if o.topk > o.num_gen:
         raise ConfigError(f"coboost.topk={o.topk} exceeds coboost.num-gen={o.num_gen}.")
     if cfg.num_rounds != 1:

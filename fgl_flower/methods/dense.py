@@ -40,6 +40,7 @@ class DENSEOptions(MethodOptions):
     oh: float = 1.0  # weight of the ensemble's cross-entropy to the sampled classes
     adv: float = 1.0  # weight of the adversarial term (student-ensemble disagreement)
     kd_lr: float = 0.005  # student SGD learning rate (momentum 0.9)
+    batch_graphs: int = 8  # pooled graphs whose union a student step runs on (loss on num-gen of its nodes); 0: as the official loader
     finetune_epochs: int = 0  # > 0: evaluate copies fine-tuned locally (O-pFGL ran DENSE so)
 
 
@@ -47,7 +48,7 @@ def check_config(cfg: RunConfig) -> None:
     o = DENSEOptions.from_config(cfg)
     o.require_at_least_one("dense", "epochs", "g_steps", "noise_dim", "num_gen", "topk")
     o.require_positive("dense", "lr_g", "kd_lr", "temperature")
-    o.require_nonnegative("dense", "oh", "adv", "finetune_epochs")
+    o.require_nonnegative("dense", "oh", "adv", "finetune_epochs", "batch_graphs")
     if o.topk > o.num_gen:
         raise ConfigError(f"dense.topk={o.topk} exceeds dense.num-gen={o.num_gen}.")
     if cfg.num_rounds != 1:

@@ -78,16 +78,17 @@ class CoBoostStrategy(DENSEStrategy):
                 moved = (w.detach() - step * grad.sign()).clamp(0.0, 1.0)
                 self.weights = (start + (moved - start).clamp(-1.0, 1.0)).clamp(0.0, 1.0)
 
-    def kd_loss(self, student, teachers, entry):
+    def kd_loss(self, student, teachers, batch):
         o = self.opts
-        x = entry["x"].clone().requires_grad_(True)
-        t_out = self.ensemble(teachers, x, entry["edges"])
+        x = batch["x"].clone().requires_grad_(True)
+        t_out = self.ensemble(teachers, x, batch["edges"])
         r = torch.empty_like(t_out).uniform_(-1.0, 1.0)
         (grad,) = torch.autograd.grad((r * F.softmax(t_out / 4, -1)).sum(), x)
         x = (x + o.ods_eta * grad.sign()).detach()
         with torch.no_grad():
-            t_out = self.ensemble(teachers, x, entry["edges"])
-        return kd_loss(student(x, entry["edges"]), t_out, o.temperature)
+            t_out = self.ensemble(teachers, x, batch["edges"])
+        nodes = batch["nodes"].to(self.device)
+        return kd_loss(student(x, batch["edges"])[nodes], t_out[nodes], o.temperature)
 
     def distill(self, server_round, teachers, student, shape):
         self.weights = torch.full((len(teachers),), 1.0 / len(teachers), device=self.device)

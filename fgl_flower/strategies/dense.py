@@ -12,8 +12,12 @@ freshly initialised global model :math:`f` (the student), ``epochs`` times:
    :math:`\mathbf y`, with :math:`\tilde G` the kNN graph over :math:`G(\mathbf z)` and
    :math:`\mathcal L_{adv}` minus the student-teacher KL on the nodes where they disagree; the
    lowest-loss features join the pool (with their graph and the ensemble's logits).
-2. **Distillation.** One pass over the pool in a seeded order: SGD (momentum 0.9) on
-   :math:`T^2\,\mathrm{KL}(\bar f/T \,\|\, f/T)`.
+2. **Distillation.** As many SGD steps (momentum 0.9) on :math:`T^2\,\mathrm{KL}(\bar f/T
+   \,\|\, f/T)` as the pool holds graphs, each on ``num-gen`` nodes drawn from across the pool
+   (the official loader's shuffled batches mix images of every epoch's synthesis): the student
+   runs on the union of ``batch-graphs`` random pooled graphs and the loss takes ``num-gen`` of
+   their nodes (:func:`student_batches`; ``0``: one pass over the pool's nodes in shuffled
+   chunks, each step on the union of the graphs its chunk touches).
 
 The student goes back to the clients, which evaluate fine-tuned copies (``finetune-epochs``).
 """
@@ -35,6 +39,42 @@ from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import record_torch, require_record, torch_record
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+
+
+def union(pool: list[dict], entries: list[int]) -> dict:
+    """The pooled graphs ``entries`` as one graph (their disjoint union): ``x``, ``edges``,
+    ``teacher`` and ``targets`` concatenated, edges shifted."""
+    graphs = [pool[e] for e in entries]
+    offsets = torch.tensor([0, *(g["x"].size(0) for g in graphs[:-1])]).cumsum(0).tolist()
+    return {"x": torch.cat([g["x"] for g in graphs]),
+            "edges": torch.cat([g["edges"] + o for g, o in zip(graphs, offsets)], dim=1),
+            "teacher": torch.cat([g["teacher"] for g in graphs]),
+            "targets": torch.cat([g["targets"] for g in graphs]),
+            "offsets": dict(zip(entries, offsets))}
+
+
+def student_batches(pool: list[dict], batch_graphs: int, size: int, order: torch.Generator):
+    """``len(pool)`` student batches, each a :func:`union` with ``nodes`` (the ``size`` nodes
+    the loss is on; ``pool`` graphs have ``size`` nodes each).
+
+    ``batch_graphs = k > 0``: the union of ``k`` random pooled graphs (all while the pool is
+    smaller), ``size`` random nodes of it. ``0``: the pool's nodes in a shuffled order cut into
+    chunks of ``size``, each on the union of the graphs its nodes come from (the official
+    ``DataLoader(pool, batch_size, shuffle=True)``; a step then costs a forward over about the
+    whole pool)."""
+    n = len(pool)
+    if batch_graphs == 0:
+        for chunk in torch.randperm(n * size, generator=order).split(size):
+            graphs = chunk.div(size, rounding_mode="floor")
+            batch = union(pool, graphs.unique().tolist())
+            batch["nodes"] = torch.tensor([batch["offsets"][int(g)] for g in graphs]) + chunk % size
+            yield batch
+        return
+    for _ in range(n):
+        graphs = torch.randperm(n, generator=order)[:batch_graphs].sort().values.tolist()
+        batch = union(pool, graphs)
+        batch["nodes"] = torch.randperm(batch["x"].size(0), generator=order)[:size]
+        yield batch
 
 
 def client_logits(teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
@@ -83,9 +123,11 @@ class DENSEStrategy(FedAvgStrategy):
         o = self.opts
         return o.oh * F.cross_entropy(t_out, targets) + o.adv * adversarial_loss(s_out, t_out)
 
-    def kd_loss(self, student: torch.nn.Module, teachers: list[torch.nn.Module], entry: dict) -> torch.Tensor:
-        """The student's loss on one pooled synthetic graph (the ensemble's logits cached)."""
-        return kd_loss(student(entry["x"], entry["edges"]), entry["teacher"], self.opts.temperature)
+    def kd_loss(self, student: torch.nn.Module, teachers: list[torch.nn.Module], batch: dict) -> torch.Tensor:
+        """The student's loss on a batch's ``nodes`` (:func:`student_batches`; the ensemble's
+        logits cached)."""
+        nodes = batch["nodes"].to(self.device)
+        return kd_loss(student(batch["x"], batch["edges"])[nodes], batch["teacher"][nodes], self.opts.temperature)
 
     def after_synthesis(self, epoch: int, teachers: list[torch.nn.Module], pool: list[dict]) -> None:
         """Between an epoch's synthesis and its distillation (DENSE: nothing)."""
@@ -122,9 +164,9 @@ class DENSEStrategy(FedAvgStrategy):
                 pool.append({"x": x, "edges": edges, "targets": targets, "teacher": self.ensemble(teachers, x, edges)})
             self.after_synthesis(epoch, teachers, pool)
             student.train()
-            for i in torch.randperm(len(pool), generator=order).tolist():
+            for batch in student_batches(pool, o.batch_graphs, o.num_gen, order):
                 opt_s.zero_grad()
-                self.kd_loss(student, teachers, pool[i]).backward()
+                self.kd_loss(student, teachers, batch).backward()
                 self.clip_student(student)
                 opt_s.step()
             self.end_epoch()

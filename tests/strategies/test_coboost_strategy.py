@@ -11,7 +11,7 @@ from fgl_flower.inprocess import run_inprocess
 from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.coboost import CoBoostStrategy
 
-SMALL = {"method": "coboost", "num-rounds": 1, "coboost.epochs": 3, "coboost.g-steps": 3,
+SMALL = {"method": "coboost", "num-rounds": 1, "coboost.epochs": 4, "coboost.g-steps": 3,
          "coboost.num-gen": 16, "coboost.topk": 3}
 
 

@@ -44,6 +44,45 @@ def test_the_generator_resets_as_the_official_code_and_outputs_unit_interval():
     assert x.shape == (64, 40) and float(x.min()) > 0 and float(x.max()) < 1
 
 
+def pool_of(n: int, size: int) -> list[dict]:
+    """``n`` pooled graphs of ``size`` nodes; node ``i`` of graph ``e`` has feature ``100 e + i``
+    and a ring as its graph."""
+    ring = torch.stack([torch.arange(size), (torch.arange(size) + 1) % size])
+    return [{"x": (100.0 * e + torch.arange(size, dtype=torch.float))[:, None], "edges": ring,
+             "teacher": torch.full((size, 2), float(e)), "targets": torch.zeros(size, dtype=torch.long)}
+            for e in range(n)]
+
+
+def test_a_student_step_mixes_nodes_of_several_pooled_graphs():
+    from fgl_flower.strategies.dense import student_batches
+
+    pool = pool_of(5, 4)
+    batches = list(student_batches(pool, 3, 4, torch.Generator().manual_seed(0)))
+    assert len(batches) == 5  # as many steps as the pool holds graphs (the loader's len)
+    for b in batches:
+        graphs = sorted(int(v) // 100 for v in b["x"][::4, 0])
+        assert len(set(graphs)) == 3 and b["x"].size(0) == 12  # the union of three graphs
+        assert b["nodes"].numel() == 4 and int(b["nodes"].max()) < 12
+        # edges stay inside their graph: a ring shifted by the graph's offset
+        src, dst = b["edges"]
+        assert torch.equal(src // 4, dst // 4)
+        assert torch.equal(b["teacher"][:, 0], b["x"][:, 0].div(100).floor())  # logits follow their nodes
+    assert len({tuple(b["x"][::4, 0].tolist()) for b in batches}) > 1  # different graphs per step
+
+
+def test_the_official_batches_pass_over_every_pooled_node_once():
+    from fgl_flower.strategies.dense import student_batches
+
+    pool = pool_of(4, 3)
+    seen = []
+    for b in student_batches(pool, 0, 3, torch.Generator().manual_seed(1)):
+        values = b["x"][b["nodes"], 0]
+        seen += values.tolist()
+        touched = {int(v) // 100 for v in values}
+        assert {int(v) // 100 for v in b["x"][:, 0]} == touched  # the union of exactly those graphs
+    assert sorted(seen) == sorted(float(100 * e + i) for e in range(4) for i in range(3))
+
+
 def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
