@@ -88,7 +88,8 @@ def both_norm_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype =
     d_out = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, src, ones)
     d_in = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, ones)
     value = d_out[src].rsqrt() * d_in[dst].rsqrt()
-    return torch.sparse_coo_tensor(torch.stack([dst, src]), value, (num_nodes, num_nodes)).coalesce()
+    return torch.sparse_coo_tensor(torch.stack([dst, src]), value, (num_nodes, num_nodes),
+                                   check_invariants=False).coalesce()
 
 
 class FedLitChannel(nn.Module):

@@ -37,6 +37,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.methods.fedlit import CENTROIDS, FedLitOptions
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import record_torch, require_record, sub_record, torch_record
+from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.grid import reply_partition_id
 from fgl_flower.strategies.multi_model import MultiModelStrategy, client_owner
 
@@ -90,28 +91,24 @@ class FedLitStrategy(MultiModelStrategy):
         mine = sub_record(arrays, client_owner(partition_id))
         if ALIGNMENT not in mine:
             return model
-        align = record_torch(mine)[ALIGNMENT].tolist()
+        align = record_torch(mine)[ALIGNMENT]
+        slot = {int(g): k for k, g in enumerate(align)}  # global type -> the client's type
         out = {}
         for key, value in tensors.items():
             ch = channel_of(key)
-            if ch is None:
-                out[key] = value
-        for k, g in enumerate(align):
-            for key, value in tensors.items():
-                ch = channel_of(key)
-                if ch is not None and ch[0] == g:
-                    out[f"{CHANNEL}{k}.{ch[1]}"] = value
-        out["centroids"] = tensors["centroids"][torch.tensor(align)]
+            out[key if ch is None else f"{CHANNEL}{slot[ch[0]]}.{ch[1]}"] = value
+        out["centroids"] = tensors["centroids"][align]
         return torch_record(out)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         pids = [reply_partition_id(r) for r in replies]
-        models = [record_torch(require_record(r.content, ARRAYS, ArrayRecord)) for r in replies]
+        uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
+        models = [record_torch(u) for u in uploads]
         counts = [record_torch(require_record(r.content, CENTROIDS, ArrayRecord))["train-counts"] for r in replies]
         sizes = [float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in replies]
-        previous = {k: v for k, v in record_torch(sub_record(self.models, GLOBAL)).items()}
+        previous = record_torch(sub_record(self.models, GLOBAL))
         centers = previous.get("centroids")
         if centers is None:
             centers = models[0]["centroids"].clone()
@@ -128,14 +125,12 @@ class FedLitStrategy(MultiModelStrategy):
             members = [m["centroids"][k] for m, j in zip(models, joins) for k in range(k_types) if int(j[k]) == g]
             if members:
                 new_centers[g] = torch.stack(members).mean(0)
-        out: dict[str, torch.Tensor] = {}
-        total = sum(sizes)
+        # the projection and the classifier: weighted by the clients' sizes
+        shared = [k for k in models[0] if k != "centroids" and channel_of(k) is None]
+        out = record_torch(weighted_mean_arrays([ArrayRecord({k: u[k] for k in shared}) for u in uploads], sizes))
         for key in models[0]:
-            if key == "centroids":
-                continue
             ch = channel_of(key)
-            if ch is None:  # the projection and the classifier: weighted by the clients' sizes
-                out[key] = sum(m[key].double() * (s / total) for m, s in zip(models, sizes)).to(models[0][key].dtype)
+            if ch is None:
                 continue
             g, rest = ch
             members = [(m, k) for m, j, c in zip(models, joins, counts) for k in range(k_types)
@@ -151,12 +146,13 @@ class FedLitStrategy(MultiModelStrategy):
         out["centroids"] = new_centers
         downloads = joins if self.opts.alignment == "matched" else [joins[-1]] * len(joins)
         record = {f"{GLOBAL}.{k}": v for k, v in out.items()}
-        for (key, value) in record_torch(self.models).items():  # clients absent this round keep theirs
-            if key.startswith("client"):
-                record.setdefault(key, value)
         for pid, d in zip(pids, downloads):
             record[f"{client_owner(pid)}.{ALIGNMENT}"] = d.clone()
-        self.models = torch_record(record)
+        models_out = torch_record(record)
+        for key, array in self.models.items():  # clients absent this round keep theirs
+            if not key.startswith(f"{GLOBAL}.") and key not in models_out:
+                models_out[key] = array
+        self.models = models_out
         self.last = {"clients": pids, "alignment": [d.tolist() for d in downloads],
                      "center-cos": [round(c, 6) for c in cos]}
         return self.models, self.aggregate_train_metrics(replies)
