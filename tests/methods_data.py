@@ -6,10 +6,10 @@ import pytest
 
 from fgl_flower.methods import METHODS
 
-#: What a method needs besides the app defaults to run in a test: S2FGL its backbone, O-pFGL
+#: What a method needs besides the app defaults to run in a test: S2FGL and FedFA their backbone, O-pFGL
 #: DENSE and Co-Boost (one-shot) one round and short optimisations (minutes a run by default),
 #: FedSage+ fewer generator rounds than the tests' rounds.
-NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16},
+NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16}, "fedfa": {"model": "acmgcn", "hidden": 16},
          "opfgl": {"num-rounds": 1, "opfgl.condense-steps": 20, "opfgl.max-steps": 100},
          # FedSage+: three generator rounds (after two local epochs; the resume test breaks into
          # the third), then a classifier round

@@ -23,9 +23,13 @@ class FedAvgClient(LearnerClient):
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
         reference = self.dp_reference()
+        self.before_fit()
         self.seed_round(server_round)
         res = self.learner.fit(self.cfg.local_epochs, extra_loss=self.extra_loss(content))
         return self.training_reply({**res, **self.after_fit()}, reference=reference)
+
+    def before_fit(self) -> None:
+        """Called once the global model is loaded, before local training (nothing for FedAvg)."""
 
     def after_fit(self) -> dict[str, float]:
         """Metrics measured right after local training, for the reply (none for FedAvg)."""

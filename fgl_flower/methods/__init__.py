@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    apfl, coboost, dense, feddense, fedgta, fedhero, fedlit, fednova, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, coboost, dense, fedfa, feddense, fedgta, fedhero, fedlit, fednova, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -154,6 +154,19 @@ for _spec in (
         "steps, the sum scaled by their weighted mean.",
         reference="Wang et al., NeurIPS 2020",
         probes=fednova.PROBES,
+    ),
+    MethodSpec(
+        name="fedfa",
+        strategy="fgl_flower.strategies.fedfa:FedFAStrategy",
+        client="fgl_flower.clients.fedfa:FedFAClient",
+        tasks=("node",),
+        summary="FedAvg with federated feature augmentation: the statistics of the classifier's "
+        "input are perturbed with a variance fused from the batch and from all clients' statistics.",
+        reference="Zhou and Konukoglu, FedFA, ICLR 2023",
+        options=fedfa.FedFAOptions.defaults(),
+        check=fedfa.check_config,
+        probes=fedfa.PROBES,
+        defaults={"model": "acmgcn"},
     ),
     MethodSpec(
         name="dense",

@@ -50,15 +50,10 @@ class S2FGLOptions(MethodOptions):
 
 def check_config(cfg: RunConfig) -> None:
     """Reject settings S2FGL cannot run before anything starts."""
-    from fgl_flower.models.registry import MODELS
+    from fgl_flower.models.registry import require_embeds
 
     o = S2FGLOptions.from_config(cfg)
-    if not MODELS.get(cfg.model).embeds:
-        raise ConfigError(
-            f"s2fgl needs a backbone with node representations and a linear classifier "
-            f"(embed() + classifier); model={cfg.model!r} has none. Use model='acmgcn' "
-            f"(the paper's ACM-GCN)."
-        )
+    require_embeds(cfg.model, "s2fgl", "needs a backbone with node representations and a linear classifier")
     if o.lambda1 < 0 or o.lambda2 < 0:
         raise ConfigError("s2fgl.lambda1 and s2fgl.lambda2 must be non-negative.")
     if o.start_round < 2:

@@ -57,6 +57,17 @@ for _names, _cls, _task, _embeds, _hidden in (
     for _name in _names:
         MODELS.register(_name, ModelSpec(_cls, _task, _embeds, _hidden))
 
+def require_embeds(model: str, method: str, why: str) -> None:
+    """Raise :class:`ConfigError` unless backbone ``model`` has ``embed()`` and a linear
+    ``classifier`` (:attr:`ModelSpec.embeds`); ``why`` says what ``method`` needs them for."""
+    if not MODELS.get(model).embeds:
+        have = [n for n, s in MODELS.items() if s.embeds]
+        raise ConfigError(
+            f"{method} {why} (embed() + classifier); model={model!r} has none. Use one of: "
+            f"{', '.join(have)}."
+        )
+
+
 #: Parameter initialisations, selected by the ``model-init`` run-config key.
 INITS: Registry[Callable[[nn.Module], None]] = Registry("model-init")
 
