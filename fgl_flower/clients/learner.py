@@ -21,7 +21,7 @@ from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.datasets.packed import GraphBatch
 from fgl_flower.device import cpu_seeded
 from fgl_flower.metrics import classification_metrics, majority_class, minority_metrics
-from fgl_flower.models import build_model
+from fgl_flower.models import build_run_model
 from fgl_flower.protocol import NUM_LOCAL
 from fgl_flower.registry import Registry
 
@@ -51,16 +51,14 @@ def make_optimizer(params, cfg: RunConfig) -> torch.optim.Optimizer:
 def seeded_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:
     """The run's backbone, built on the CPU from ``cfg.seed`` without touching the caller's
     random state (the shared initial model of every client): a fresh copy of a model made
-    once per process and architecture."""
-    return copy.deepcopy(_initial_model(cfg.model, task, num_features, num_classes, cfg.hidden,
-                                        cfg.num_layers, cfg.dropout, cfg.model_init, cfg.seed))
+    once per process and run config."""
+    return copy.deepcopy(_initial_model(cfg, task, num_features, num_classes))
 
 
 @functools.lru_cache(maxsize=16)
-def _initial_model(name: str, task: str, num_features: int, num_classes: int, hidden: int,
-                   num_layers: int, dropout: float, init: str, seed: int) -> nn.Module:
-    with cpu_seeded(seed):
-        return build_model(name, task, num_features, num_classes, hidden, num_layers, dropout, init)
+def _initial_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:
+    with cpu_seeded(cfg.seed):
+        return build_run_model(cfg, task, num_features, num_classes)
 
 
 class Learner(ABC):

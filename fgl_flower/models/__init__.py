@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fgl_flower.models.registry import INITS, MODELS, ModelSpec, build_model
+from fgl_flower.models.registry import INITS, MODELS, ModelSpec, build_model, build_run_model
 from fgl_flower.registry import import_object
 
 _LAZY = {
@@ -32,4 +32,4 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["INITS", "MODELS", "ModelSpec", "build_model", *_LAZY]
+__all__ = ["INITS", "MODELS", "ModelSpec", "build_model", "build_run_model", *_LAZY]

@@ -17,6 +17,8 @@ from fgl_flower.registry import Registry, import_object
 if TYPE_CHECKING:
     from torch import nn
 
+    from fgl_flower.config import RunConfig
+
 
 @dataclass(frozen=True)
 class ModelSpec:
@@ -56,6 +58,14 @@ for _names, _cls, _task, _embeds, _hidden in (
 ):
     for _name in _names:
         MODELS.register(_name, ModelSpec(_cls, _task, _embeds, _hidden))
+
+def build_run_model(cfg: RunConfig, task: str, in_channels: int, out_channels: int) -> nn.Module:
+    """The run's backbone for ``task``: :func:`build_model` with the run config's ``model``,
+    ``hidden``, ``num-layers``, ``dropout`` and ``model-init`` (every place that builds the
+    run's model builds it here)."""
+    return build_model(cfg.model, task, in_channels, out_channels, cfg.hidden, cfg.num_layers, cfg.dropout,
+                       cfg.model_init)
+
 
 def require_embeds(model: str, method: str, why: str) -> None:
     """Raise :class:`ConfigError` unless backbone ``model`` has ``embed()`` and a linear

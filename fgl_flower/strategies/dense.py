@@ -32,7 +32,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fgl_flower.device import cpu_seeded, manual_seed, resolve_device
 from fgl_flower.methods.dense import SHAPE, DENSEOptions
-from fgl_flower.models import build_model
+from fgl_flower.models import build_run_model
 from fgl_flower.models.dense import FeatureGenerator, adversarial_loss, kd_loss
 from fgl_flower.models.fedtad import knn_graph
 from fgl_flower.protocol import ARRAYS
@@ -95,9 +95,7 @@ class DENSEStrategy(FedAvgStrategy):
         self.last: dict[str, float] = {}
 
     def _model(self, shape: tuple[int, int]) -> torch.nn.Module:
-        c = self.cfg
-        return build_model(c.model, "node", shape[0], shape[1], c.hidden, c.num_layers, c.dropout,
-                           c.model_init).to(self.device)
+        return build_run_model(self.cfg, "node", shape[0], shape[1]).to(self.device)
 
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:

@@ -43,7 +43,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 from fgl_flower.config import RunConfig
 from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.methods.fedtad import RELIABILITY, FedTADOptions
-from fgl_flower.models import build_model
+from fgl_flower.models import build_run_model
 from fgl_flower.models.fedtad import ConditionalGenerator, class_labels, diversity_loss, knn_graph
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import record_torch, require_record, torch_record
@@ -98,9 +98,7 @@ class FedTADStrategy(FedAvgStrategy):
 
     # -- the server's modules and their checkpoint ------------------------------------------
     def _model(self) -> torch.nn.Module:
-        c = self.cfg
-        return build_model(c.model, "node", self.shape[0], self.shape[1], c.hidden, c.num_layers,
-                           c.dropout, c.model_init).to(self.device)
+        return build_run_model(self.cfg, "node", self.shape[0], self.shape[1]).to(self.device)
 
     def _build(self, shape: tuple[int, int]) -> None:
         self.shape = shape
