@@ -19,6 +19,8 @@ NEEDS = {"s2fgl": {"model": "acmgcn", "hidden": 16}, "fedfa": {"model": "acmgcn"
          "fggp": {"num-layers": 3},
          # DENSE (one-shot): a short distillation (200 epochs of 30 generator steps by default)
          "dense": {"num-rounds": 1, "dense.epochs": 2, "dense.g-steps": 2, "dense.num-gen": 16, "dense.topk": 3},
+         # FedLoG: short first-round pretraining (100 generator epochs of 20 random GNNs by default)
+         "fedlog": {"model": "graphsage", "fedlog.gen-epochs": 2, "fedlog.gen-inits": 2, "fedlog.pre-epochs": 3, "fedlog.num-proto": 3},
          "coboost": {"num-rounds": 1, "coboost.epochs": 3, "coboost.g-steps": 2, "coboost.num-gen": 16,
                      "coboost.topk": 3}}
 

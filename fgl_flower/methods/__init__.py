@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from fgl_flower.config import RunConfig
 from fgl_flower.dp.options import DP_OPTIONS
 from fgl_flower.methods import (
-    apfl, coboost, dense, fedfa, feddense, fedgta, fedhero, fedlit, fednova, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
+    apfl, coboost, dense, fedfa, feddense, fedgta, fedhero, fedlit, fedlog, fednova, fedpub, fedsageplus, fedspray, fedstar, fedtad, fggp, fgssl, gcfl,
     opfgl, s2fgl,
 )
 from fgl_flower.probes import Probe
@@ -302,6 +302,19 @@ for _spec in (
         options=fedlit.FedLitOptions.defaults(),
         check=fedlit.check_config,
         probes=fedlit.PROBES,
+    ),
+    MethodSpec(
+        name="fedlog",
+        strategy="fgl_flower.strategies.fedlog:FedLoGStrategy",
+        client="fgl_flower.clients.fedlog:FedLoGClient",
+        tasks=("node",),
+        summary="Clients learn class-wise synthetic nodes (head and tail prototypes); the server "
+        "condenses them into global synthetic nodes that every client then also trains on.",
+        reference="Kim et al., FedLoG, ICLR 2025",
+        options=fedlog.FedLoGOptions.defaults(),
+        check=fedlog.check_config,
+        probes=fedlog.PROBES,
+        defaults={"model": "graphsage", "agg-weight": "uniform", "lr": 0.001, "weight-decay": 5e-4},
     ),
     MethodSpec(
         name="fedpub",

@@ -1,0 +1,71 @@
+"""FedLoG's run options (``fedlog.*``), checks, probes and record names (torch-free)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fgl_flower.config import MethodOptions, RunConfig
+from fgl_flower.errors import ConfigError
+from fgl_flower.probes import Probe
+
+#: Where the adaptation layers' messages land: ``queries`` (they move the query embeddings)
+#: or ``official`` (the code averages them at the prototype end and keeps only the queries'
+#: rows, which are zero: the branches are LayerNorm alone).
+ADAPTATIONS = ("queries", "official")
+#: The per-class neighbour generators that give the global synthetic nodes their neighbours:
+#: ``server`` (the class-rate-weighted averages of the clients' pretrained generators, which
+#: the code's server computes) or ``official`` (the code's clients never load those: they use
+#: generators left at their random initialisation).
+GENERATORS = ("server", "official")
+
+SYNTHETIC = "fedlog.synthetic"  # record up: syn-head, syn-tail [C k, F], class-rate [C]
+GENERATOR = "fedlog.generator"  # record up in a client's first round: its pretrained generator
+GLOBAL = "fedlog.global"  # record down: the global synthetic nodes x [C k, F], y [C k]
+CLASS_GENERATORS = "fedlog.class-generators"  # record down: per class c, "c<c>.<parameter>"
+
+PROBES = (
+    Probe("fedlog.cd-share", "the global synthetic data's loss over the local loss, mean over the "
+          "round's steps (0 in a client's first round)", dead_below=1e-4,
+          why="the global synthetic data adds nothing to the local loss: FedLoG's local "
+              "generalisation is off"),
+    Probe("fedlog.adapt", "||adapted - normalised|| / ||normalised|| of the head branch's queries "
+          "(last step)", dead_below=1e-6,
+          why="the adaptation layers leave the queries as they are (adaptation = official)"),
+    Probe("fedlog.syn-acc", "accuracy of the local model on the global synthetic nodes (last step)"),
+    Probe("fedlog.scaler", "mean over classes of the feature scaler pulling synthetic nodes to their mean"),
+)
+
+
+@dataclass(frozen=True)
+class FedLoGOptions(MethodOptions):
+    """FedLoG hyperparameters (defaults: the official code's)."""
+
+    num_proto: int = 20  # synthetic nodes per class and branch
+    batch_size: int = 64  # training nodes per step
+    head_degree: int = 3  # tau: degree above which a node counts as head (alpha = sigmoid(deg - tau - 1))
+    pre_epochs: int = 100  # local pretraining of embedder + classifier (first round), at most
+    patience: int = 10  # ... stopped after this many epochs without a better validation accuracy
+    gen_epochs: int = 100  # neighbour-generator pretraining (first round)
+    gen_inits: int = 20  # random GNNs per generator epoch for the gradient matching
+    gen_lr: float = 0.01
+    metric_weight: float = 1.0
+    norm_weight: float = 1.0  # of the synthetic features' norms
+    cd_weight: float = 1.0  # of the global synthetic data's loss
+    scaler_step: float = 0.001
+    scaler_acc: float = 0.8  # per-class accuracy above which the scaler grows
+    adaptation: str = "queries"
+    generators: str = "server"
+
+
+def check_config(cfg: RunConfig) -> None:
+    """Reject settings FedLoG cannot run before anything starts."""
+    o = FedLoGOptions.from_config(cfg)
+    if cfg.model not in ("graphsage", "sage"):
+        raise ConfigError(f"fedlog's embedder is GraphSAGE (F -> 2 hidden -> hidden), as in its code; "
+                          f"model={cfg.model!r} would be ignored. Use model='graphsage'.")
+    o.require_choice("fedlog", "adaptation", ADAPTATIONS)
+    o.require_choice("fedlog", "generators", GENERATORS)
+    o.require_at_least_one("fedlog", "num_proto", "batch_size", "gen_inits")
+    o.require_nonnegative("fedlog", "pre_epochs", "patience", "gen_epochs", "metric_weight", "norm_weight",
+                          "cd_weight", "scaler_step", "head_degree")
+    o.require_positive("fedlog", "gen_lr")
