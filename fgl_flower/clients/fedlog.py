@@ -1,7 +1,8 @@
 r"""FedLoG client (Kim et al., ICLR 2025), following the official code's ``Client``.
 
 **First round.** (1) Pretrain the neighbour generator :math:`G` (``gen-epochs`` Adam steps at
-``gen-lr``): the MSE between :math:`G(\mathbf x_v)` and the mean features of :math:`v`'s
+``gen-lr``, from the same seeded initialisation on every client, as the code's one pickled
+client object gives them): the MSE between :math:`G(\mathbf x_v)` and the mean features of :math:`v`'s
 neighbours on the training nodes, plus a gradient-matching term: for ``gen-inits`` freshly
 initialised GraphSAGE + linear classifiers, the MSE between the cross-entropy gradients of the
 GNN's parameters on the real graph and on the graph of pairs :math:`(\mathbf x_v, G(\mathbf
@@ -37,10 +38,12 @@ from torch_geometric.nn.models import GraphSAGE
 from fgl_flower.clients.base import LearnerClient
 from fgl_flower.clients.learner import ModelBuilder, make_adam
 from fgl_flower.datasets import NodeClientData
+from fgl_flower.device import cpu_seeded
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedlog import CLASS_GENERATORS, GENERATOR, GLOBAL, SYNTHETIC, FedLoGOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.records import get_record, record_torch, torch_record
+from fgl_flower.seeds import derive_seed
 
 PRETRAINED = "fedlog.pretrained"  # context.state: the first round's pretraining is done
 SCALER = "fedlog.scaler"  # context.state: the per-class scaler s (JSON)
@@ -128,9 +131,7 @@ class FedLoGClient(LearnerClient):
         return x, y, self.class_generators(content)
 
     def class_generators(self, content: RecordDict) -> list:
-        from fgl_flower.device import cpu_seeded
         from fgl_flower.models.fedlog import NeighborGenerator
-        from fgl_flower.seeds import derive_seed
 
         f, c = self.data.num_features, self.data.num_classes
         if self.opts.generators == "official":  # built once from the seed, never trained or loaded
@@ -155,7 +156,8 @@ class FedLoGClient(LearnerClient):
 
         o, g = self.opts, self.data.data
         x = g.x.to_dense() if g.x.is_sparse else g.x
-        gen = NeighborGenerator(x.size(1)).to(self.device)
+        with cpu_seeded(derive_seed(self.cfg.seed, "fedlog-generator")):  # every client starts from the same
+            gen = NeighborGenerator(x.size(1)).to(self.device)
         opt = torch.optim.Adam(gen.parameters(), lr=o.gen_lr)
         mask, y = g.train_mask, g.y[g.train_mask]
         true_neighbors = neighbor_mean(x, g.edge_index)

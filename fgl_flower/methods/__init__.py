@@ -314,7 +314,8 @@ for _spec in (
         options=fedlog.FedLoGOptions.defaults(),
         check=fedlog.check_config,
         probes=fedlog.PROBES,
-        defaults={"model": "graphsage", "agg-weight": "uniform", "lr": 0.001, "weight-decay": 5e-4},
+        defaults={"model": "graphsage", "agg-weight": "uniform", "lr": 0.001, "weight-decay": 5e-4,
+                  "local-epochs": 1},
     ),
     MethodSpec(
         name="fedpub",

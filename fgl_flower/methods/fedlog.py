@@ -13,9 +13,9 @@ from fgl_flower.probes import Probe
 #: rows, which are zero: the branches are LayerNorm alone).
 ADAPTATIONS = ("queries", "official")
 #: The per-class neighbour generators that give the global synthetic nodes their neighbours:
-#: ``server`` (the class-rate-weighted averages of the clients' pretrained generators, which
-#: the code's server computes) or ``official`` (the code's clients never load those: they use
-#: generators left at their random initialisation).
+#: ``server`` (per class, the class-rate-weighted average of the clients' pretrained
+#: generators, what the code's server sets out to compute) or ``official`` (the code's clients
+#: never load the server's: they use generators left at their random initialisation).
 GENERATORS = ("server", "official")
 
 SYNTHETIC = "fedlog.synthetic"  # record up: syn-head, syn-tail [C k, F], class-rate [C]

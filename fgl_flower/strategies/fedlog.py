@@ -14,7 +14,9 @@ After each round it
 
   (a class no client trains on: the plain mean), ``C k`` nodes labelled class-major;
 * once, from the first round's uploads, the **per-class neighbour generators**: per class the
-  class-rate-weighted average of the clients' pretrained generators.
+  class-rate-weighted average of the clients' pretrained generators. (The code's server sets
+  out to do this but fills one list it keeps reusing, so every class would get the last
+  class's average; and no client loads them, ``generators = official``.)
 
 The next round's train message carries the averaged weights, the global synthetic nodes
 (:data:`~fgl_flower.methods.fedlog.GLOBAL`) and the generators

@@ -37,6 +37,44 @@ def test_adaptation_moves_each_query_by_the_mean_message_of_all_prototypes(monke
     assert out.tolist() == [[2.0, 1.0], [2.0, 1.0]]
 
 
+def test_the_message_reads_the_querys_neighbourhood_and_distance():
+    """A real layer: other neighbour embeddings, or other prototypes, move the query
+    differently (the message is built from both)."""
+    torch.manual_seed(0)
+    layer = AdaptationLayer(3)
+    torch.nn.init.normal_(layer.trans_mlp[-1].weight)  # the code's gain-0.001 start barely moves
+    q, protos = torch.randn(2, 3), torch.randn(4, 3)
+    a, b = layer(q, torch.zeros(2, 3), protos), layer(q, torch.ones(2, 3), protos)
+    assert not torch.allclose(a, b) and not torch.allclose(a, layer(q, torch.zeros(2, 3), protos + 1))
+
+
+def codes_adaptation_step(layer: AdaptationLayer, q, nb, protos):
+    """The official ``clsf_module.forward`` transcribed: edges (row = synthetic node p, col =
+    query), messages from the query's neighbourhood, the update averaged over ``row``, and
+    the queries' rows ``P..`` of that average added to the queries."""
+    p, n = protos.size(0), q.size(0)
+    row = torch.arange(p).repeat(n)
+    col = torch.arange(p, p + n).repeat_interleave(p)
+    x, x_nb = torch.cat([protos, q]), torch.cat([protos, nb])
+    diff = x[row] - x[col]
+    msg = layer.msg_mlp(torch.cat([x_nb[col], (diff ** 2).sum(1, keepdim=True)], dim=1))
+    trans = diff * layer.trans_mlp(msg)
+    total = torch.zeros(p + n, q.size(1)).index_add_(0, row, trans)
+    count = torch.zeros(p + n, q.size(1)).index_add_(0, row, torch.ones_like(trans))
+    return q + (total / count.clamp(min=1))[p:]
+
+
+def test_the_codes_adaptation_step_leaves_the_queries_where_they_are():
+    """Transcribing the code's edge list and its average over the synthetic-node end shows the
+    queries unchanged: what ``adaptation = official`` returns without running the layers."""
+    torch.manual_seed(0)
+    layer = AdaptationLayer(4)
+    torch.nn.init.normal_(layer.trans_mlp[-1].weight)
+    q, nb, protos = torch.randn(5, 4), torch.randn(5, 4), torch.randn(6, 4)
+    assert torch.equal(codes_adaptation_step(layer, q, nb, protos), q)
+    assert not torch.allclose(layer(q, nb, protos), q)  # ours moves them
+
+
 def test_the_codes_adaptation_leaves_the_normalised_queries_and_learns_nothing():
     torch.manual_seed(0)
     q, nb, protos = torch.randn(5, 4), torch.randn(5, 4), torch.randn(6, 4)

@@ -55,7 +55,8 @@ def strategy(flat, **options) -> FedLoGStrategy:
 def test_aggregation_builds_the_global_nodes_and_the_class_generators_once(flat, messages):
     s = strategy(flat)
     mean, _ = s.aggregate_train(1, [reply(0, 1.0, [1.0, 0.0], 2.0), reply(1, 3.0, [1.0, 3.0], 6.0)])
-    assert record_torch(mean)["embedder.w"].tolist() == [2.0]  # the unweighted mean
+    assert record_torch(mean)["embedder.w"].tolist() == [2.0]  # FedAvg's mean of the reported weights
+    # (each client reports 1 under FedLoG's default agg-weight = uniform: the code's plain mean)
     # class 0: (1 + 3) / 2; class 1: client 1 only
     assert s.global_x[:, 0].tolist() == [2.0, 2.0, 3.0, 3.0] and s.global_y.tolist() == [0, 0, 1, 1]
     # generators per class: class 0 -> (2 + 6) / 2 = 4, class 1 -> 6 (client 1 alone)
@@ -74,6 +75,21 @@ def test_the_codes_generators_are_not_sent_and_round_one_sends_no_global(flat, m
     s.aggregate_train(1, [reply(0, 1.0, [1.0, 0.0], 2.0), reply(1, 3.0, [1.0, 3.0], 6.0)])
     content = list(s.configure_train(2, ArrayRecord(), ConfigRecord(), None))[0].content
     assert GLOBAL in content and CLASS_GENERATORS not in content
+
+
+def test_each_client_s_slots_are_permuted(flat, messages):
+    """One client: the global nodes of each class are its k = 6 slots in the seeded
+    permutation's order (not the identity for this seed), the same for every class."""
+    s = strategy(flat, **{"num-proto": 6})
+    slots = torch.arange(12.0).view(12, 1).expand(12, 3)
+    msg = reply(0, 0.0, [1.0, 0.0], None, k=6)
+    msg.content[SYNTHETIC] = torch_record({"syn-head": slots.clone(), "syn-tail": slots.clone(),
+                                           "class-rate": torch.tensor([1.0, 0.0], dtype=torch.float64)})
+    s.aggregate_train(1, [msg])
+    order = s.global_x[:6, 0].tolist()
+    assert sorted(order) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and order != sorted(order)
+    # class 1 (no client trains on it: weight 1/M) follows the same permutation
+    assert s.global_x[6:, 0].tolist() == [v + 6 for v in order]
 
 
 def test_a_round_without_uploads_keeps_the_model(flat, messages):
