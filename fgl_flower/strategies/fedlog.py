@@ -66,6 +66,10 @@ class FedLoGStrategy(FedAvgStrategy):
         self.global_y: np.ndarray | None = None  # [C k]
         self.generators: np.ndarray | None = None  # [C, parameters]
 
+    def idle_probes(self, server_round: int) -> tuple[str, ...]:
+        """Round 1 has no global synthetic data yet: its zero share is recorded, not watched."""
+        return ("fedlog.cd-share",) if server_round == 1 else ()
+
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
                         ) -> Iterable[Message]:
         content = self.round_content(server_round, arrays, config)

@@ -57,7 +57,8 @@ def test_the_mechanism_is_alive_on_cora(data_root, tmp_path, adaptation):
                 **SHORT, "data-root": str(data_root), "out-dir": str(tmp_path / "cora"), "progress": False})
     summary = run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
-    assert recs[0]["probes"]["fedlog.cd-share"]["max"] == 0.0
+    assert recs[0]["probes"]["fedlog.cd-share"]["max"] == 0.0  # no global data yet: recorded, not watched
+    assert "fedlog.cd-share" not in recs[0].get("probes_dead", {})
     assert recs[1]["probes"]["fedlog.cd-share"]["min"] > 1e-3
     assert recs[1]["probes"]["fedlog.syn-acc"]["min"] > 0.5  # the global nodes are learnable
     adapt = recs[1]["probes"]["fedlog.adapt"]
