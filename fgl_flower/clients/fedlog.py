@@ -47,7 +47,6 @@ from fgl_flower.seeds import derive_seed
 
 PRETRAINED = "fedlog.pretrained"  # context.state: the first round's pretraining is done
 SCALER = "fedlog.scaler"  # context.state: the per-class scaler s (JSON)
-GEN_STATE = "fedlog.generator"  # context.state: the pretrained neighbour generator
 
 
 def batches(n: int, size: int) -> list[Tensor]:
@@ -151,7 +150,8 @@ class FedLoGClient(LearnerClient):
 
     # -- first-round pretraining -------------------------------------------------------------
     def pretrain_generator(self):
-        """The neighbour generator's pretraining (module doc); returns it (kept in the state)."""
+        """The neighbour generator's pretraining (module doc); returns it for the upload (the
+        client has no use for it afterwards, nor has the code's)."""
         from fgl_flower.models.fedlog import NeighborGenerator, code_linear, neighbor_mean
 
         o, g = self.opts, self.data.data
@@ -179,7 +179,6 @@ class FedLoGClient(LearnerClient):
             loss = F.mse_loss(pred[mask], true_neighbors[mask]) + grad_loss
             loss.backward()
             opt.step()
-        self.state.save_module(GEN_STATE, gen)
         return gen
 
     def pretrain_model(self) -> None:
