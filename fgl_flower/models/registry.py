@@ -59,6 +59,7 @@ for _names, _cls, _task, _embeds, _hidden in (
     for _name in _names:
         MODELS.register(_name, ModelSpec(_cls, _task, _embeds, _hidden))
 
+
 def build_run_model(cfg: RunConfig, task: str, in_channels: int, out_channels: int) -> nn.Module:
     """The run's backbone for ``task``: :func:`build_model` with the run config's ``model``,
     ``hidden``, ``num-layers``, ``dropout`` and ``model-init`` (every place that builds the
