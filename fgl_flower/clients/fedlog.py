@@ -236,12 +236,13 @@ class FedLoGClient(LearnerClient):
                     loss = loss + o.cd_weight * loss_cd
                     shares.append(float(o.cd_weight * loss_cd.detach() / loss.detach().clamp_min(1e-12)))
                     probes["fedlog.syn-acc"] = acc
+                    probes["fedlog.syn-gain"] = acc - 1.0 / self.data.num_classes
                 loss.backward()
                 opt.step()
                 opt_syn.step()
         probes["fedlog.cd-share"] = sum(shares) / len(shares) if shares else 0.0
         probes["fedlog.scaler"] = float(self.scaler.mean())
-        return {"train_loss": float(loss_metric), **as_metrics(probes)}
+        return {"train_loss": loss_metric.item(), **as_metrics(probes)}
 
     def global_loss(self, gx: Tensor, gy: Tensor, gens: list, syn: tuple[Tensor, Tensor]) -> tuple[Tensor, float]:
         """The metric loss on the global synthetic nodes (branches half and half); updates the

@@ -32,6 +32,10 @@ PROBES = (
           "(last step)", dead_below=1e-6,
           why="the adaptation layers leave the queries as they are (adaptation = official)"),
     Probe("fedlog.syn-acc", "accuracy of the local model on the global synthetic nodes (last step)"),
+    Probe("fedlog.syn-gain", "fedlog.syn-acc minus chance (1 / classes), from a client's second round",
+          dead_below=0.05, why="the local model classifies the global synthetic nodes at chance: they "
+                               "carry no class information (the clients' synthetic nodes have barely "
+                               "trained: few local steps before the upload)"),
     Probe("fedlog.scaler", "mean over classes of the feature scaler pulling synthetic nodes to their mean"),
 )
 

@@ -61,6 +61,7 @@ def test_the_mechanism_is_alive_on_cora(data_root, tmp_path, adaptation):
     assert "fedlog.cd-share" not in recs[0].get("probes_dead", {})
     assert recs[1]["probes"]["fedlog.cd-share"]["min"] > 1e-3
     assert recs[1]["probes"]["fedlog.syn-acc"]["min"] > 0.5  # the global nodes are learnable
+    assert recs[1]["probes"]["fedlog.syn-gain"]["min"] > 0.05  # above chance: not dead
     adapt = recs[1]["probes"]["fedlog.adapt"]
     assert adapt["min"] > 1e-3 if adaptation == "queries" else adapt["max"] == 0.0
     assert summary["final"]["test_acc"] > 0.5  # learning (chance: 1/7)
