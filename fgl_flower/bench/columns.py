@@ -105,6 +105,7 @@ COLUMNS: dict[str, Column] = {
     "acc-mean": Column("test acc, client mean (best-val)", _at("best_val", "test_acc_mean")),
     "f1": Column("test macro-F1 (best-val)", _at("best_val", "test_f1")),
     "f1-all": Column("test macro-F1, all classes (best-val)", _at("best_val", "test_f1_all")),
+    "f1-all-final": Column("test macro-F1, all classes (final)", _at("final", "test_f1_all")),
     "val": Column("val acc (best-val)", _at("best_val", "val_acc")),
     "global-acc": Column("Stage-1 M_G test acc", _at("best_val", "global_test_acc")),
     "global-f1-all": Column("Stage-1 M_G macro-F1, all classes", _at("best_val", "global_test_f1_all")),
