@@ -39,6 +39,8 @@ def sharing_variance(stats: np.ndarray, mode: str) -> np.ndarray:
 
 
 class FedFAStrategy(FedAvgStrategy):
+    """FedAvg's mean, then each FFA layer's client-sharing variance (module doc)."""
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.mode = FedFAOptions.from_config(cfg).sharing

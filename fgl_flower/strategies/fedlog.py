@@ -55,6 +55,9 @@ def global_synthetic(syn: np.ndarray, rates: np.ndarray, perms: np.ndarray) -> n
 
 
 class FedLoGStrategy(FedAvgStrategy):
+    """FedAvg's mean of the shared weights plus the global synthetic nodes and the per-class
+    generators (module doc), sent with the next round's train message."""
+
     evaluates_in_train = True
 
     checkpointed = FedAvgStrategy.checkpointed + ("global_x", "global_y", "generators")
