@@ -30,7 +30,6 @@ from torch.func import functional_call
 from fgl_flower.clients.base import LearnerClient
 from fgl_flower.clients.learner import NodeLearner, node_metrics
 from fgl_flower.datasets import NodeClientData
-from fgl_flower.errors import ConfigError
 from fgl_flower.methods.apfl import APFLOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
@@ -67,8 +66,6 @@ class APFLClient(LearnerClient):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if not isinstance(self.data, NodeClientData):
-            raise ConfigError("apfl is a node-classification method here.")
         self.opts = APFLOptions.from_config(self.cfg)
         self.personal = NodeLearner(self.cfg, self.data, self.device)
         self.personal.restore(self.state, PERSONAL)

@@ -15,18 +15,12 @@ from __future__ import annotations
 from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.clients.learner import ModelBuilder, seeded_model
 from fgl_flower.datasets import NodeClientData
-from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedfa import FedFAOptions
 from fgl_flower.probes import as_metrics
 
 
 class FedFAClient(FedAvgClient):
     data: NodeClientData
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if not isinstance(self.data, NodeClientData):
-            raise ConfigError("fedfa is a node-classification method here.")
 
     def model_builder(self) -> ModelBuilder:
         from fgl_flower.models.fedfa import FedFANet, FFALayer

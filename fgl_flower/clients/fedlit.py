@@ -22,7 +22,6 @@ from flwr.app import RecordDict
 from fgl_flower.clients.base import LearnerClient
 from fgl_flower.clients.learner import ModelBuilder
 from fgl_flower.datasets import NodeClientData
-from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedlit import CENTROIDS, FedLitOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.records import torch_record
@@ -47,11 +46,6 @@ def type_shares(types: torch.Tensor, k: int) -> torch.Tensor:
 
 class FedLitClient(LearnerClient):
     data: NodeClientData
-
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        if not isinstance(self.data, NodeClientData):
-            raise ConfigError("fedlit is a node-classification method.")
 
     @property
     def options(self) -> FedLitOptions:

@@ -33,13 +33,13 @@ import torch
 import torch.nn.functional as F
 from flwr.app import ArrayRecord, RecordDict
 from torch import Tensor
+from torch.nn.utils import vector_to_parameters
 from torch_geometric.nn.models import GraphSAGE
 
 from fgl_flower.clients.base import LearnerClient
 from fgl_flower.clients.learner import ModelBuilder, make_adam
 from fgl_flower.datasets import NodeClientData
 from fgl_flower.device import cpu_seeded
-from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedlog import CLASS_GENERATORS, GENERATOR, GLOBAL, SYNTHETIC, FedLoGOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.records import get_record, record_torch, torch_record
@@ -68,18 +68,11 @@ def pair_graph(x: Tensor, generated: Tensor) -> tuple[Tensor, Tensor]:
     return feats, edges
 
 
-def flat_parameters(state: dict[str, Tensor]) -> Tensor:
-    """A generator's state dict as one vector (state-dict order)."""
-    return torch.cat([v.reshape(-1) for v in state.values()])
-
-
 class FedLoGClient(LearnerClient):
     data: NodeClientData
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if not isinstance(self.data, NodeClientData):
-            raise ConfigError("fedlog is a node-classification method.")
         self.opts = FedLoGOptions.from_config(self.cfg)
         saved = self.state.get_json(SCALER) if SCALER in self.state else None
         c = self.data.num_classes
@@ -138,13 +131,9 @@ class FedLoGClient(LearnerClient):
                 return [NeighborGenerator(f).to(self.device) for _ in range(c)]
         flat = record_torch(get_record(content, CLASS_GENERATORS, ArrayRecord))["weights"]
         gens = []
-        for row in flat:
+        for row in flat:  # the server's rows follow the state-dict order, the parameters' (no buffers)
             gen = NeighborGenerator(f)
-            state, offset = gen.state_dict(), 0
-            for k, v in state.items():
-                state[k] = row[offset:offset + v.numel()].view_as(v).to(v.dtype)
-                offset += v.numel()
-            gen.load_state_dict(state)
+            vector_to_parameters(row, gen.parameters())
             gens.append(gen.to(self.device))
         return gens
 

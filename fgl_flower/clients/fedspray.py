@@ -56,7 +56,6 @@ from fgl_flower.datasets import NodeClientData
 from fgl_flower.device import cpu_seeded
 from fgl_flower.dp.clipping import clipped_upload
 from fgl_flower.dp.options import dp_settings
-from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.probes import as_metrics
@@ -143,8 +142,6 @@ class FedSprayClient(FGLClient):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        if not isinstance(self.data, NodeClientData):
-            raise ConfigError("fedspray is a node-classification method.")
         self.opts = FedSprayOptions.from_config(self.cfg)
         self.dp = dp_settings(self.cfg)  # client-level DP (fgl_flower.dp): None without
         self.gnn = NodeLearner(self.cfg, self.data, self.device)

@@ -6,13 +6,18 @@ import pytest
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, RecordDict
 
-from fgl_flower.clients.fedlog import PRETRAINED, FedLoGClient, batches, flat_parameters, pair_graph
+from fgl_flower.clients.fedlog import PRETRAINED, FedLoGClient, batches, pair_graph
 from fgl_flower.clients.state import ClientState
 from fgl_flower.datasets import load_client_data
 from fgl_flower.methods.fedlog import CLASS_GENERATORS, GENERATOR, GLOBAL, SYNTHETIC
 from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, SERVER_ROUND
 from fgl_flower.records import record_torch, torch_record
+
+
+def flat_parameters(state: dict) -> torch.Tensor:
+    """A generator's state dict as one vector (state-dict order, as the server flattens it)."""
+    return torch.cat([v.reshape(-1) for v in state.values()])
 
 
 def test_batches_are_disjoint_full_size_and_drop_the_remainder():
