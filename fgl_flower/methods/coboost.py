@@ -13,6 +13,11 @@ PROBES = DENSE_PROBES + (
     Probe("coboost.weight-spread", "largest minus smallest client weight of the ensemble after the "
           "distillation (1/K each at the start)", dead_below=1e-6,
           why="the ensemble's weights never moved: Co-Boost's ensemble boosting is off"),
+    Probe("coboost.target-sharpness", "the distillation targets' mean largest probability (the ensemble "
+          "at the KD temperature on the pooled nodes), as a share of the way from 1/C to 1", dead_below=0.05,
+          why="the ensemble's distillation targets are uniform: the student learns nothing from them"),
+    Probe("coboost.effective-clients", "(sum w)^2 / sum w^2 of the ensemble weights after the distillation: "
+          "K when equal, 1 when one client's model is the whole teacher"),
 )
 
 
@@ -31,7 +36,7 @@ class CoBoostOptions(DENSEOptions):
     mu: float = 0.01  # step of the ensemble weights' signed gradient, times wdc^epoch
     wdc: float = 0.99
     wa_steps: int = 1  # passes over the pool adjusting the ensemble weights per epoch
-    ods_eta: float = 8 / 255  # on-the-fly input perturbation (features in [0, 1], as images)
+    ods_eta: float = 4 / 255  # on-the-fly input perturbation: the code's 8/255 on images normalised to [-1, 1]
 
 
 def check_config(cfg: RunConfig) -> None:

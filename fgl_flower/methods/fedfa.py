@@ -31,6 +31,8 @@ PROBES = (
     Probe("ffa.gamma-std", "std over channels of the fusion weight gamma_mu (client-sharing statistics)",
           dead_below=1e-6, why="every channel gets the same fusion weight: the federation's statistics "
                                "do not shape the augmentation (scalar sharing, or one client so far)"),
+    Probe("ffa.gamma-std-sigma", "std over channels of the fusion weight gamma_sigma (under statistics = reset "
+          "mostly the spread of the clients' counts of augmented forwards, docs/methods/fedfa.md)"),
     Probe("sharing-var", "mean over channels of the client-sharing variance of the statistic means (server)"),
 )
 

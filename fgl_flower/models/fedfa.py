@@ -119,10 +119,12 @@ class FFALayer(nn.Module):
 
     def probes(self) -> dict[str, float]:
         """``ffa.applied`` and ``ffa.shift`` (over the forwards since :meth:`reset_probes`;
-        the shift only if one was augmented) and ``ffa.gamma-std`` of the current sharing
-        variance."""
+        the shift only if one was augmented), ``ffa.gamma-std`` and ``ffa.gamma-std-sigma`` of
+        the current sharing variances (the fusion weights' spread over channels)."""
         gamma = fusion_weights(self.sharing_var_mean, self.eps)
-        out = {"ffa.applied": float(self.applied), "ffa.gamma-std": float(gamma.std(unbiased=False))}
+        gamma_sigma = fusion_weights(self.sharing_var_std, self.eps)
+        out = {"ffa.applied": float(self.applied), "ffa.gamma-std": float(gamma.std(unbiased=False)),
+               "ffa.gamma-std-sigma": float(gamma_sigma.std(unbiased=False))}
         if self.applied:
             out["ffa.shift"] = self.shift / self.applied
         return out

@@ -5,10 +5,13 @@ it: DENSE's one round (:mod:`fgl_flower.strategies.dense`) with three changes.
 - **Hard samples.** The generator's cross-entropy weighs each node by :math:`(1 - p_{y})^{hs}`,
   the ensemble's probability of the class aimed at (detached); the adversarial term is minus the
   student-teacher KL at :math:`T = 3` over all nodes; generator gradients clipped to norm 10.
-- **Ensemble boosting.** The teacher is :math:`\sum_k w_k f_k` with :math:`w_k = 1/K` at first;
-  after each epoch's synthesis (from the second on) every pooled graph moves the weights by
-  :math:`-\mu\,\mathrm{wdc}^{e}\,\mathrm{sign}(\nabla_w \mathrm{CE}(\sum_k w_k f_k(x), y))`, kept
-  within 1 of :math:`1/K` and in :math:`[0, 1]`.
+- **Ensemble boosting.** The teacher is :math:`\sum_k w_k f_k / \sum_k w_k` (the code's
+  ``WEnsemble``: only the weights' proportions count) with :math:`w_k = 1/K` at first. After
+  each epoch's synthesis (from the second on), before its graph joins the pool, the weights take
+  one signed step :math:`-\mu\,\mathrm{wdc}^{e}\,\mathrm{sign}(\nabla_w \mathrm{CE})` per batch
+  of ``num-gen`` pooled nodes (shuffled across the pool, as the code's loader; the clients'
+  logits on the pool are cached, the teachers being fixed), each kept within 1 of the weights
+  at the epoch's start and in :math:`[0, 1]`.
 - **Perturbed distillation.** Each pooled graph's features move by
   :math:`\eta\,\mathrm{sign}(\nabla_x \langle r, \mathrm{softmax}(\bar f(x)/4)\rangle)` with
   :math:`r \sim U(-1, 1)` before the student's step on :math:`T^2\,\mathrm{KL}` at :math:`T = 4`
@@ -23,7 +26,8 @@ import torch.nn.functional as F
 
 from fgl_flower.methods.coboost import CoBoostOptions
 from fgl_flower.models.dense import kd_loss
-from fgl_flower.strategies.dense import DENSEStrategy, client_logits
+from fgl_flower.seeds import derive_seed
+from fgl_flower.strategies.dense import DENSEStrategy
 
 
 class CoBoostStrategy(DENSEStrategy):
@@ -33,9 +37,12 @@ class CoBoostStrategy(DENSEStrategy):
         super().__init__(cfg)
         self.weights: torch.Tensor | None = None  # [K] ensemble weights
         self._scheduler = None
+        self._order: torch.Generator | None = None  # shuffles the pool for the weights' steps
 
-    def ensemble(self, teachers, x, edges):
-        return torch.einsum("k,knc->nc", self.weights, client_logits(teachers, x, edges))
+    def combine(self, clients, weights=None):
+        """``[K, n, C]`` -> ``Σ_k w_k f_k / Σ_k w_k`` (``weights``: the current ones)."""
+        w = self.weights if weights is None else weights
+        return torch.einsum("k,knc->nc", w, clients) / w.sum()
 
     def generator_loss(self, s_out, t_out, targets):
         o = self.opts
@@ -62,20 +69,21 @@ class CoBoostStrategy(DENSEStrategy):
         self._scheduler.step()
 
     def after_synthesis(self, epoch, teachers, pool):
-        """The ensemble weights' signed-gradient steps over the pool (from the second epoch)."""
+        """The ensemble weights' signed-gradient steps over the earlier epochs' graphs."""
         o = self.opts
-        if epoch == 0:
+        if epoch == 0 or not pool:
             return
-        start = torch.full_like(self.weights, 1.0 / len(teachers))
+        start = self.weights.clone()  # the code's ori_weight
         step = o.mu * o.wdc ** epoch
+        clients = torch.cat([e["clients"] for e in pool], dim=1)  # [K, N, C]
+        targets = torch.cat([e["targets"] for e in pool])
         for _ in range(o.wa_steps):
-            for entry in pool:
+            for chunk in torch.randperm(targets.numel(), generator=self._order).split(o.num_gen):
+                chunk = chunk.to(clients.device)
                 w = self.weights.clone().requires_grad_(True)
-                with torch.no_grad():
-                    outs = client_logits(teachers, entry["x"], entry["edges"])
-                loss = F.cross_entropy(torch.einsum("k,knc->nc", w, outs), entry["targets"])
+                loss = F.cross_entropy(self.combine(clients[:, chunk], w), targets[chunk])
                 (grad,) = torch.autograd.grad(loss, w)
-                moved = (w.detach() - step * grad.sign()).clamp(0.0, 1.0)
+                moved = w.detach() - step * grad.sign()
                 self.weights = (start + (moved - start).clamp(-1.0, 1.0)).clamp(0.0, 1.0)
 
     def kd_loss(self, student, teachers, batch):
@@ -92,5 +100,15 @@ class CoBoostStrategy(DENSEStrategy):
 
     def distill(self, server_round, teachers, student, shape):
         self.weights = torch.full((len(teachers),), 1.0 / len(teachers), device=self.device)
+        self._order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "coboost-weights", server_round))
         super().distill(server_round, teachers, student, shape)
-        self.last["coboost.weight-spread"] = float(self.weights.max() - self.weights.min())
+
+    def pool_probes(self, pool, student, fit, classes):
+        """DENSE's, the targets' sharpness and the final weights' spread and effective count."""
+        out = super().pool_probes(pool, student, fit, classes)
+        top = torch.cat([F.softmax(self.combine(e["clients"]) / self.opts.temperature, -1).amax(-1) for e in pool])
+        w, chance = self.weights, 1.0 / classes
+        out["coboost.target-sharpness"] = (float(top.mean()) - chance) / (1.0 - chance)
+        out["coboost.weight-spread"] = float(w.max() - w.min())
+        out["coboost.effective-clients"] = float(w.sum() ** 2 / (w * w).sum())
+        return out

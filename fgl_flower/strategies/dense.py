@@ -11,7 +11,8 @@ freshly initialised global model :math:`f` (the student), ``epochs`` times:
    \mathrm{adv}\cdot\mathcal L_{adv}(f(\tilde G), \bar f(\tilde G))` for random sorted classes
    :math:`\mathbf y`, with :math:`\tilde G` the kNN graph over :math:`G(\mathbf z)` and
    :math:`\mathcal L_{adv}` minus the student-teacher KL on the nodes where they disagree; the
-   lowest-loss features join the pool (with their graph and the ensemble's logits).
+   lowest-loss features join the pool (with their graph, the clients' and the ensemble's
+   logits).
 2. **Distillation.** As many SGD steps (momentum 0.9) on :math:`T^2\,\mathrm{KL}(\bar f/T
    \,\|\, f/T)` as the pool holds graphs, each on ``num-gen`` nodes drawn from across the pool
    (the official loader's shuffled batches mix images of every epoch's synthesis): the student
@@ -112,9 +113,13 @@ class DENSEStrategy(FedAvgStrategy):
         out = torch_record({k: v.detach().cpu() for k, v in student.state_dict().items()})
         return out, self.aggregate_train_metrics(replies)
 
+    def combine(self, clients: torch.Tensor) -> torch.Tensor:
+        """``[K, n, C]`` client logits -> the teacher's ``[n, C]``: their mean."""
+        return clients.mean(0)
+
     def ensemble(self, teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
-        """The teacher: the clients' mean logits."""
-        return client_logits(teachers, x, edges).mean(0)
+        """The teacher's logits on a graph (:meth:`combine` of the clients')."""
+        return self.combine(client_logits(teachers, x, edges))
 
     def generator_loss(self, s_out: torch.Tensor, t_out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """``oh`` CE to the sampled classes plus ``adv`` times the adversarial term."""
@@ -128,7 +133,9 @@ class DENSEStrategy(FedAvgStrategy):
         return kd_loss(student(batch["x"], batch["edges"])[nodes], batch["teacher"][nodes], self.opts.temperature)
 
     def after_synthesis(self, epoch: int, teachers: list[torch.nn.Module], pool: list[dict]) -> None:
-        """Between an epoch's synthesis and its distillation (DENSE: nothing)."""
+        """After an epoch's synthesis, before its graph joins ``pool`` (each entry: ``x``,
+        ``edges``, ``targets``, the clients' logits ``clients [K, n, C]``, ``teacher``) and
+        the distillation (DENSE: nothing)."""
 
     def distill(self, server_round: int, teachers: list[torch.nn.Module], student: torch.nn.Module,
                 shape: tuple[int, int]) -> None:
@@ -137,7 +144,7 @@ class DENSEStrategy(FedAvgStrategy):
         order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "dense-order", server_round))
         generator = FeatureGenerator(o.noise_dim, shape[0]).to(self.device)
         opt_s = self.student_optimizer(student)
-        pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the ensemble's logits
+        pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the clients' and ensemble's logits
         fit = torch.zeros(())
         for epoch in range(o.epochs):
             generator.reset()
@@ -158,9 +165,11 @@ class DENSEStrategy(FedAvgStrategy):
                 self.clip_generator(generator)
                 opt_g.step()
             x, edges, fit = best
+            self.after_synthesis(epoch, teachers, pool)  # on the earlier epochs' graphs (Co-Boost's order)
             with torch.no_grad():
-                pool.append({"x": x, "edges": edges, "targets": targets, "teacher": self.ensemble(teachers, x, edges)})
-            self.after_synthesis(epoch, teachers, pool)
+                clients = client_logits(teachers, x, edges)
+            pool.append({"x": x, "edges": edges, "targets": targets, "clients": clients,
+                         "teacher": self.combine(clients)})
             student.train()
             for batch in student_batches(pool, o.batch_graphs, o.num_gen, order):
                 opt_s.zero_grad()
@@ -170,10 +179,15 @@ class DENSEStrategy(FedAvgStrategy):
             self.end_epoch()
         student.eval()
         with torch.no_grad():
-            agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == self.ensemble(teachers, e["x"], e["edges"])
-                                .argmax(-1)).float() for e in pool])
-        chance = 1.0 / shape[1]
-        self.last = {"dense.teacher-fit": (float(fit) - chance) / (1.0 - chance), "dense.agreement": float(agree.mean())}
+            self.last = self.pool_probes(pool, student, float(fit), shape[1])
+
+    def pool_probes(self, pool: list[dict], student: torch.nn.Module, fit: float, classes: int) -> dict[str, float]:
+        """The probes after the distillation: ``dense.teacher-fit`` (the last synthesis's share
+        of nodes the ensemble puts in their target class, chance 0) and ``dense.agreement``."""
+        agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == self.combine(e["clients"]).argmax(-1))
+                           .float() for e in pool])
+        chance = 1.0 / classes
+        return {"dense.teacher-fit": (fit - chance) / (1.0 - chance), "dense.agreement": float(agree.mean())}
 
     def student_optimizer(self, student: torch.nn.Module) -> torch.optim.Optimizer:
         """SGD with momentum 0.9 at ``kd-lr``."""

@@ -57,9 +57,9 @@ class FedFAStrategy(FedAvgStrategy):
         levels = []
         for key in mean.keys():
             for stat, target in STATISTICS.items():
-                if key.endswith(stat):
+                shared = key[: -len(stat)] + target
+                if key.endswith(stat) and shared in out:  # an FFA layer's (not a BatchNorm's running_mean)
                     var = sharing_variance(np.stack([array_numpy(r[key]) for r in records]), self.mode)
-                    shared = key[: -len(stat)] + target
                     out[shared] = array_of(var.astype(array_numpy(mean[shared]).dtype))
                     if stat == "running_mean":
                         levels.append(float(var.mean()))

@@ -19,17 +19,6 @@ def strategy(flat, **more):
     return CoBoostStrategy(parse_run_config({**flat, **SMALL, **more}))
 
 
-class Fixed(torch.nn.Module):
-    """A 'model' that returns fixed logits whatever the graph."""
-
-    def __init__(self, logits):
-        super().__init__()
-        self.logits = logits
-
-    def forward(self, x, edges):
-        return self.logits
-
-
 def test_a_node_the_ensemble_already_gets_right_adds_no_cross_entropy(flat):
     s = strategy(flat, **{"coboost.adv": 0.0})
     t = torch.tensor([[20.0, -20.0], [0.0, 0.0]])  # node 0: p(target 0) ~ 1; node 1: p = 0.5
@@ -38,26 +27,76 @@ def test_a_node_the_ensemble_already_gets_right_adds_no_cross_entropy(flat):
     assert float(s.generator_loss(t, t, targets)) == pytest.approx(float(expected), rel=1e-4)
 
 
+def test_only_the_weights_proportions_count(flat):
+    """The code's WEnsemble divides by the weights' sum: scaling them changes no logit."""
+    s = strategy(flat)
+    clients = torch.tensor([[[4.0, 0.0]], [[0.0, 2.0]]])  # [K=2, n=1, C=2]
+    s.weights = torch.tensor([0.2, 0.6])
+    assert s.combine(clients)[0].tolist() == pytest.approx([1.0, 1.5])
+    s.weights = torch.tensor([0.1, 0.3])
+    assert s.combine(clients)[0].tolist() == pytest.approx([1.0, 1.5])
+
+
 def test_the_ensemble_weights_move_towards_the_client_that_is_right(flat):
+    """With w = (1/2, 1/2) the teacher is (2.5, 2.5); CE's gradient (-1/2, 1/2) on it gives
+    dCE/dw = (f_k - teacher) . (-1/2, 1/2) / sum w = -2.5 for the right client, +2.5 for the
+    wrong one: one signed step of mu each way."""
     s = strategy(flat, **{"coboost.mu": 0.1, "coboost.wdc": 1.0})
-    right, wrong = Fixed(torch.tensor([[5.0, 0.0]])), Fixed(torch.tensor([[0.0, 5.0]]))
+    s._order = torch.Generator().manual_seed(0)
     s.weights = torch.full((2,), 0.5)  # as distill starts: 1/K each
-    pool = [{"x": None, "edges": None, "targets": torch.tensor([0])}]
-    s.after_synthesis(0, [right, wrong], pool)
+    pool = [{"clients": torch.tensor([[[5.0, 0.0]], [[0.0, 5.0]]]), "targets": torch.tensor([0])}]
+    s.after_synthesis(0, [], pool)
     assert s.weights.tolist() == [0.5, 0.5]  # not in the first epoch
-    s.after_synthesis(1, [right, wrong], pool)
-    assert s.weights.tolist() == pytest.approx([0.6, 0.4])  # one signed step of mu
+    s.after_synthesis(1, [], pool)
+    assert s.weights.tolist() == pytest.approx([0.6, 0.4])
     for epoch in range(2, 40):
-        s.after_synthesis(epoch, [right, wrong], pool)
+        s.after_synthesis(epoch, [], pool)
     assert s.weights.tolist() == [1.0, 0.0]  # kept in [0, 1]
+
+
+def test_one_step_per_batch_of_pooled_nodes(flat):
+    """Two pooled graphs of num-gen nodes: two signed steps an epoch (the code's loader over
+    the pool, batches of the synthesis size)."""
+    s = strategy(flat, **{"coboost.mu": 0.1, "coboost.wdc": 1.0, "coboost.num-gen": 2, "coboost.topk": 1})
+    s._order = torch.Generator().manual_seed(0)
+    s.weights = torch.full((2,), 0.5)
+    graph = {"clients": torch.tensor([[[5.0, 0.0]] * 2, [[0.0, 5.0]] * 2]), "targets": torch.tensor([0, 0])}
+    s.after_synthesis(1, [], [graph, graph])
+    assert s.weights.tolist() == pytest.approx([0.7, 0.3])
+
+
+class Linear(torch.nn.Module):
+    def __init__(self, f, c):
+        super().__init__()
+        self.lin = torch.nn.Linear(f, c)
+
+    def forward(self, x, edges):
+        return self.lin(x)
+
+
+def test_the_weights_move_before_the_epochs_graph_joins_the_pool(flat):
+    """The code adjusts the weights on the earlier epochs' data, then adds the new batch."""
+    seen = []
+
+    class Spy(CoBoostStrategy):
+        def after_synthesis(self, epoch, teachers, pool):
+            seen.append(len(pool))
+            super().after_synthesis(epoch, teachers, pool)
+
+    s = Spy(parse_run_config({**flat, **SMALL}))
+    torch.manual_seed(0)
+    s.distill(1, [Linear(5, 3).requires_grad_(False) for _ in range(2)], Linear(5, 3), (5, 3))
+    assert seen == [0, 1, 2, 3]
 
 
 def test_one_round_boosts_the_ensemble_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
     rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[0])
-    assert set(rec["probes"]) == {"dense.teacher-fit", "dense.agreement", "coboost.weight-spread"}
+    assert set(rec["probes"]) == {"dense.teacher-fit", "dense.agreement", "coboost.weight-spread",
+                                  "coboost.effective-clients", "coboost.target-sharpness"}
     assert rec["probes"]["coboost.weight-spread"]["mean"] > 0
+    assert 1 <= rec["probes"]["coboost.effective-clients"]["mean"] <= 3  # SMALL's 3 clients
     assert 0 < summary["final"]["test_acc"] <= 1
 
 

@@ -20,10 +20,10 @@ def test_sharing_variance_by_hand():
     assert sharing_variance(stats, "scalar").tolist() == [1.0, 1.0]
 
 
-def reply(pid: int, w: float, mean: list[float], n: float) -> Message:
+def reply(pid: int, w: float, mean: list[float], n: float, extra: dict | None = None) -> Message:
     arrays = {"backbone.w": torch.tensor([w]), "ffa.running_mean": torch.tensor(mean),
               "ffa.running_std": torch.tensor([1.0, 1.0]), "ffa.sharing_var_mean": torch.ones(2),
-              "ffa.sharing_var_std": torch.ones(2)}
+              "ffa.sharing_var_std": torch.ones(2), **(extra or {})}
     content = RecordDict({ARRAYS: torch_record(arrays), METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n})})
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
@@ -48,3 +48,16 @@ def test_one_client_leaves_the_variance_as_it_was(flat, messages):
     s = FedFAStrategy(parse_run_config(flat))
     out, _ = s.aggregate_train(1, [reply(0, 1.0, [0.0, 1.0], 1.0)])
     assert record_torch(out)["ffa.sharing_var_mean"].tolist() == [1.0, 1.0]
+
+
+def test_a_batch_norm_running_mean_is_only_averaged(flat, messages):
+    """A backbone BatchNorm's ``running_mean`` has no sharing variance beside it: FedAvg's mean,
+    and no ``sharing_var_mean`` key is made up for it."""
+    flat.update({"method": "fedfa", "model": "acmgcn"})
+    s = FedFAStrategy(parse_run_config(flat))
+    out, _ = s.aggregate_train(1, [reply(0, 1.0, [0.0, 1.0], 1.0, {"bn.running_mean": torch.tensor([2.0])}),
+                                   reply(1, 4.0, [4.0, 1.0], 1.0, {"bn.running_mean": torch.tensor([4.0])})])
+    t = record_torch(out)
+    assert t["bn.running_mean"].tolist() == [3.0]
+    assert "bn.sharing_var_mean" not in t
+    assert t["ffa.sharing_var_mean"].tolist() == [4.0, 0.0]
