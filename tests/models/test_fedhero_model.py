@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 
 from fgl_flower.models import fedhero
-from fgl_flower.models.fedhero import FedHERONet, LatentGraph, StructureLearner, pair_sq_distances
+from fgl_flower.models.fedhero import FedHERONet, StructureLearner, pair_sq_distances
 
 
 def dense_topk(sim: torch.Tensor, k: int, latent: str = "weighted") -> torch.Tensor:
