@@ -11,8 +11,7 @@ freshly initialised global model :math:`f` (the student), ``epochs`` times:
    \mathrm{adv}\cdot\mathcal L_{adv}(f(\tilde G), \bar f(\tilde G))` for random sorted classes
    :math:`\mathbf y`, with :math:`\tilde G` the kNN graph over :math:`G(\mathbf z)` and
    :math:`\mathcal L_{adv}` minus the student-teacher KL on the nodes where they disagree; the
-   lowest-loss features join the pool (with their graph, the clients' and the ensemble's
-   logits).
+   lowest-loss features join the pool (with their graph and the clients' logits).
 2. **Distillation.** As many SGD steps (momentum 0.9) on :math:`T^2\,\mathrm{KL}(\bar f/T
    \,\|\, f/T)` as the pool holds graphs, each on ``num-gen`` nodes drawn from across the pool
    (the official loader's shuffled batches mix images of every epoch's synthesis): the student
@@ -44,12 +43,13 @@ from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 def union(pool: list[dict], entries: list[int]) -> dict:
     """The pooled graphs ``entries`` as one graph (their disjoint union): ``x``, ``edges``,
-    ``teacher`` and ``targets`` concatenated, edges shifted."""
+    the clients' logits ``clients`` (along the nodes) and ``targets`` concatenated, edges
+    shifted."""
     graphs = [pool[e] for e in entries]
     offsets = torch.tensor([0, *(g["x"].size(0) for g in graphs[:-1])]).cumsum(0).tolist()
     return {"x": torch.cat([g["x"] for g in graphs]),
             "edges": torch.cat([g["edges"] + o for g, o in zip(graphs, offsets)], dim=1),
-            "teacher": torch.cat([g["teacher"] for g in graphs]),
+            "clients": torch.cat([g["clients"] for g in graphs], dim=1),
             "targets": torch.cat([g["targets"] for g in graphs]),
             "offsets": dict(zip(entries, offsets))}
 
@@ -127,15 +127,16 @@ class DENSEStrategy(FedAvgStrategy):
         return o.oh * F.cross_entropy(t_out, targets) + o.adv * adversarial_loss(s_out, t_out)
 
     def kd_loss(self, student: torch.nn.Module, teachers: list[torch.nn.Module], batch: dict) -> torch.Tensor:
-        """The student's loss on a batch's ``nodes`` (:func:`student_batches`; the ensemble's
+        """The student's loss on a batch's ``nodes`` (:func:`student_batches`; the clients'
         logits cached)."""
         nodes = batch["nodes"].to(self.device)
-        return kd_loss(student(batch["x"], batch["edges"])[nodes], batch["teacher"][nodes], self.opts.temperature)
+        teacher = self.combine(batch["clients"])[nodes]
+        return kd_loss(student(batch["x"], batch["edges"])[nodes], teacher, self.opts.temperature)
 
     def after_synthesis(self, epoch: int, teachers: list[torch.nn.Module], pool: list[dict]) -> None:
         """After an epoch's synthesis, before its graph joins ``pool`` (each entry: ``x``,
-        ``edges``, ``targets``, the clients' logits ``clients [K, n, C]``, ``teacher``) and
-        the distillation (DENSE: nothing)."""
+        ``edges``, ``targets``, the clients' logits ``clients [K, n, C]``) and the distillation
+        (DENSE: nothing)."""
 
     def distill(self, server_round: int, teachers: list[torch.nn.Module], student: torch.nn.Module,
                 shape: tuple[int, int]) -> None:
@@ -144,7 +145,7 @@ class DENSEStrategy(FedAvgStrategy):
         order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "dense-order", server_round))
         generator = FeatureGenerator(o.noise_dim, shape[0]).to(self.device)
         opt_s = self.student_optimizer(student)
-        pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the clients' and ensemble's logits
+        pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the clients' logits
         fit = torch.zeros(())
         for epoch in range(o.epochs):
             generator.reset()
@@ -168,8 +169,7 @@ class DENSEStrategy(FedAvgStrategy):
             self.after_synthesis(epoch, teachers, pool)  # on the earlier epochs' graphs (Co-Boost's order)
             with torch.no_grad():
                 clients = client_logits(teachers, x, edges)
-            pool.append({"x": x, "edges": edges, "targets": targets, "clients": clients,
-                         "teacher": self.combine(clients)})
+            pool.append({"x": x, "edges": edges, "targets": targets, "clients": clients})
             student.train()
             for batch in student_batches(pool, o.batch_graphs, o.num_gen, order):
                 opt_s.zero_grad()

@@ -49,7 +49,7 @@ def pool_of(n: int, size: int) -> list[dict]:
     and a ring as its graph."""
     ring = torch.stack([torch.arange(size), (torch.arange(size) + 1) % size])
     return [{"x": (100.0 * e + torch.arange(size, dtype=torch.float))[:, None], "edges": ring,
-             "teacher": torch.full((size, 2), float(e)), "targets": torch.zeros(size, dtype=torch.long)}
+             "clients": torch.full((1, size, 2), float(e)), "targets": torch.zeros(size, dtype=torch.long)}
             for e in range(n)]
 
 
@@ -66,7 +66,7 @@ def test_a_student_step_mixes_nodes_of_several_pooled_graphs():
         # edges stay inside their graph: a ring shifted by the graph's offset
         src, dst = b["edges"]
         assert torch.equal(src // 4, dst // 4)
-        assert torch.equal(b["teacher"][:, 0], b["x"][:, 0].div(100).floor())  # logits follow their nodes
+        assert torch.equal(b["clients"][0, :, 0], b["x"][:, 0].div(100).floor())  # logits follow their nodes
     assert len({tuple(b["x"][::4, 0].tolist()) for b in batches}) > 1  # different graphs per step
 
 
