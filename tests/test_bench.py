@@ -630,3 +630,44 @@ def test_probe_columns_read_the_last_rounds_client_mean():
     assert COLUMNS["latent-nonempty"].value(summary) == 0.25
     assert COLUMNS["clusters"].value(summary) == 3.0
     assert COLUMNS["latent-hubs"].value(summary) is None and COLUMNS["clusters"].value({}) is None
+
+
+def test_records_keep_every_value_a_column_reads_and_no_other(tmp_path):
+    """A record keeps what any column reads of a summary's points (also the privacy page's ε
+    and z under ``dp``, which records once dropped), and leaves per-client resources and the
+    values no column reads; the page rendered from the records alone equals the one from the
+    run folders."""
+    import shutil
+
+    from fgl_flower.bench import COLUMNS, load_records, records_path, run_record, write_docs
+
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2]\n'
+                    'columns = ["acc", "epsilon", "noise", "upload-bytes"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\npartition = "louvain"\nclients = 2\n')
+    exp = load_experiment(spec, root=tmp_path)
+    for seed in (1, 2):
+        folder = exp.out / exp.rows[0].slug / f"seed{seed}"
+        folder.mkdir(parents=True)
+        point = {"round": 3, "selected_by": "val_acc", "test_acc": 0.5 + seed / 10, "test_loss": 1.2}
+        (folder / "summary.json").write_text(json.dumps({
+            "seed": seed, "final": point, "best_val": point, "total_time_s": 3.0, "rounds_completed": 3,
+            "dp": {"epsilon": 4.0 * seed, "noise_multiplier": 1.5, "delta": 1e-5},
+            "resources": {"upload_bytes": 1000.0, "clients": {"0": {"flops": 1.0}}}}))
+    write_docs([exp])
+    from_folders = (tmp_path / "doc.md").read_text()
+    assert "| 4.00 |" not in from_folders and "| 6.00 | 1.50 | 1000 |" in from_folders
+    run = next(r for (_, seed), r in load_records(records_path(exp.doc)).items() if seed == 1)
+    assert run["dp"] == {"epsilon": 4.0, "noise_multiplier": 1.5}
+    assert run["resources"] == {"upload_bytes": 1000.0}
+    assert run["best_val"] == {"round": 3, "selected_by": "val_acc", "test_acc": 0.6}
+    shutil.rmtree(exp.out)
+    write_docs([exp])
+    assert (tmp_path / "doc.md").read_text() == from_folders
+
+    summary: dict = {}
+    for column in COLUMNS.values():
+        if column.point:
+            summary.setdefault(column.point[0], {})[column.point[1]] = 0.5
+    for name, column in COLUMNS.items():  # every column reads the same value from the record
+        assert column.value(run_record(summary)) == column.value(summary), name

@@ -23,6 +23,9 @@ class Column:
     #: Bulky parts of a run's record it reads besides the summary points (``history``,
     #: ``final_clients``): records keep them only for the experiments whose columns read them.
     reads: tuple[str, ...] = ()
+    #: ``(point, key)``: the summary value it reads (``summary[point][key]``), for the
+    #: columns of :func:`metric`; run records keep the values some column reads.
+    point: tuple[str, str] | None = None
 
     def render(self, runs: list[Mapping[str, Any]]) -> str:
         values = [v for r in runs if (v := self.value(r)) is not None]
@@ -31,6 +34,12 @@ class Column:
 
 def _at(point: str, key: str) -> Callable[[Mapping[str, Any]], float | None]:
     return lambda summary: summary.get(point, {}).get(key)
+
+
+def metric(header: str, point: str, key: str,
+           cell: Callable[[list[float], list[Mapping[str, Any]]], str] | None = None, **kw: Any) -> Column:
+    """A column of ``summary[point][key]`` (e.g. ``best_val``/``test_acc``)."""
+    return Column(header, _at(point, key), cell, point=(point, key), **kw)
 
 
 def _probe(name: str) -> Callable[[Mapping[str, Any]], float | None]:
@@ -100,24 +109,24 @@ def _first_rounds(values: list[float], runs: list[Mapping[str, Any]]) -> str:
 
 #: Metric columns an experiment may list in ``columns``.
 COLUMNS: dict[str, Column] = {
-    "acc": Column("test acc, weighted (best-val)", _at("best_val", "test_acc")),
-    "acc-final": Column("test acc, weighted (final)", _at("final", "test_acc")),
-    "acc-mean": Column("test acc, client mean (best-val)", _at("best_val", "test_acc_mean")),
-    "f1": Column("test macro-F1 (best-val)", _at("best_val", "test_f1")),
-    "f1-all": Column("test macro-F1, all classes (best-val)", _at("best_val", "test_f1_all")),
-    "f1-all-final": Column("test macro-F1, all classes (final)", _at("final", "test_f1_all")),
-    "val": Column("val acc (best-val)", _at("best_val", "val_acc")),
-    "global-acc": Column("Stage-1 M_G test acc", _at("best_val", "global_test_acc")),
-    "global-f1-all": Column("Stage-1 M_G macro-F1, all classes", _at("best_val", "global_test_f1_all")),
-    "acc-last5": Column("test acc, weighted (mean of last 5 rounds)", _at("last", "test_acc")),
-    "val-last5": Column("val acc, weighted (mean of last 5 rounds)", _at("last", "val_acc")),
-    "worst": Column("worst client (best-val)", _at("best_val", "test_acc_worst")),
-    "minority": Column("minority acc, pooled (best-val)", _at("best_val", "test_minority_acc")),
-    "minority-final": Column("minority acc, pooled (final)", _at("final", "test_minority_acc")),
-    "acc-paper": Column("test acc, client mean (final) ± FedStar std", _at("final", "test_acc_mean"),
+    "acc": metric("test acc, weighted (best-val)", "best_val", "test_acc"),
+    "acc-final": metric("test acc, weighted (final)", "final", "test_acc"),
+    "acc-mean": metric("test acc, client mean (best-val)", "best_val", "test_acc_mean"),
+    "f1": metric("test macro-F1 (best-val)", "best_val", "test_f1"),
+    "f1-all": metric("test macro-F1, all classes (best-val)", "best_val", "test_f1_all"),
+    "f1-all-final": metric("test macro-F1, all classes (final)", "final", "test_f1_all"),
+    "val": metric("val acc (best-val)", "best_val", "val_acc"),
+    "global-acc": metric("Stage-1 M_G test acc", "best_val", "global_test_acc"),
+    "global-f1-all": metric("Stage-1 M_G macro-F1, all classes", "best_val", "global_test_f1_all"),
+    "acc-last5": metric("test acc, weighted (mean of last 5 rounds)", "last", "test_acc"),
+    "val-last5": metric("val acc, weighted (mean of last 5 rounds)", "last", "val_acc"),
+    "worst": metric("worst client (best-val)", "best_val", "test_acc_worst"),
+    "minority": metric("minority acc, pooled (best-val)", "best_val", "test_minority_acc"),
+    "minority-final": metric("minority acc, pooled (final)", "final", "test_minority_acc"),
+    "acc-paper": metric("test acc, client mean (final) ± FedStar std", "final", "test_acc_mean",
                         _with_fedstar_std, reads=("final_clients",)),
-    "acc-paper-runstd": Column("± run std", _at("final", "test_acc_mean"), _run_std),
-    "acc-gcfl": Column("client mean, GCFL's rule (final)", _at("final", "test_acc_gcfl_mean")),
+    "acc-paper-runstd": metric("± run std", "final", "test_acc_mean", _run_std),
+    "acc-gcfl": metric("client mean, GCFL's rule (final)", "final", "test_acc_gcfl_mean"),
     "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds,
                       reads=("history",)),
     "latent-nonempty": Column("latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")),
@@ -125,15 +134,24 @@ COLUMNS: dict[str, Column] = {
     "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),
     "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
     "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
-    "epsilon": Column("ε spent (δ = 1e-5 unless noted)", _at("dp", "epsilon"), _plain(".2f")),
-    "noise": Column("noise multiplier z", _at("dp", "noise_multiplier"), _plain(".2f")),
-    "gflops": Column("GFLOPs /client/round", _at("resources", "gflops"), _plain(".2f")),
-    "mp-gflops": Column("message-passing GFLOPs /client/round", _at("resources", "mp_gflops"), _plain(".2f")),
-    "payload-kib": Column("payload KiB (4 B × shared params)", _at("resources", "payload_kib"), _plain(".2f")),
-    "upload-bytes": Column("upload B /client/round (metered)", _at("resources", "upload_bytes"), _plain(".0f")),
-    "model-kib": Column("model KiB (client mean)", _at("resources", "model_kib"), _plain(".2f")),
-    "shared-params": Column("shared params", _at("resources", "shared_params"), _plain(".0f")),
+    "epsilon": metric("ε spent (δ = 1e-5 unless noted)", "dp", "epsilon", _plain(".2f")),
+    "noise": metric("noise multiplier z", "dp", "noise_multiplier", _plain(".2f")),
+    "gflops": metric("GFLOPs /client/round", "resources", "gflops", _plain(".2f")),
+    "mp-gflops": metric("message-passing GFLOPs /client/round", "resources", "mp_gflops", _plain(".2f")),
+    "payload-kib": metric("payload KiB (4 B × shared params)", "resources", "payload_kib", _plain(".2f")),
+    "upload-bytes": metric("upload B /client/round (metered)", "resources", "upload_bytes", _plain(".0f")),
+    "model-kib": metric("model KiB (client mean)", "resources", "model_kib", _plain(".2f")),
+    "shared-params": metric("shared params", "resources", "shared_params", _plain(".0f")),
 }
+
+
+def read_points() -> dict[str, frozenset[str]]:
+    """``point -> keys``: the summary values some column of :data:`COLUMNS` reads."""
+    points: dict[str, set[str]] = {}
+    for column in COLUMNS.values():
+        if column.point is not None:
+            points.setdefault(column.point[0], set()).add(column.point[1])
+    return {point: frozenset(keys) for point, keys in points.items()}
 
 
 DEFAULT_COLUMNS = ("acc", "acc-final", "acc-mean", "f1", "worst")

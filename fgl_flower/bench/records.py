@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.bench.columns import COLUMNS, HISTORY_KEYS, eval_history
+from fgl_flower.bench.columns import COLUMNS, HISTORY_KEYS, eval_history, read_points
 from fgl_flower.bench.experiment import Experiment, Row, record_key
 from fgl_flower.datasets.root import file_lock
 from fgl_flower.errors import ConfigError
@@ -50,9 +50,10 @@ def collect(exp: Experiment, row: Row, records: Records | None = None) -> list[M
 Records = dict[tuple[str, int], dict[str, Any]]
 
 
-#: Summary keys a run record keeps: what the tables read.
-RECORD_KEYS = ("seed", "final", "best_val", "last", "resources", "total_time_s", "rounds_completed",
-               "num_rounds", "wall_s", "probes", "probes_dead")
+#: Summary keys a run record keeps whole: the seed, the run's length and time, the probes.
+RECORD_KEYS = ("seed", "total_time_s", "rounds_completed", "num_rounds", "wall_s", "probes", "probes_dead")
+#: Keys of a summary point that say which round(s) it is, kept with its values.
+POINT_META = ("round", "rounds", "selected_by")
 #: Bulky parts kept only where a column of the experiment reads them (:attr:`Column.reads`).
 OPTIONAL_KEYS = ("final_clients", "history")
 
@@ -64,10 +65,13 @@ def column_reads(exp: Experiment) -> set[str]:
 
 def run_record(summary: Mapping[str, Any], reads: set[str] | frozenset[str] = frozenset(OPTIONAL_KEYS)
                ) -> dict[str, Any]:
-    """The record of a run: :data:`RECORD_KEYS` of its summary, and of :data:`OPTIONAL_KEYS`
-    those in ``reads``: ``final_clients`` and the per-round :data:`HISTORY_KEYS`
+    """The record of a run: :data:`RECORD_KEYS` of its summary; of its points (``final``,
+    ``best_val``, ``last``, ``resources``, ``dp``, ...) the values some column reads
+    (:func:`~fgl_flower.bench.columns.read_points`); and of :data:`OPTIONAL_KEYS` those in
+    ``reads``: ``final_clients`` and the per-round :data:`HISTORY_KEYS`
     (:func:`eval_history`) as ``history``."""
     record = {k: summary[k] for k in RECORD_KEYS if k in summary}
+    record.update(_points(summary))
     if "final_clients" in reads and "final_clients" in summary:
         record["final_clients"] = summary["final_clients"]
     if "history" in reads:
@@ -77,9 +81,19 @@ def run_record(summary: Mapping[str, Any], reads: set[str] | frozenset[str] = fr
     return record
 
 
+def _points(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """Of each summary point that columns read, those values (and :data:`POINT_META`)."""
+    return {point: {k: v for k, v in summary[point].items() if k in keys or k in POINT_META}
+            for point, keys in read_points().items() if isinstance(summary.get(point), Mapping)}
+
+
 def trimmed(record: Mapping[str, Any], reads: set[str]) -> dict[str, Any]:
-    """``record`` without the optional parts outside ``reads``."""
-    return {k: v for k, v in record.items() if k not in OPTIONAL_KEYS or k in reads}
+    """``record`` (possibly written by an earlier version) as :func:`run_record` keeps it
+    today: the optional parts outside ``reads`` and the point values no column reads gone."""
+    kept = {k: v for k, v in record.items()
+            if k in RECORD_KEYS or (k in OPTIONAL_KEYS and k in reads)}
+    kept.update(_points(record))
+    return kept
 
 
 def records_path(doc: Path) -> Path:
