@@ -18,6 +18,10 @@ PROBES = (
           "to the class the generator aimed it at, above chance: (share - 1/C) / (1 - 1/C)",
           dead_below=0.05, why="the generator finds no class-typical inputs: the synthetic data is "
           "noise to the ensemble, and the distillation copies the ensemble on noise"),
+    Probe("dense.pool-fit", "share of all the pooled synthetic nodes that the clients' ensemble (its final "
+          "weights) assigns to the class the generator aimed them at, above chance", dead_below=0.05,
+          why="the syntheses stopped carrying the classes they were made for (an adversarial term can outweigh "
+          "the cross-entropy): the student is distilled on inputs that the ensemble itself sorts into few classes"),
     Probe("dense.agreement", "share of all synthetic nodes on which the distilled model's class equals "
           "the ensemble's, after distillation", dead_below=0.2,
           why="the global model did not learn the ensemble on the synthetic data"),

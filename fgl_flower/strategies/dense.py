@@ -183,11 +183,15 @@ class DENSEStrategy(FedAvgStrategy):
 
     def pool_probes(self, pool: list[dict], student: torch.nn.Module, fit: float, classes: int) -> dict[str, float]:
         """The probes after the distillation: ``dense.teacher-fit`` (the last synthesis's share
-        of nodes the ensemble puts in their target class, chance 0) and ``dense.agreement``."""
-        agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == self.combine(e["clients"]).argmax(-1))
-                           .float() for e in pool])
+        of nodes the ensemble puts in their target class, chance 0), ``dense.pool-fit`` (the
+        same over every pooled graph, by the final ensemble) and ``dense.agreement``."""
+        teacher = [self.combine(e["clients"]).argmax(-1) for e in pool]
+        agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == t).float() for e, t in zip(pool, teacher)])
+        hit = torch.cat([(t == e["targets"]).float() for e, t in zip(pool, teacher)])
         chance = 1.0 / classes
-        return {"dense.teacher-fit": (fit - chance) / (1.0 - chance), "dense.agreement": float(agree.mean())}
+        return {"dense.teacher-fit": (fit - chance) / (1.0 - chance),
+                "dense.pool-fit": (float(hit.mean()) - chance) / (1.0 - chance),
+                "dense.agreement": float(agree.mean())}
 
     def student_optimizer(self, student: torch.nn.Module) -> torch.optim.Optimizer:
         """SGD with momentum 0.9 at ``kd-lr``."""

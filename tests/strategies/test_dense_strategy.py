@@ -83,12 +83,28 @@ def test_the_official_batches_pass_over_every_pooled_node_once():
     assert sorted(seen) == sorted(float(100 * e + i) for e in range(4) for i in range(3))
 
 
+def test_pool_probes_by_hand():
+    """Pool-fit: the share of every pooled node that the ensemble (the clients' mean) puts in
+    the class it was synthesised for, above chance; agreement: student against ensemble."""
+    from fgl_flower.strategies.dense import DENSEStrategy
+
+    def graph(teacher_classes, targets, student_classes):
+        one_hot = torch.nn.functional.one_hot(torch.tensor(teacher_classes), 2).float()
+        return {"x": torch.nn.functional.one_hot(torch.tensor(student_classes), 2).float(), "edges": None,
+                "clients": torch.stack([one_hot, 3 * one_hot]), "targets": torch.tensor(targets)}
+
+    pool = [graph([0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]),  # 2 of 4 hit; student agrees on 3
+            graph([1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 0, 1])]  # 4 of 4 hit; student agrees on 2
+    probes = DENSEStrategy.pool_probes(DENSEStrategy.__new__(DENSEStrategy), pool, lambda x, edges: x, 0.75, 2)
+    assert probes == {"dense.teacher-fit": 0.5, "dense.pool-fit": 0.5, "dense.agreement": 5 / 8}
+
+
 def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
     rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[0])
     probes = rec["probes"]
-    assert set(probes) == {"dense.teacher-fit", "dense.agreement"}
+    assert set(probes) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement"}
     assert 0 <= probes["dense.agreement"]["mean"] <= 1
     assert 0 < summary["final"]["test_acc"] <= 1
     # the student is a fresh model, not the clients' average: FedAvg's one round differs
