@@ -25,6 +25,10 @@ PROBES = (
     Probe("dense.agreement", "share of all synthetic nodes on which the distilled model's class equals "
           "the ensemble's, after distillation", dead_below=0.2,
           why="the global model did not learn the ensemble on the synthetic data"),
+    Probe("dense.live-units", "share of the distilled model's last hidden layer units (its input to the "
+          "output layer, after ReLU) that are positive on at least one pooled synthetic node", dead_below=0.1,
+          why="the student's ReLUs died: it gives every synthetic input nearly the same output (the synthetic "
+          "features are near-collinear dense vectors, so one large step can switch a unit off for all of them)"),
 )
 
 

@@ -184,14 +184,20 @@ class DENSEStrategy(FedAvgStrategy):
     def pool_probes(self, pool: list[dict], student: torch.nn.Module, fit: float, classes: int) -> dict[str, float]:
         """The probes after the distillation: ``dense.teacher-fit`` (the last synthesis's share
         of nodes the ensemble puts in their target class, chance 0), ``dense.pool-fit`` (the
-        same over every pooled graph, by the final ensemble) and ``dense.agreement``."""
+        same over every pooled graph, by the final ensemble), ``dense.agreement`` and, for a
+        student with hidden layers (``embed``), ``dense.live-units``: the share of its last
+        hidden layer's units that are positive on some pooled node."""
         teacher = [self.combine(e["clients"]).argmax(-1) for e in pool]
         agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == t).float() for e, t in zip(pool, teacher)])
         hit = torch.cat([(t == e["targets"]).float() for e, t in zip(pool, teacher)])
         chance = 1.0 / classes
-        return {"dense.teacher-fit": (fit - chance) / (1.0 - chance),
-                "dense.pool-fit": (float(hit.mean()) - chance) / (1.0 - chance),
-                "dense.agreement": float(agree.mean())}
+        out = {"dense.teacher-fit": (fit - chance) / (1.0 - chance),
+               "dense.pool-fit": (float(hit.mean()) - chance) / (1.0 - chance),
+               "dense.agreement": float(agree.mean())}
+        if hasattr(student, "embed"):
+            live = torch.stack([(student.embed(e["x"], e["edges"]) > 0).any(0) for e in pool]).any(0)
+            out["dense.live-units"] = float(live.float().mean())
+        return out
 
     def student_optimizer(self, student: torch.nn.Module) -> torch.optim.Optimizer:
         """SGD with momentum 0.9 at ``kd-lr``."""

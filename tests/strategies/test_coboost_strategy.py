@@ -93,8 +93,8 @@ def test_one_round_boosts_the_ensemble_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
     rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[0])
-    assert set(rec["probes"]) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "coboost.weight-spread",
-                                  "coboost.effective-clients", "coboost.target-sharpness"}
+    assert set(rec["probes"]) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units",
+                                  "coboost.weight-spread", "coboost.effective-clients", "coboost.target-sharpness"}
     assert rec["probes"]["coboost.weight-spread"]["mean"] > 0
     assert 1 <= rec["probes"]["coboost.effective-clients"]["mean"] <= 3  # SMALL's 3 clients
     assert 0 < summary["final"]["test_acc"] <= 1

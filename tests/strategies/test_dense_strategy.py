@@ -95,8 +95,19 @@ def test_pool_probes_by_hand():
 
     pool = [graph([0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]),  # 2 of 4 hit; student agrees on 3
             graph([1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 0, 1])]  # 4 of 4 hit; student agrees on 2
-    probes = DENSEStrategy.pool_probes(DENSEStrategy.__new__(DENSEStrategy), pool, lambda x, edges: x, 0.75, 2)
+    strategy = DENSEStrategy.__new__(DENSEStrategy)
+    probes = strategy.pool_probes(pool, lambda x, edges: x, 0.75, 2)
     assert probes == {"dense.teacher-fit": 0.5, "dense.pool-fit": 0.5, "dense.agreement": 5 / 8}
+
+    class Student:  # hidden units: 0 positive on graph 0, 1 on graph 1, 2 never
+        def __call__(self, x, edges):
+            return x
+
+        def embed(self, x, edges):
+            first = float(x[0, 0] == 0)  # graph 0's first node is class 0 for the student
+            return torch.tensor([[first, 1 - first, -1.0]]).expand(x.size(0), 3)
+
+    assert strategy.pool_probes(pool, Student(), 0.75, 2)["dense.live-units"] == pytest.approx(2 / 3)
 
 
 def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path):
@@ -104,7 +115,7 @@ def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path
     summary = run_inprocess(flat)
     rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[0])
     probes = rec["probes"]
-    assert set(probes) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement"}
+    assert set(probes) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units"}
     assert 0 <= probes["dense.agreement"]["mean"] <= 1
     assert 0 < summary["final"]["test_acc"] <= 1
     # the student is a fresh model, not the clients' average: FedAvg's one round differs
