@@ -8,6 +8,9 @@ from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
 
+#: The generator's output heads (:class:`fgl_flower.models.dense.FeatureGenerator`).
+GENERATOR_HEADS = ("sigmoid", "linear")
+
 #: Reply record with the client model's input width and classes (``shape``: ``[F, C]``), so
 #: that the server can rebuild the uploaded models.
 SHAPE = "dense.shape"
@@ -50,6 +53,7 @@ class DENSEOptions(MethodOptions):
     kd_lr: float = 0.005  # student SGD learning rate (momentum 0.9)
     batch_graphs: int = 8  # pooled graphs whose union a student step runs on (loss on num-gen of its nodes); 0: as the official loader
     finetune_epochs: int = 0  # > 0: evaluate copies fine-tuned locally (O-pFGL ran DENSE so)
+    generator_head: str = "sigmoid"  # the generator's output: sigmoid (DENSE's image generator) | linear (FedTAD's)
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -57,6 +61,7 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("dense", "epochs", "g_steps", "noise_dim", "num_gen", "topk")
     o.require_positive("dense", "lr_g", "kd_lr", "temperature")
     o.require_nonnegative("dense", "oh", "adv", "finetune_epochs", "batch_graphs")
+    o.require_choice("dense", "generator_head", GENERATOR_HEADS)
     if o.topk > o.num_gen:
         raise ConfigError(f"dense.topk={o.topk} exceeds dense.num-gen={o.num_gen}.")
     if cfg.num_rounds != 1:

@@ -143,7 +143,7 @@ class DENSEStrategy(FedAvgStrategy):
         o = self.opts
         manual_seed(derive_seed(self.cfg.seed, "dense", server_round), self.device)
         order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "dense-order", server_round))
-        generator = FeatureGenerator(o.noise_dim, shape[0]).to(self.device)
+        generator = FeatureGenerator(o.noise_dim, shape[0], o.generator_head).to(self.device)
         opt_s = self.student_optimizer(student)
         pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the clients' logits
         fit = torch.zeros(())

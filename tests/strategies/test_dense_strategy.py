@@ -42,6 +42,15 @@ def test_the_generator_resets_as_the_official_code_and_outputs_unit_interval():
     assert abs(float(w.std()) - 0.02) < 0.002 and float(g.net[0].bias.abs().max()) == 0.0
     x = g(torch.randn(64, 256))
     assert x.shape == (64, 40) and float(x.min()) > 0 and float(x.max()) < 1
+    linear = FeatureGenerator(256, 40, "linear")  # FedTAD's head: unbounded, centred at the start
+    linear.reset()
+    x = linear(torch.randn(64, 256))
+    assert float(x.min()) < 0 < float(x.max()) and abs(float(x.mean())) < 0.05
+
+
+def test_an_unknown_generator_head_is_refused(flat):
+    with pytest.raises(ConfigError, match=r"dense.generator-head='tanh': use one of sigmoid, linear"):
+        parse_run_config({**flat, **SMALL, "dense.generator-head": "tanh"})
 
 
 def pool_of(n: int, size: int) -> list[dict]:
