@@ -65,7 +65,7 @@ class CoBoostStrategy(DENSEStrategy):
         self._scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=o.epochs)
         return opt
 
-    def end_epoch(self):
+    def end_epoch(self, epoch, student, pool):
         self._scheduler.step()
 
     def after_synthesis(self, epoch, teachers, pool):

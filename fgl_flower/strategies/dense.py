@@ -176,7 +176,7 @@ class DENSEStrategy(FedAvgStrategy):
                 self.kd_loss(student, teachers, batch).backward()
                 self.clip_student(student)
                 opt_s.step()
-            self.end_epoch()
+            self.end_epoch(epoch, student, pool)
         student.eval()
         with torch.no_grad():
             self.last = self.pool_probes(pool, student, float(fit), shape[1])
@@ -209,8 +209,9 @@ class DENSEStrategy(FedAvgStrategy):
     def clip_student(self, student: torch.nn.Module) -> None:
         """Before each student step (DENSE: no clipping)."""
 
-    def end_epoch(self) -> None:
-        """After an epoch's distillation (DENSE: nothing)."""
+    def end_epoch(self, epoch: int, student: torch.nn.Module, pool: list[dict]) -> None:
+        """After epoch ``epoch``'s distillation of ``student`` on ``pool`` (DENSE: nothing;
+        ``experiments/opfgl/trace_distillation.py`` records the pool's probes here)."""
 
     def server_probes(self, server_round: int) -> dict[str, float]:
         return dict(self.last)
