@@ -37,9 +37,10 @@ per run, with the exact command of each row.
 
 Run records: run folders stay on the machine that ran them, so each finished run's numbers
 (the values some table column reads, and the probes: 1-2 KB) are also written to
-``<doc stem>.runs.jsonl`` beside the document, one line per command and seed. A table is rendered from the run folders and, for
-seeds without one here, from the records; a recorded run is not run again. So a benchmark
-split over machines or sessions completes its rows, and a page can be rewritten anywhere.
+``<doc stem>.runs.jsonl`` beside the document, one line per command and seed. A table is
+rendered from the run folders and, for seeds without one here, from the records; a recorded
+run is not run again. So a benchmark split over machines or sessions completes its rows, and a
+page can be rewritten anywhere.
 
 
 The package: :mod:`~fgl_flower.bench.experiment` (files, rows, commands),
