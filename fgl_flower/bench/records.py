@@ -65,15 +65,10 @@ def column_reads(exp: Experiment) -> set[str]:
 
 def run_record(summary: Mapping[str, Any], reads: set[str] | frozenset[str] = frozenset(OPTIONAL_KEYS)
                ) -> dict[str, Any]:
-    """The record of a run: :data:`RECORD_KEYS` of its summary; of its points (``final``,
-    ``best_val``, ``last``, ``resources``, ``dp``, ...) the values some column reads
-    (:func:`~fgl_flower.bench.columns.read_points`); and of :data:`OPTIONAL_KEYS` those in
-    ``reads``: ``final_clients`` and the per-round :data:`HISTORY_KEYS`
-    (:func:`eval_history`) as ``history``."""
-    record = {k: summary[k] for k in RECORD_KEYS if k in summary}
-    record.update(_points(summary))
-    if "final_clients" in reads and "final_clients" in summary:
-        record["final_clients"] = summary["final_clients"]
+    """The record of a run: what :func:`trimmed` keeps of its summary (:data:`RECORD_KEYS`,
+    the point values some column reads, ``final_clients`` if in ``reads``), and with
+    ``history`` in ``reads`` the per-round :data:`HISTORY_KEYS` (:func:`eval_history`)."""
+    record = trimmed(summary, reads)
     if "history" in reads:
         history = {k: h for k in HISTORY_KEYS if (h := eval_history(summary, k))}
         if history:
@@ -87,9 +82,11 @@ def _points(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             for point, keys in read_points().items() if isinstance(summary.get(point), Mapping)}
 
 
-def trimmed(record: Mapping[str, Any], reads: set[str]) -> dict[str, Any]:
-    """``record`` (possibly written by an earlier version) as :func:`run_record` keeps it
-    today: the optional parts outside ``reads`` and the point values no column reads gone."""
+def trimmed(record: Mapping[str, Any], reads: set[str] | frozenset[str]) -> dict[str, Any]:
+    """``record`` (a summary, or a record written by an earlier version) as a run record
+    keeps it: :data:`RECORD_KEYS`, of each summary point the values some column reads
+    (:func:`~fgl_flower.bench.columns.read_points`, with :data:`POINT_META`), and the
+    :data:`OPTIONAL_KEYS` in ``reads``."""
     kept = {k: v for k, v in record.items()
             if k in RECORD_KEYS or (k in OPTIONAL_KEYS and k in reads)}
     kept.update(_points(record))
