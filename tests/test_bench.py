@@ -183,15 +183,18 @@ def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
     spec = tmp_path / "exp.toml"
     spec.write_text(
         'title = "T"\nout = "runs/t"\nseeds = [1, 2, 3]\n'
-        'columns = ["acc-paper", "acc-paper-runstd", "first65", "payload-kib", "gflops"]\n'
+        'columns = ["acc-paper", "acc-paper-runstd", "first65", "first65-curve", "payload-kib", "gflops"]\n'
         '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n'
     )
     exp = load_experiment(spec, root=tmp_path)
     client_accs = {1: (0.6, 0.8), 2: (0.7, 0.8), 3: (0.8, 0.5)}
+    # seed 1 reaches 65 % in round 1, seed 2 in round 3, seed 3 never: the mean of the runs'
+    # first rounds is 2 (1 never); the seed-mean curve (0.62, 0.64, 0.66) reaches it in round 3
+    curves = {1: (0.86, 0.86, 0.86), 2: (0.5, 0.5, 0.7), 3: (0.5, 0.56, 0.42)}
     for seed, (a, b) in client_accs.items():
         out = exp.out / exp.rows[0].slug / f"seed{seed}"
         out.mkdir(parents=True)
-        rounds = [{"round": r, "eval": {"test_acc_mean": v}} for r, v in ((1, 0.5), (2, 0.66 if seed < 3 else 0.6))]
+        rounds = [{"round": r + 1, "eval": {"test_acc_mean": v}} for r, v in enumerate(curves[seed])]
         (out / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
         ev = {"round": 2, "test_acc_mean": (a + b) / 2}
         (out / "summary.json").write_text(json.dumps({
@@ -199,7 +202,18 @@ def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
             "resources": {"payload_kib": 14.4375, "gflops": 2.0 + seed}}))
     line = _row_of(render(exp), "--method feddense")
     # client means 0.70, 0.75, 0.65; per-client stds 0.1 and 0.1732 -> mean 0.1366
-    assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 14.44 | 4.00 |" in line
+    assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 3 | 14.44 | 4.00 |" in line
+
+
+def test_seed_mean_curve_needs_every_runs_history_and_says_never():
+    from fgl_flower.bench.columns import first_round_of_mean_curve
+
+    cell = first_round_of_mean_curve(0.65)
+    run = lambda *accs: {"history": {"test_acc_mean": [[t + 1, a] for t, a in enumerate(accs)]}}
+    assert cell([], [run(0.6, 0.8), run(0.6, 0.6)]) == "2"
+    assert cell([], [run(0.6, 0.7), run(0.6, 0.5)]) == "never"
+    assert cell([], [run(0.6, 0.7), {"final": {}}]) == "—"  # not over fewer runs than the row's
+    assert cell([], [run(0.7, 0.7), run(0.7)]) == "1"  # rounds every run evaluated
 
 
 def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):

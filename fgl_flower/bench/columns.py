@@ -102,9 +102,24 @@ def first_round_reaching(threshold: float, key: str = "test_acc_mean") -> Callab
 
 
 def _first_rounds(values: list[float], runs: list[Mapping[str, Any]]) -> str:
+    """Cell: the mean over runs of each run's first round, and how many runs never got there."""
     never = len(runs) - len(values)
     text = f"{statistics.fmean(values):.0f}" if values else "—"
     return text + (f" ({never} never)" if never else "")
+
+
+def first_round_of_mean_curve(threshold: float, key: str = "test_acc_mean") -> Callable[[list[float], list[Mapping[str, Any]]], str]:
+    """Cell: the first round at which the curve averaged over a row's runs,
+    ``mean_runs eval[key](t)``, reaches ``threshold`` (FedDense's Figure 3), over the rounds
+    that every run evaluated; "—" unless every run has its history, "never" if it stays below."""
+    def cell(values: list[float], runs: list[Mapping[str, Any]]) -> str:
+        curves = [dict(eval_history(r, key)) for r in runs]
+        if not curves or not all(curves):
+            return "—"
+        rounds = sorted(set.intersection(*(set(c) for c in curves)))
+        first = next((t for t in rounds if statistics.fmean(c[t] for c in curves) >= threshold), None)
+        return "never" if first is None else str(first)
+    return cell
 
 
 #: Metric columns an experiment may list in ``columns``.
@@ -129,6 +144,8 @@ COLUMNS: dict[str, Column] = {
     "acc-gcfl": metric("client mean, GCFL's rule (final)", "final", "test_acc_gcfl_mean"),
     "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds,
                       reads=("history",)),
+    "first65-curve": Column("first round ≥ 65%, seed-mean curve", first_round_reaching(0.65),
+                            first_round_of_mean_curve(0.65), reads=("history",)),
     "latent-nonempty": Column("latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")),
     "latent-contrast": Column("latent contrast (final)", _probe("latent.contrast"), _plain(".2f")),
     "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),

@@ -9,8 +9,8 @@ from fgl_flower.errors import ConfigError
 from fgl_flower.methods.fedstar import PROBES as FEDSTAR_PROBES, check_feature_channel
 
 #: Where the ReLU + Dropout of the feature channel sit (spec §3.1.2): after each GIN layer
-#: (``post``, the paper's implementation details, FedStar's placement) or on the dense
-#: concatenations (``pre``, the spec's literal Eqs. 6-8).
+#: (``post``, FedStar's placement, our reading of the paper's implementation details) or on
+#: the dense concatenations (``pre``, Eqs. 6-8 read literally, the spec's reading).
 ACTIVATIONS = ("pre", "post")
 
 #: FedStar's probes (``struct.norm``, ``feat.norm``, ``head.dead``): the same structural
@@ -25,7 +25,7 @@ class FedDenseOptions(MethodOptions):
     width: int = 16  # r: output width of every GNN layer (the paper: 10, 16, 32)
     d0: int = 64  # width of both initialisation layers; 0 = width (fully narrow, spec §3.1.4)
     head: int = 64  # readout projection and head width
-    activation: str = "post"  # post (after each GIN layer, the paper's) | pre (spec's Eqs. 6-8)
+    activation: str = "post"  # post (after each GIN layer, as FedStar) | pre (Eqs. 6-8 read literally)
     secure_aggregation: bool = False  # the structural channels through SecAgg+ (fgl_flower.secagg)
     dp_clip: float = 0.0  # client-level DP of the structural channels (fgl_flower.dp.options)
     dp_noise: float = 0.0

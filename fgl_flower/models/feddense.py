@@ -9,9 +9,9 @@ maps of both channels (width :math:`2d_0 + 2Lr`) to 64 per node, sums over the g
 classifies (FedStar's head). Where :math:`\phi = \mathrm{Dropout}\circ\mathrm{ReLU}` (the paper's
 :math:`H_x, H_s`) sits is ``activation``:
 
-``"post"`` (the default) is the paper's implementation details ("consistent with other methods,
-apply ReLU followed by Dropout"): :math:`\phi` once after each GIN layer, as FedStar's model and
-the GIN baseline do,
+``"post"`` (the default) is FedStar's placement, our reading of the paper's implementation
+details ("consistent with other methods, apply ReLU followed by Dropout"): :math:`\phi` once
+after each GIN layer, as FedStar's model and the GIN baseline do,
 
 .. math::
     \mathbf x^{(\ell)} = \phi\big(\mathrm{GIN}_\ell([\mathbf x^{(0)},\dots,\mathbf x^{(\ell-1)}
@@ -19,7 +19,9 @@ the GIN baseline do,
 
 and the maps are concatenated raw: :math:`\mathbf x^{(0)}`, :math:`\mathbf s^{(0)} = W_s\mathbf s_v`
 and the structural maps :math:`\tanh(\mathrm{GCN}_\ell(\cdot))` reach the layers and the readout
-as FedStar's layers and readout get them, without ReLU or Dropout.
+as FedStar's layers and readout get them, without ReLU or Dropout (so no :math:`H_s` acts on
+the structural maps; Eqs. 7-8 name :math:`H_x, H_s` on the concatenations, and the sentence
+above says what they are, not unambiguously where they sit).
 
 ``"pre"`` is the spec's literal reading of Eqs. 6-8 (§3.1.2): :math:`\phi` on the dense
 concatenations, :math:`\mathbf c^{(\ell)}_v = [\phi([\mathbf x^{(0..\ell-1)}_v]) \,\|\,
