@@ -20,8 +20,9 @@ Node splits (:data:`NODE_SPLITS`) return three disjoint index arrays covering al
      \mathrm{train} = V_k \setminus (\mathrm{test} \cup \mathrm{val}).
 
   The groups depend on neither the partition nor the number of clients, and the ratios
-  are fixed at ``0.6,0.2,0.2`` (any other ``split`` is refused). Each member of a node
-  dataset group (e.g. ``syn-cora``) is a whole graph, cut into its own 5 groups.
+  are fixed at ``0.6,0.2,0.2`` (any other ``split`` is refused). Members of a node
+  dataset group that share their nodes (``syn-cora``: the same Cora nodes rewired) share the
+  groups: a node's group follows its ``split_id``, the same in every member.
 
 Graph splits (:func:`graph_split`) follow FedDense §2.4: sklearn ``train_test_split``
 of train vs. the rest, then of the rest into val/test.

@@ -290,6 +290,7 @@ for _spec in (
         options=fedhero.FedHEROOptions.defaults(),
         check=fedhero.check_config,
         probes=fedhero.PROBES,
+        defaults={"lr": 0.005, "local-epochs": 1},
     ),
     MethodSpec(
         name="fedlit",

@@ -254,7 +254,7 @@ class _LastForward:
     model (its tensors belong to that forward's autograd graph)."""
 
     def __init__(self) -> None:
-        self.value: tuple[LatentGraph, Tensor] | None = None
+        self.value: tuple[LatentGraph, Tensor, Tensor] | None = None  # latent, features, S
 
     def __deepcopy__(self, memo: dict) -> _LastForward:
         return _LastForward()
