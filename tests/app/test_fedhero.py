@@ -166,6 +166,15 @@ def test_the_probes_see_the_two_ways_the_latent_graph_dies(data_root, tmp_path):
     assert flat_graph["latent.similarity"] < -0.9
 
 
+def test_the_regulariser_is_what_empties_the_weighted_graph(data_root, tmp_path):
+    """Without Eq. 7 (lambda = mu = 0) the ReLU'd weighted graph keeps every row over the same
+    30 steps in which the printed regulariser empties it (the method page's reading)."""
+    flat = chameleon_flat(data_root, tmp_path, **{"fedhero.latent": "weighted", "fedhero.lam": 0.0,
+                                                  "fedhero.mu": 0.0})
+    health = latent_health_after(flat, 30)
+    assert health["latent.nonempty"] > 0.99 and health["latent.contrast"] > 0.05
+
+
 def test_every_round_records_each_clients_latent_graph_and_a_dead_one_warns(data_root, tmp_path, caplog):
     """Per round and client in rounds.jsonl; the run warns once per client when the graph
     empties, and the summary lists the probes dead at the end (an undefined probe, the
