@@ -16,14 +16,20 @@ VARIANTS = ("official", "paper")
 PROBES = (
     Probe("pseudo.nodes", "nodes of the global pseudo-graph the client received", dead_below=1,
           why="The pseudo-graph is empty: Stage 1's global model learns nothing global."),
-    Probe("pseudo.coverage", "share of the client's training classes present in the pseudo-graph",
+    Probe("pseudo.coverage", "share of the client's training classes present in the pseudo-graph "
+          "(with rate = 0 every class has nodes: pseudo.aligned says whether they carry statistics)",
           dead_below=0.5,
           why="The pseudo-graph lacks most of this client's classes: the global model trained on it "
           "cannot predict them, and Stage 2 distils from a teacher that never saw them."),
     Probe("pseudo.edges", "directed edges per node of the pseudo-graph"),
     Probe("distill.gamma", "mean node-adaptive distillation weight gamma_i of Stage 2", dead_below=1e-6,
           why="Stage 2 distils nothing from the global model (beta = 0): it is plain local fine-tuning."),
-    Probe("pseudo.fit", "last over first loss of the pseudo-graph optimisation (the server's)",
+    Probe("pseudo.aligned", "share of the pseudo-graph's nodes whose class has pooled statistics "
+          "(the server's)", dead_below=0.5,
+          why="Most pseudo nodes belong to classes no client sent statistics for: they stay the "
+          "initial noise, and Stage 1 learns those classes from noise."),
+    Probe("pseudo.fit", "last over first loss of the pseudo-graph optimisation (the server's; its "
+          "smoothness term keeps it above 0)",
           dead_above=0.95,
           why="The optimisation reduced the statistics-matching loss by less than 5%: the "
           "pseudo-graph does not carry the pooled class statistics."),
@@ -47,7 +53,8 @@ class CondenseOptions:
 
 @dataclass(frozen=True)
 class OPFGLOptions(MethodOptions):
-    """O-pFGL hyperparameters (defaults: the official code's, spec §4.2)."""
+    """O-pFGL hyperparameters (defaults: the official code's run scripts, spec §4.2; e.g.
+    ``hops`` 1 as ``run_main.sh`` passes it, where the code's argparse default is 2)."""
 
     variant: str = "official"
     hops: int = CondenseOptions.hops

@@ -109,6 +109,16 @@ def synthetic_class_sizes(stats: ClassStatistics, per_class: int, rate: float) -
     return [math.ceil(rate * float(o) - 1e-9) for o in stats.orig_count]
 
 
+def aligned_share(stats: ClassStatistics, labels: Tensor) -> float:
+    """The share of pseudo nodes (``labels``, ``[n']``) whose class has pooled statistics
+    (:math:`N^c > 0`): with ``rate == 0`` every class gets nodes, and those of a class no
+    client sent statistics for are never aligned (:func:`alignment_loss` skips them), so they
+    stay the initial noise."""
+    if labels.numel() == 0:
+        return 0.0
+    return float((stats.count.to(labels.device)[labels] > 0).double().mean())
+
+
 def alignment_loss(
     x_prop: Tensor, labels: Tensor, sizes: Sequence[int], stats: ClassStatistics, variance: bool = False
 ) -> Tensor:

@@ -152,11 +152,14 @@ def spectral_basis(x: Tensor, k_sim: int = 3, k_eig: int = 10, mode: str = "dens
     low and high sets are disjoint) or :math:`\min(k_{\text{eig}}, n - 1)` (``cap="code"``:
     what ARPACK lets the official code take; they overlap when :math:`n < 2k_{\text{eig}}`). Returns
     ``(U_low [n, k], U_high [n, k])``, columns ordered by eigenvalue from the spectrum's
-    end (smallest first, largest first); no gradient.
+    end (smallest first, largest first); no gradient. Fewer than 2 nodes give ``k = 0``:
+    two empty ``[n, 0]`` sets (nothing to align).
     """
     x = x.detach()
     n = x.size(0)
     k = min(k_eig, n // 2 if cap == "half" else n - 1)
+    if k <= 0:
+        return x.new_zeros(n, 0), x.new_zeros(n, 0)
     s = knn_cosine_graph(x, k_sim)
     if mode == "dense-sym":
         _, vecs = torch.linalg.eigh(laplacian((s + s.T) / 2).double())
@@ -187,6 +190,8 @@ def projection_mse(u_a: Tensor, x_a: Tensor, u_b: Tensor, x_b: Tensor) -> Tensor
 
     divided by :math:`nd`. Shapes: ``u_* [n, k]`` (orthonormal columns), ``x_* [n, d]``.
     """
+    if x_a.numel() == 0:  # no node to align
+        return x_a.new_zeros(())
     p_a, p_b = u_a.T @ x_a, u_b.T @ x_b  # [k, d]
     cross = (u_a * u_b).sum(0) * (p_a * p_b).sum(1)
     sq = (p_a ** 2).sum(1) + (p_b ** 2).sum(1) - 2 * cross

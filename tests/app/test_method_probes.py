@@ -99,7 +99,7 @@ OPFGL = {"num-rounds": 1, "split-mode": "stratified", "split": "0.2,0.4,0.4", "d
 def test_opfgl_probes_describe_the_pseudo_graph_each_client_received(data_root, tmp_path, caplog):
     summary, rounds, warnings = run_rounds(cora_flat(data_root, tmp_path, "opfgl", **OPFGL), caplog)
     (record,) = rounds
-    assert_every_probe_recorded(rounds, "opfgl", server=("pseudo.fit",))
+    assert_every_probe_recorded(rounds, "opfgl", server=("pseudo.fit", "pseudo.aligned"))
     assert set(values(record, "pseudo.nodes").values()) == {7.0}  # one node per Cora class
     assert record["pseudo_graph"]["nodes"] == 7
     assert set(values(record, "pseudo.coverage").values()) == {1.0}
@@ -108,6 +108,7 @@ def test_opfgl_probes_describe_the_pseudo_graph_each_client_received(data_root, 
     assert values(record, "pseudo.fit")["server"] == pytest.approx(
         record["pseudo_graph"]["condense_loss_last"] / record["pseudo_graph"]["condense_loss_first"])
     assert values(record, "pseudo.fit")["server"] < 0.5
+    assert values(record, "pseudo.aligned")["server"] == 1.0  # every Cora class sent statistics
     assert "probes_dead" not in record and summary["probes_dead"] == {} and not warnings
 
 

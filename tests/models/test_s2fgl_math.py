@@ -113,6 +113,17 @@ def test_spectral_basis_shrinks_to_half_the_nodes():
     assert low.shape == high.shape == (12, 6)
 
 
+@pytest.mark.parametrize("n", [0, 1])
+def test_fewer_than_two_fgma_nodes_give_empty_sets_and_no_loss(n):
+    """With k = floor(n/2) = 0 the sets are empty (``vecs[:, -0:]`` would have taken every
+    column as the high set) and FGMA adds nothing, not NaN."""
+    z = torch.randn(n, 4, requires_grad=True)
+    low, high = spectral_basis(z)
+    assert low.shape == high.shape == (n, 0)
+    loss = fgma_loss(z, (low, high), z.detach() + 1, (low, high))
+    assert loss.item() == 0.0
+
+
 def test_projection_mse_equals_the_explicit_rank_one_projections():
     torch.manual_seed(0)
     xa, xb = torch.randn(30, 7, dtype=torch.float64), torch.randn(30, 7, dtype=torch.float64)

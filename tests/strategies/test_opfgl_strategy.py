@@ -9,7 +9,7 @@ import torch
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.opfgl import CondenseOptions
-from fgl_flower.models.opfgl import LinkPredictor, condense, propagate_dense, synthetic_class_sizes
+from fgl_flower.models.opfgl import LinkPredictor, aligned_share, condense, propagate_dense, synthetic_class_sizes
 from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.opfgl import pooled_statistics, clear_sum
 
@@ -145,3 +145,17 @@ def test_paper_variant_is_selectable_and_differs(opfgl_flat, tmp_path):
     official = run_inprocess(opfgl_flat)
     paper = run_inprocess(dict(opfgl_flat, **{"opfgl.variant": "paper", "out-dir": str(tmp_path / "p")}))
     assert paper["final"]["test_acc"] != official["final"]["test_acc"]
+
+
+def test_aligned_share_counts_the_pseudo_nodes_of_classes_with_statistics():
+    """With rate = 0 a class nobody sent statistics for still gets its node (it stays noise):
+    the client-side coverage cannot see that, pseudo.aligned does."""
+    rng = np.random.default_rng(0)
+    clients = [(torch.from_numpy(rng.normal(size=(20, 6))), torch.from_numpy(rng.integers(0, 2, 20)))
+               for _ in range(2)]  # classes 0 and 1 only; class 2 nowhere
+    stats = pooled_statistics(clear_sum([_client_sums(x, y, 3) for x, y in clients]))
+    sizes = synthetic_class_sizes(stats, per_class=2, rate=0.0)
+    assert sizes == [2, 2, 2]
+    labels = torch.repeat_interleave(torch.arange(3), torch.tensor(sizes))
+    assert aligned_share(stats, labels) == pytest.approx(2 / 3)
+    assert aligned_share(stats, labels[labels < 2]) == 1.0 and aligned_share(stats, labels[:0]) == 0.0
