@@ -205,6 +205,17 @@ def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
     assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 3 | 14.44 | 4.00 |" in line
 
 
+def test_the_selection_rule_comes_from_the_rows_also_without_runs(tmp_path):
+    """A table whose rows are all kept (no run folder or record to read) still names the
+    rows' ``select-by``, not the app's default."""
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[defaults]\nset = { select-by = "val_loss" }\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    assert "at the round selected by val_loss " in render(load_experiment(spec, root=tmp_path))
+    spec.write_text(spec.read_text().replace('set = { select-by = "val_loss" }', ""))
+    assert "at the round selected by val_acc " in render(load_experiment(spec, root=tmp_path))
+
+
 def test_seed_mean_curve_needs_every_runs_history_and_says_never():
     from fgl_flower.bench.columns import first_round_of_mean_curve
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.bench.columns import COLUMNS, Column
 from fgl_flower.bench.experiment import Experiment, _command_key, doc_command, doc_sections
 from fgl_flower.bench.records import Records, collect, records_path, sync_records
@@ -127,8 +128,11 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
     rows = [(row, collect(exp, row, records)) for row in exp.rows]
     headers = ["setting", "method", "paper", *(COLUMNS[c].header for c in exp.columns),
                "s/round", "min/run", "seeds", RUN_HEADER]
-    selected = sorted({r["best_val"].get("selected_by", "val_acc") for _, runs in rows
-                       for r in runs if "best_val" in r}) or ["val_acc"]
+    # what the runs record; a row without runs (kept lines) by its setting or the app's default
+    default = load_app_defaults()["select-by"]
+    selected = sorted({str(r["best_val"].get("selected_by", default)) for _, runs in rows for r in runs
+                       if "best_val" in r}
+                      | {str(row.overrides.get("select-by", default)) for row, runs in rows if not runs})
     lines += [
         f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "
         f"commands below the table, one per row, by the key in its *{RUN_HEADER}* column). *Best-val*: at the round selected by {' / '.join(selected)} (highest "

@@ -89,12 +89,22 @@ def class_means(values: Tensor, labels: Tensor, num_classes: int) -> Tensor:
 
 
 def proxy_alignment(local: Tensor, received: Tensor, classes: Tensor) -> float:
-    r"""Mean cosine between this client's class proxies :math:`\mathbf s^{(k)}_j` and the
-    global ones it received, :math:`\mathbf s_j`, over its training classes ``classes``;
-    a zero vector counts 0 (no direction to share). 0 for no class."""
+    r"""Mean *centred* cosine between this client's class proxies :math:`\mathbf s^{(k)}_j`
+    and the global ones it received, :math:`\mathbf s_j`, over its training classes
+    ``classes``: both are taken relative to the global proxies' class mean
+    :math:`\bar{\mathbf s} = \frac1C\sum_c \mathbf s_c`,
+
+    .. math::
+        \frac{1}{|J|}\sum_{j\in J}\cos\big(\mathbf s^{(k)}_j - \bar{\mathbf s},\;
+        \mathbf s_j - \bar{\mathbf s}\big),
+
+    so a direction every proxy shares (the official code's 0.1 start) does not count as
+    alignment, while a client proxy that points the way of its own class's global proxy
+    (and not another's) does. A zero vector counts 0 (no direction); 0 for no class."""
     if classes.numel() == 0:
         return 0.0
-    a, b = local[classes].double(), received[classes].double()
+    centre = received.double().mean(0)
+    a, b = local[classes].double() - centre, received[classes].double() - centre
     norms = a.norm(dim=1) * b.norm(dim=1)
     cos = torch.where(norms > 0, (a * b).sum(1) / norms.clamp(min=1e-300), torch.zeros_like(norms))
     return float(cos.mean())
@@ -278,7 +288,7 @@ class FedSprayClient(FGLClient):
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),
             PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),
-            METRICS: self.metrics(metrics, self.gnn.num_train),
+            METRICS: self.metrics(metrics, self.gnn.num_examples),  # agg-weight: train (the code's) by default
         })
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:

@@ -17,12 +17,14 @@ VARIANTS = {"official": 1.0, "paper": 5.0}  # variant -> its lambda1
 #: The structure proxies at work, measured by each client in every round's training
 #: (:func:`fgl_flower.clients.fedspray.spray_probes`).
 PROBES = (
-    # no dead bound: 0 in the official variant's first rounds (no unlabeled node is confident
-    # enough to receive the proxies yet); 0 to the end means the teacher stayed a plain MLP
+    # no dead bound: 0 in the official variant's first rounds (every unlabeled node receives the
+    # global proxies, but none is confident enough to be distilled yet); 0 to the end means the
+    # teacher stayed a plain MLP
     Probe("proxy.shift", "mean total variation between the soft targets with and without the "
           "global structure proxies, over the distilled nodes that use them"),
     Probe("proxy.alignment", "mean cosine between the client's class proxies and the global ones "
-          "it received, over its training classes", dead_below=0.1,
+          "it received, over its training classes, both relative to the global class mean",
+          dead_below=0.1,
           why="The client's class proxies are zero or unrelated to the aligned global ones: the "
           "proxies carry no shared class-wise structure."),
     Probe("proxy.norm", "mean norm of the global class proxies the client received", dead_below=1e-6,

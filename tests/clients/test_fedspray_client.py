@@ -126,12 +126,16 @@ def test_class_means_and_kl():
 def test_proxy_alignment_and_shift_by_hand():
     from fgl_flower.clients.fedspray import proxy_alignment, spray_probes
 
-    local = torch.tensor([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0], [5.0, 5.0]])
-    received = torch.tensor([[2.0, 0.0], [1.0, 0.0], [1.0, 1.0], [7.0, 7.0]])
-    # class 0: cos 1, class 1: cos 0, class 2: a zero local proxy counts 0; class 3 not trained
+    # every proxy carries the offset o (the official code's shared 0.1 start); the global
+    # proxies' class mean is o, and relative to it: class 0 points its own class's way (cos 1),
+    # class 1 the way of class 0 (cos 0 against its own), class 2 has no direction of its own
+    # (counts 0); class 3 is not trained. Uncentred, all three would read about 1.
+    o = torch.tensor([10.0, 10.0])
+    received = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]]) + o
+    local = torch.tensor([[2.0, 0.0], [3.0, 0.0], [0.0, 0.0], [5.0, 5.0]]) + o
     assert proxy_alignment(local, received, torch.tensor([0, 1, 2])) == pytest.approx(1 / 3)
     assert proxy_alignment(local, received, torch.tensor([], dtype=torch.long)) == 0.0
-    assert proxy_alignment(local, torch.zeros_like(received), torch.tensor([0, 3])) == 0.0
+    assert proxy_alignment(torch.zeros_like(local), torch.zeros_like(received), torch.tensor([0, 3])) == 0.0
 
     torch.manual_seed(0)
     glob = FeatureStructureEncoder(3, 2, proxy_dim=2)
@@ -145,7 +149,8 @@ def test_proxy_alignment_and_shift_by_hand():
     tv = 0.5 * (teacher.exp()[2] - bare[2]).abs().sum()  # node 3's proxy is 0: no shift
     assert probes["proxy.shift"] == pytest.approx(float(tv) / 2) and tv > 0.01
     assert probes["kd.agreement"] == 1.0 and probes["kd.unlabeled"] == 1.0
-    assert probes["proxy.norm"] == pytest.approx((2 + 1 + 2**0.5 + 98**0.5) / 4)
+    assert probes["proxy.norm"] == pytest.approx((221**0.5 + 181**0.5) / 2)  # |(11, 10)|, |(9, 10)|, ...
+    assert probes["proxy.alignment"] == pytest.approx(1.0)  # class 0 only
     none = spray_probes(glob, e, proxies, teacher, ~nodes & nodes, nodes, nodes, teacher, local, received,
                         torch.tensor([0]))
     assert none["proxy.shift"] == 0.0  # no node receives the global proxies
