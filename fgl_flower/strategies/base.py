@@ -175,7 +175,14 @@ class FGLStrategy(Strategy):
         clients' val/test examples), the client's size (``client-size``: ``num-local``) or 1
         (``client``: the unweighted client mean, e.g. FedHERO's model selection).
         """
-        return MetricRecord(self.aggregate_evaluate_values(list(client_metrics(replies).values())))
+        per_client = self.eval_client_metrics(replies)
+        return MetricRecord(self.aggregate_evaluate_values(list(per_client.values())))
+
+    def eval_client_metrics(self, replies: Iterable[Message]) -> dict[int, dict[str, float]]:
+        """Each client's evaluation metrics as a round records them (``clients`` in
+        ``rounds.jsonl``, ``final_clients``): its reply's, plus what the strategy derives per
+        client (e.g. GCFL's ``test_acc_gcfl``); no side effects."""
+        return client_metrics(replies)
 
     def aggregate_evaluate_values(self, per_client: list[dict[str, float]]) -> dict[str, float]:
         """:meth:`aggregate_evaluate` on per-client metric dicts."""
@@ -383,7 +390,7 @@ class FGLStrategy(Strategy):
             record has no ``eval`` and no client's)."""
             rnd = record["round"]
             eval_metrics = None if eval_replies is None else self.aggregate_evaluate(rnd, eval_replies)
-            per_client = client_metrics(eval_replies or [])
+            per_client = self.eval_client_metrics(eval_replies or [])
             if eval_replies is not None:
                 record["eval"] = dict(eval_metrics or {})
             record["eval_clients"] = sorted(per_client)  # those sampled that replied

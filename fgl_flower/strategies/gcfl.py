@@ -267,11 +267,18 @@ class GCFLStrategy(MultiModelStrategy):
         return {"clusters": float(len(np.unique(self.clusters)))}
 
     # -- evaluation ------------------------------------------------------------------------
-    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
-        """The usual metrics plus ``test_acc_gcfl``: per client the best of its cached
-        accuracies and this one."""
+    def eval_client_metrics(self, replies: Iterable[Message]) -> dict[int, dict[str, float]]:
+        """The clients' metrics plus ``test_acc_gcfl``: per client the best of its cached
+        accuracies and this one (GCFL's reporting rule)."""
         per_client = client_metrics(replies)
         for pid, m in per_client.items():
-            self.last_acc[pid] = m["test_acc"]
             m["test_acc_gcfl"] = float(np.nanmax([self.cached_acc[pid], m["test_acc"]]))
+        return per_client
+
+    def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
+        """The usual metrics plus ``test_acc_gcfl``'s; remembers each client's accuracy for
+        the cache of the next split."""
+        per_client = self.eval_client_metrics(replies)
+        for pid, m in per_client.items():
+            self.last_acc[pid] = m["test_acc"]
         return MetricRecord(self.aggregate_evaluate_values(list(per_client.values())))

@@ -87,6 +87,8 @@ def test_gcfl_accuracy_rule_keeps_the_best_cached_at_a_split(strategy):
     metrics = strategy.aggregate_evaluate(21, after)
     assert metrics["test_acc_mean"] == pytest.approx(0.65)
     assert metrics["test_acc_gcfl_mean"] == pytest.approx(0.9)
+    # what the round records per client (rounds.jsonl, final_clients) carries it too
+    assert {m["test_acc_gcfl"] for m in strategy.eval_client_metrics(after).values()} == {0.9}
 
 
 def test_a_run_splits_and_resumes_with_its_clusters(flat, tmp_path):
@@ -100,6 +102,9 @@ def test_a_run_splits_and_resumes_with_its_clusters(flat, tmp_path):
     rounds = [json.loads(line) for line in (tmp_path / "whole" / "rounds.jsonl").read_text().splitlines()]
     assert rounds[0]["clusters"] == [[0, 1, 2, 3]]
     assert "splits" in rounds[1] and len(rounds[-1]["clusters"]) >= 2
+    assert all("test_acc_gcfl" in m for r in rounds[1:] for m in r["clients"].values())
+    summary = json.loads((tmp_path / "whole" / "summary.json").read_text())
+    assert all("test_acc_gcfl" in m for m in summary["final_clients"].values())
     flat["out-dir"] = str(tmp_path / "resumed")
     interrupted(flat, fail_round=4)
     run_inprocess({**flat, "resume": True})
