@@ -225,6 +225,7 @@ def train(msg: Message, context: Context) -> Message:
         evaluation = None
         if config is not None and EVALUATE_ROUND in config:  # fused: the received model first
             evaluation = client.evaluate(msg.content, int(config[EVALUATE_ROUND]))
+        client.check_can_train()
         reply = client.train(msg.content, _round(msg))
         if evaluation is not None:
             reply[EVALUATION] = require_record(evaluation, METRICS, MetricRecord)

@@ -19,6 +19,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
 from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.dp.options import dp_settings
+from fgl_flower.errors import FGLError
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import get_record, record_torch, torch_record
@@ -63,6 +64,21 @@ class FGLClient:
     def refresh(self) -> None:
         """Called before a reused instance serves another message: reset what a fresh
         instance would not restore from ``self.state`` (default: nothing)."""
+
+    def check_can_train(self) -> None:
+        """Stop with a clear message when this client has no training example: a loss over
+        none is NaN, which would otherwise surface as a diverged learning rate."""
+        if isinstance(self.data, NodeClientData):
+            g = self.data.data
+            trained, total, kind = int(g.train_mask.sum()), int(g.num_nodes), "node"
+        else:
+            trained, total, kind = len(self.data.train), sum(map(len, (self.data.train, self.data.val,
+                                                                       self.data.test))), "graph"
+        if trained == 0:
+            raise FGLError(
+                f"Partition {self.partition_id} has no training {kind} (of its {total}; split="
+                f"{','.join(f'{r:g}' for r in self.cfg.split)}, split-mode={self.cfg.split_mode}), so it "
+                "cannot train. Raise the train ratio, use split-mode=stratified, or use fewer clients.")
 
     def seed_round(self, server_round: int, phase: str = "train") -> None:
         """Seed torch for this client, round and phase (reproducible, distinct per client)."""

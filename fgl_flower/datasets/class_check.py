@@ -1,4 +1,5 @@
-"""Before a run: every class that occurs has a training example on some client.
+"""Before a run: every client has a training example, and every class that occurs has one
+on some client.
 
 The answer depends only on the partition and the split (``split``, ``split_mode``,
 ``split_seed``, ``split_fold``), so it is remembered in the partition's cache folder
@@ -23,15 +24,25 @@ from fgl_flower.errors import ConfigError
 #: The file in a partition's cache folder that holds the answers, keyed by split.
 CLASSES_FILE = "classes.json"
 
-Labels = dict[str, tuple[str, list[int], list[int]]]  # dataset -> (kind, occur, trained)
+Labels = dict[str, tuple[str, list[int], list[int], list[int]]]  # dataset -> (kind, occur, trained, idle clients)
 
 
 def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
-    """Every class that occurs in the data has a training example on some client (else no
-    model can learn it): one :class:`ConfigError` naming the classes, or with ``allow``
-    (run option ``untrained-classes = allow``) a logged warning. Dataset groups are checked
-    per member dataset (their label spaces differ). ``num_clients = 0`` is resolved first."""
-    for name, (kind, present, trained) in labels(cfg).items():
+    """Every client has a training example (a loss over none is NaN), always a
+    :class:`ConfigError`; and every class that occurs in the data has one on some client
+    (else no model can learn it): a :class:`ConfigError` naming the classes, or with
+    ``allow`` (run option ``untrained-classes = allow``) a logged warning. Dataset groups
+    are checked per member dataset (their label spaces differ). ``num_clients = 0`` is
+    resolved first."""
+    split = ",".join(f"{r:g}" for r in cfg.split)
+    found = labels(cfg)
+    for name, (kind, _, _, idle) in found.items():
+        if idle:
+            raise ConfigError(
+                f"{name}: client(s) {idle[:10]}{' ...' if len(idle) > 10 else ''} have no training "
+                f"{kind} (split={split}, split-mode={cfg.split_mode}), so they cannot train. Raise "
+                "the train ratio, use split-mode=stratified or fewer clients.")
+    for name, (kind, present, trained, _) in found.items():
         missing = sorted(set(present) - set(trained))
         if not missing:
             continue
@@ -41,22 +52,25 @@ def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
             log(WARNING, "%s Going on (untrained-classes=allow).", what)
             continue
         raise ConfigError(
-            f"{what} Raise the train ratio (split={','.join(map(str, cfg.split))}), use "
+            f"{what} Raise the train ratio (split={split}), use "
             "split-mode=stratified or fewer clients, or set untrained-classes=allow to run "
             "the protocol as it is.")
 
 
 def labels(cfg: DataConfig) -> Labels:
-    """``{dataset: (kind, labels that occur, labels with a training example)}``, from the
-    partition's ``classes.json`` when it holds this split, else computed by loading every
+    """``{dataset: (kind, labels that occur, labels with a training example, clients with
+    none)}``, from the partition's ``classes.json`` when it holds this split (an answer
+    written before the last item was kept is computed again), else computed by loading every
     client (:func:`~fgl_flower.datasets.federated.class_labels`) and remembered there."""
     key = split_key(cfg)
     folder = _folder(cfg)
-    if folder is not None and (known := _read(folder).get(key)) is not None:
+    known = _read(folder).get(key) if folder is not None else None
+    if known is not None and all(len(entry) == 4 for entry in known.values()):
         return {name: tuple(entry) for name, entry in known.items()}
     from fgl_flower.datasets.federated import class_labels  # torch
 
-    found = {name: (kind, sorted(p), sorted(t)) for name, (kind, p, t) in class_labels(cfg).items()}
+    found = {name: (kind, sorted(p), sorted(t), sorted(i))
+             for name, (kind, p, t, i) in class_labels(cfg).items()}
     if (folder := _folder(cfg)) is not None:  # built by now (dataset groups have none)
         with file_lock(folder / f"{CLASSES_FILE}.lock"):
             entries = {**_read(folder), key: found}

@@ -335,15 +335,16 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
 
 
-def class_labels(cfg: DataConfig) -> dict[str, tuple[str, set[int], set[int]]]:
-    """``{dataset: (kind, labels that occur, labels with a training example)}`` over all
-    clients of ``cfg`` (``kind``: ``"node"`` or ``"graph"``; dataset groups per member
-    dataset, whose label spaces differ). Loads every client once; ``num_clients = 0`` is
-    resolved first. :mod:`fgl_flower.datasets.class_check` judges (and remembers) it."""
+def class_labels(cfg: DataConfig) -> dict[str, tuple[str, set[int], set[int], set[int]]]:
+    """``{dataset: (kind, labels that occur, labels with a training example, clients with no
+    training example)}`` over all clients of ``cfg`` (``kind``: ``"node"`` or ``"graph"``;
+    dataset groups per member dataset, whose label spaces differ). Loads every client once;
+    ``num_clients = 0`` is resolved first. :mod:`fgl_flower.datasets.class_check` judges
+    (and remembers) it."""
     cfg = with_natural_clients(cfg)
     if _resolve(cfg).members is None:
         _partition_folder(_part_config(cfg))  # built (and reported) before the clients are read
-    found: dict[str, tuple[str, set[int], set[int]]] = {}
+    found: dict[str, tuple[str, set[int], set[int], set[int]]] = {}
     with _step(f"Checking the training classes of {cfg.num_clients} clients"):
         for k in range(cfg.num_clients):
             c = load_client_data(cfg, k)
@@ -354,9 +355,11 @@ def class_labels(cfg: DataConfig) -> dict[str, tuple[str, set[int], set[int]]]:
                 name, kind = c.dataset, "graph"
                 every = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
                 train = [int(g.y.view(-1)[0]) for g in c.train]
-            _, present, trained = found.setdefault(name, (kind, set(), set()))
+            _, present, trained, idle = found.setdefault(name, (kind, set(), set(), set()))
             present.update(every)
             trained.update(train)
+            if not train:
+                idle.add(k)
     return found
 
 

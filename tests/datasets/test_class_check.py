@@ -39,10 +39,11 @@ def test_the_answer_is_kept_per_split_and_equals_loading_every_client():
     stored = json.loads((_folder(ok) / CLASSES_FILE).read_text())
     assert {split_key(ok), split_key(bad)} <= set(stored)
     for cfg in (ok, bad):
-        loaded = {name: (kind, sorted(p), sorted(t)) for name, (kind, p, t) in class_labels(cfg).items()}
+        loaded = {name: (kind, sorted(p), sorted(t), sorted(i)) for name, (kind, p, t, i) in class_labels(cfg).items()}
         assert labels(cfg) == loaded == {n: tuple(v) for n, v in stored[split_key(cfg)].items()}
     # the split decides: the bad split trains fewer classes than the good one
-    _, present, trained = labels(ok)["synthetic"]
+    _, present, trained, idle = labels(ok)["synthetic"]
+    assert idle == []
     assert len(labels(bad)["synthetic"][2]) < len(trained) == len(present) > 1
 
 
@@ -80,3 +81,23 @@ def test_a_damaged_answer_file_is_computed_again():
     path.write_text("{not json")
     assert labels(cfg)["synthetic"][2] == labels(cfg)["synthetic"][1] == [0, 1, 2, 3]
     assert split_key(cfg) in json.loads(path.read_text())
+
+
+def test_a_client_without_a_training_example_is_refused_also_with_allow():
+    """0.2 % of 100 nodes: no client has a training node; a loss over none is NaN, which
+    would otherwise surface in round 1 as a diverged learning rate."""
+    idle = _cfg(split_seed=10, split=(0.002, 0.2, 0.798))
+    for allow in (False, True):
+        with pytest.raises(ConfigError, match=r"client\(s\) \[0, 1, 2\] have no training node "
+                                                r"\(split=0.002,0.2,0.798, split-mode=random\)"):
+            check_training_classes(idle, allow=allow)
+
+
+def test_an_answer_written_before_the_idle_clients_were_kept_is_computed_again():
+    cfg = _cfg(split_seed=11)
+    check_training_classes(cfg)
+    path = _folder(cfg) / CLASSES_FILE
+    stored = json.loads(path.read_text())
+    path.write_text(json.dumps({k: {n: e[:3] for n, e in v.items()} for k, v in stored.items()}))
+    assert labels(cfg)["synthetic"][3] == []
+    assert len(json.loads(path.read_text())[split_key(cfg)]["synthetic"]) == 4
