@@ -26,8 +26,8 @@ PROBES = (Probe("clusters", "number of client clusters"),)
 @dataclass(frozen=True)
 class GCFLOptions(MethodOptions):
     """GCFL's split criterion (spec §10; FedDense's values on graph tasks; the GCFL code's
-    default eps1 is 0.05, its run scripts use 0.025-0.08 and eps2 0.045-0.4) and GCFL+'s
-    sequences. Node tasks read ``eps1_node``/``eps2_node``
+    defaults are eps1 0.05 with one dataset, 0.01 with several, and eps2 0.1; its
+    ``runnerfile`` uses eps1 0.025-0.08 and eps2 0.045-0.4) and GCFL+'s sequences. Node tasks read ``eps1_node``/``eps2_node``
     (measured on FedHERO's Table 3 setting, docs/methods/gcfl.md)."""
 
     variant: str = "gcfl"  # gcfl: min cut of update similarities | gcfl+: of gradient-norm sequences (DTW)
