@@ -31,7 +31,8 @@ PROBES = (
           why="The global structure proxies are zero."),
     Probe("kd.agreement", "share of the distilled nodes where the soft target's and the trained "
           "GNN's predictions agree"),
-    Probe("kd.unlabeled", "share of the unlabeled nodes in the distillation set"),
+    Probe("kd.unlabeled", "share of the client's unlabeled nodes that are in the distillation set "
+          "(paper variant: 1)"),
 )
 
 
