@@ -29,8 +29,10 @@ BAD = [
     (["--fraction-train", "0"], "fraction-train must be in (0, 1]"),
     (["--device", "tpu"], "device='tpu'"),
     (["--gpus-per-client", "1.5"], "gpus-per-client"),
-    (["--set", "split=0.01,0.2,0.79", "--set", "data.synthetic.num-nodes=300"],
-     "no training node on any client"),
+    (["--set", "split=0.01,0.2,0.79", "--set", "data.synthetic.num-nodes=300"],  # 60 nodes a client
+     "client(s) [0, 1, 2, 3, 4] have no training node"),
+    (["--clients", "2", "--set", "split=0.02,0.2,0.78", "--set", "data.synthetic.num-nodes=100"],
+     "no training node on any client"),  # one training node each, four classes
     (["--set", "fedprox.mu=0.5"], "is an option of method 'fedprox', but the run's method is 'fedavg'"),
     (["--data-root", "/nonexistent-root"], "data-root /nonexistent-root is not a folder"),
     (["--out", "/proc/fgl-run"], "cannot write there"),
