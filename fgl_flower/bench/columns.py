@@ -108,7 +108,9 @@ def _first_rounds(values: list[float], runs: list[Mapping[str, Any]]) -> str:
     return text + (f" ({never} never)" if never else "")
 
 
-def first_round_of_mean_curve(threshold: float, key: str = "test_acc_mean") -> Callable[[list[float], list[Mapping[str, Any]]], str]:
+def first_round_of_mean_curve(
+    threshold: float, key: str = "test_acc_mean",
+) -> Callable[[list[float], list[Mapping[str, Any]]], str]:
     """Cell: the first round at which the curve averaged over a row's runs,
     ``mean_runs eval[key](t)``, reaches ``threshold`` (FedDense's Figure 3), over the rounds
     that every run evaluated; "—" unless every run has its history, "never" if it stays below."""

@@ -288,7 +288,8 @@ class FedSprayClient(FGLClient):
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),
             PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),
-            METRICS: self.metrics(metrics, self.gnn.num_examples),  # agg-weight: train (the code's) by default
+            # the weight by agg-weight: train (the code's) by default, local the paper's N^(k)
+            METRICS: self.metrics(metrics, self.gnn.num_examples),
         })
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:

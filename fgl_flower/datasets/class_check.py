@@ -24,7 +24,8 @@ from fgl_flower.errors import ConfigError
 #: The file in a partition's cache folder that holds the answers, keyed by split.
 CLASSES_FILE = "classes.json"
 
-Labels = dict[str, tuple[str, list[int], list[int], list[int]]]  # dataset -> (kind, occur, trained, idle clients)
+#: dataset -> (kind, labels that occur, labels trained, clients without a training example)
+Labels = dict[str, tuple[str, list[int], list[int], list[int]]]
 
 
 def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:

@@ -39,7 +39,9 @@ from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.methods.opfgl import OPFGLOptions
-from fgl_flower.models.opfgl import ClassStatistics, PseudoGraph, aligned_share, condense, synthetic_class_sizes
+from fgl_flower.models.opfgl import (
+    ClassStatistics, PseudoGraph, aligned_share, condense, synthetic_class_sizes,
+)
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
@@ -195,7 +197,8 @@ class OPFGLStrategy(FGLStrategy):
         # the probes: the pseudo-graph each client received (its train reply), how far the
         # server's optimisation fitted it to the pooled statistics, and how much of it had any
         fit = graph.losses[-1] / graph.losses[0] if graph.losses[0] > 0 else 1.0
-        self.record_probes(record, replies, {"pseudo.fit": fit, "pseudo.aligned": aligned_share(stats, graph.y)})
+        self.record_probes(record, replies,
+                           {"pseudo.fit": fit, "pseudo.aligned": aligned_share(stats, graph.y)})
         self.watch_probes(record)
         if recorder is not None:
             recorder.record_round(record)

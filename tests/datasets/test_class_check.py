@@ -39,7 +39,8 @@ def test_the_answer_is_kept_per_split_and_equals_loading_every_client():
     stored = json.loads((_folder(ok) / CLASSES_FILE).read_text())
     assert {split_key(ok), split_key(bad)} <= set(stored)
     for cfg in (ok, bad):
-        loaded = {name: (kind, sorted(p), sorted(t), sorted(i)) for name, (kind, p, t, i) in class_labels(cfg).items()}
+        loaded = {name: (kind, sorted(p), sorted(t), sorted(i))
+                  for name, (kind, p, t, i) in class_labels(cfg).items()}
         assert labels(cfg) == loaded == {n: tuple(v) for n, v in stored[split_key(cfg)].items()}
     # the split decides: the bad split trains fewer classes than the good one
     _, present, trained, idle = labels(ok)["synthetic"]
