@@ -68,15 +68,10 @@ class FGLClient:
     def check_can_train(self) -> None:
         """Stop with a clear message when this client has no training example: a loss over
         none is NaN, which would otherwise surface as a diverged learning rate."""
-        if isinstance(self.data, NodeClientData):
-            g = self.data.data
-            trained, total, kind = int(g.train_mask.sum()), int(g.num_nodes), "node"
-        else:
-            trained, total, kind = len(self.data.train), sum(map(len, (self.data.train, self.data.val,
-                                                                       self.data.test))), "graph"
-        if trained == 0:
+        if self.data.num_train == 0:
             raise FGLError(
-                f"Partition {self.partition_id} has no training {kind} (of its {total}; split="
+                f"Partition {self.partition_id} has no training {self.data.kind} (of its "
+                f"{self.data.num_local}; split="
                 f"{','.join(f'{r:g}' for r in self.cfg.split)}, split-mode={self.cfg.split_mode}), so it "
                 "cannot train. Raise the train ratio, use split-mode=stratified, or use fewer clients.")
 

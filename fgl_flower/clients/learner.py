@@ -158,11 +158,11 @@ class NodeLearner(Learner):
 
     @property
     def num_train(self) -> int:
-        return int(self.data.data.train_mask.sum())
+        return self.data.num_train
 
     @property
     def num_local(self) -> int:
-        return int(self.data.data.num_nodes)
+        return self.data.num_local
 
     def logits(self) -> Tensor:
         g = self.data.data
@@ -234,11 +234,11 @@ class GraphLearner(Learner):
 
     @property
     def num_train(self) -> int:
-        return len(self.data.train)
+        return self.data.num_train
 
     @property
     def num_local(self) -> int:
-        return sum(len(getattr(self.data, s)) for s in ("train", *SPLITS))
+        return self.data.num_local
 
     @property
     def cross_dataset(self) -> bool:

@@ -93,6 +93,17 @@ class NodeClientData:
     partition_id: int
     num_clients: int
     _copies: dict = field(default_factory=dict, repr=False, compare=False)
+    kind = "node"
+
+    @property
+    def num_train(self) -> int:
+        """Training nodes: the FedAvg weight."""
+        return int(self.data.train_mask.sum())
+
+    @property
+    def num_local(self) -> int:
+        """All local nodes (train, val, test and unlabelled)."""
+        return self.data.num_nodes
 
     def to(self, device: torch.device | str) -> NodeClientData:
         """The same client with its graph on ``device`` (``self`` if it already is).
@@ -120,6 +131,17 @@ class GraphClientData:
     partition_id: int
     num_clients: int
     _packed: dict = field(default_factory=dict, repr=False, compare=False)
+    kind = "graph"
+
+    @property
+    def num_train(self) -> int:
+        """Training graphs: the FedAvg weight."""
+        return len(self.train)
+
+    @property
+    def num_local(self) -> int:
+        """All local graphs (train, val and test)."""
+        return len(self.train) + len(self.val) + len(self.test)
 
     def packed(self, split: str, device: torch.device | str, inputs: tuple[str, ...] = ()) -> PackedGraphs:
         """``split``'s graphs packed on ``device`` with the per-node ``inputs``

@@ -95,6 +95,8 @@ def test_split_seed_changes_masks_not_partition():
     a, b = load_client_data(base, 0), load_client_data(DataConfig("synthetic", "random", 2, split_seed=5), 0)
     assert torch.equal(a.data.global_id, b.data.global_id)
     assert not torch.equal(a.data.train_mask, b.data.train_mask)
+    assert a.num_local == a.data.num_nodes == b.num_local
+    assert (a.num_train, b.num_train) == (int(a.data.train_mask.sum()), int(b.data.train_mask.sum()))
 
 
 def test_partition_stats_node():
@@ -162,6 +164,8 @@ def test_mutag_dirichlet(data_root):
     clients = [load_client_data(cfg, k) for k in range(3)]
     assert all(isinstance(c, GraphClientData) and c.dataset == "MUTAG" for c in clients)
     assert sum(len(c.train) + len(c.val) + len(c.test) for c in clients) == 188
+    assert sum(c.num_local for c in clients) == 188
+    assert [c.num_train for c in clients] == [len(c.train) for c in clients]
 
 
 def test_tu_single_group(data_root):
