@@ -47,7 +47,8 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
 
     A one-shot method (O-pFGL) gets its fixed number of rounds unless ``num-rounds`` is
     overridden; a method's ``defaults`` (:class:`~fgl_flower.methods.MethodSpec`) fill the
-    keys not overridden (``partition`` only with ``dataset``); a dataset group gets
+    keys not overridden (``partition`` only with ``dataset``); a ``model`` left unset that does
+    not serve the dataset's task becomes that task's backbone (``gin`` on graphs); a dataset group gets
     ``partition = per-dataset`` and its natural client count unless they are given; a
     ``num-clients`` left to follow the federation becomes :data:`OWN_FEDERATION_CLIENTS`
     (these engines start their own federation, sized by it); ``out-dir`` becomes ``out`` (default ``./runs/<method>-<dataset>-...``) and
@@ -56,7 +57,10 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     """
     from fgl_flower.app_defaults import load_app_defaults
     from fgl_flower.config import FOLLOW_FEDERATION
+    from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS
+    from fgl_flower.datasets.resolve import task_of
     from fgl_flower.methods import METHODS, method_option_defaults
+    from fgl_flower.models.registry import model_for_task
 
     defaults = load_app_defaults()
     known = {**method_option_defaults(), **defaults}  # a method registered at run time too
@@ -69,6 +73,9 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     for key, value in spec.defaults.items():  # the method's demo where the user said nothing
         if key not in overrides and (key != "partition" or "dataset" not in overrides):
             flat[key] = value
+    dataset = str(flat["dataset"])
+    if "model" not in overrides and (dataset in DATASETS or dataset in DATASET_GROUPS):
+        flat["model"] = model_for_task(str(flat["model"]), task_of(dataset))
     if _is_group(str(flat["dataset"])):  # one client per member dataset
         if "partition" not in overrides:
             flat["partition"] = "per-dataset"

@@ -16,7 +16,7 @@ BAD = [
     (["--set", "nonsense=1"], "unknown run-config key"),
     (["--rounds", "0"], "num-rounds must be at least 1"),
     (["--dataset", "MUTAG", "--partition", "louvain", "--model", "gin"], "cannot split 'MUTAG'"),
-    (["--dataset", "MUTAG", "--partition", "dirichlet"], "Model 'gcn' is for node-level"),
+    (["--dataset", "MUTAG", "--partition", "dirichlet", "--model", "gcn"], "Model 'gcn' is for node-level"),
     (["--set", "fedprox.muu=1", "--method", "fedprox"], None),  # unknown key: flwr would reject too
     (["--method", "fedspray", "--set", "fedspray.variant=papr"], "fedspray.variant='papr'"),
     (["--method", "fedspray", "--dataset", "MUTAG", "--partition", "dirichlet", "--model", "gin"],

@@ -38,3 +38,20 @@ def test_method_defaults_fill_only_what_the_user_left_unset():
     flat = flat_config({"method": "s2fgl", "model": "gcn"})  # what the user set stands (and fails later)
     assert flat["model"] == "gcn"
     assert flat_config({"method": "s2fgl"})["model"] == "acmgcn"
+
+
+def test_a_model_left_unset_follows_the_dataset_task():
+    """The app's default backbone (``gcn``) is node-level: on a graph dataset a run that names
+    no model gets ``gin``; one that names a model keeps it (and its check says what fits)."""
+    assert flat_config({"method": "fedavg", "dataset": "MUTAG"})["model"] == "gin"
+    assert flat_config({"method": "gcfl", "dataset": "tu-single"})["model"] == "gin"
+    assert flat_config({"method": "fedavg", "dataset": "MUTAG", "model": "gcn"})["model"] == "gcn"
+    assert flat_config({"method": "fedavg", "dataset": "Cora"})["model"] == "gcn"
+    assert flat_config({"method": "s2fgl", "dataset": "Cora"})["model"] == "acmgcn"
+
+
+def test_fedstar_carries_its_papers_optimisation():
+    """FedStar's code and the FedDense paper's description of it: 3 layers, Adam at 1e-3, one
+    local epoch (docs/methods/fedstar.md)."""
+    flat = flat_config({"method": "fedstar", "dataset": "MUTAG"})
+    assert (flat["model"], flat["num-layers"], flat["lr"], flat["local-epochs"]) == ("gin", 3, 0.001, 1)

@@ -253,6 +253,7 @@ for _spec in (
         options={"secure-aggregation": False, **DP_OPTIONS},
         check=fedstar.check_config,
         probes=fedstar.PROBES,
+        defaults={"num-layers": 3, "lr": 0.001, "local-epochs": 1},
     ),
     MethodSpec(
         name="gcfl",

@@ -1,5 +1,6 @@
-"""FedStar's run checks (torch-free): it has no options of its own (``hidden``,
-``num-layers`` and ``dropout`` size both channels)."""
+"""FedStar's run checks (torch-free). Its options are the platform's secure aggregation and
+central DP of the shared channel (``fedstar.secure-aggregation``, ``fedstar.dp-*``); ``hidden``,
+``num-layers`` and ``dropout`` size both channels."""
 
 from __future__ import annotations
 

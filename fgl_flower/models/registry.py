@@ -59,6 +59,18 @@ for _names, _cls, _task, _embeds, _hidden in (
     for _name in _names:
         MODELS.register(_name, ModelSpec(_cls, _task, _embeds, _hidden))
 
+#: The backbone of each task where the run leaves ``model`` at the app's default and that
+#: default serves the other task (the app's default, ``gcn``, is node-level).
+TASK_DEFAULT_MODEL = {"node": "gcn", "graph": "gin"}
+
+
+def model_for_task(model: str, task: str) -> str:
+    """``model`` if it serves ``task``, else the task's default backbone (unknown names are
+    returned as given, for the run's checks to name)."""
+    if model not in MODELS or MODELS.get(model).task == task:
+        return model
+    return TASK_DEFAULT_MODEL[task]
+
 
 def build_run_model(cfg: RunConfig, task: str, in_channels: int, out_channels: int) -> nn.Module:
     """The run's backbone for ``task``: :func:`build_model` with the run config's ``model``,
