@@ -15,8 +15,9 @@ with the personalized model :math:`\bar v = \alpha v + (1 - \alpha) w` (Algorith
 through the mixed parameters). The optimizers are the run's (``optimizer``); ``apfl.variant =
 official`` mixes the outputs instead, :math:`\alpha v(x) + (1 - \alpha) w(x)`, and steps
 :math:`\alpha` once per round as the authors' FedTorch code does
-(:func:`official_alpha_step`). Evaluation is of the personalized model, at the end of the
-client's round.
+(:func:`official_alpha_step`). Evaluation is of the personalized model: at the end of the
+client's round with its own trained :math:`w` (``apfl.evaluate = "trained"``, in the train
+reply), or with the averaged :math:`w` the server sends next (``"received"``).
 """
 
 from __future__ import annotations
@@ -129,8 +130,9 @@ class APFLClient(LearnerClient):
         self.personal.save(self.state, PERSONAL)
         self.state.set_json(ALPHA, self.alpha)
         metrics = {"train_loss": loss_w.item(), "apfl.local_loss": loss_v.item(),
-                   **self.evaluate_personalized(server_round),
                    **as_metrics({"alpha": self.alpha, "alpha.moved": abs(self.alpha - start)})}
+        if self.opts.evaluate == "trained":  # the server reads the round's evaluation here
+            metrics.update(self.evaluate_personalized(server_round))
         return self.training_reply(metrics)
 
     def evaluate_personalized(self, server_round: int) -> dict[str, float]:
@@ -144,5 +146,9 @@ class APFLClient(LearnerClient):
             return node_metrics(self.mixed_logits(self.alpha), self.data)
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
+        """The personalized model; with ``apfl.evaluate = "received"`` its ``w`` is the
+        averaged one the message carries (training next loads the same, so nothing is lost)."""
+        if self.opts.evaluate == "received":
+            self.load_global(content)
         res = self.evaluate_personalized(server_round)
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})

@@ -13,6 +13,12 @@ from fgl_flower.probes import Probe
 #: authors' FedTorch code (it mixes the *outputs*, αv(x) + (1−α)w(x); α steps once per round
 #: on a parameter-space surrogate with a 0.02·α term, at the local learning rate).
 VARIANTS = ("paper", "official")
+#: Which personalized model a round reports: ``trained``, αv + (1−α)w with the client's own
+#: trained w at the end of its round, in its train reply (what FedTorch logs); ``received``,
+#: the same v and α with the averaged w the server sends next (Algorithm 1's synchronised
+#: copy; round r's evaluation rides in round r + 1's train message, the last one in an
+#: evaluate message).
+EVALUATES = ("trained", "received")
 
 PROBES = (
     Probe("alpha", "the client's mixing weight α after its round (0: the global model, 1: the local one)"),
@@ -29,11 +35,13 @@ class APFLOptions(MethodOptions):
     alpha: float = 0.5  # α at the start (FedTorch's default)
     adaptive: bool = True  # learn α (the paper's adaptive APFL); false keeps it fixed
     alpha_lr: float = -1.0  # step size of α; -1: the run's lr (the paper uses one step size)
+    evaluate: str = "trained"  # trained (own w, end of round) | received (the averaged w sent next)
 
 
 def check_config(cfg: RunConfig) -> None:
     o = APFLOptions.from_config(cfg)
     o.require_choice("apfl", "variant", VARIANTS)
+    o.require_choice("apfl", "evaluate", EVALUATES)
     if not 0.0 <= o.alpha <= 1.0:
         raise ConfigError(f"apfl.alpha={o.alpha} must lie in [0, 1] (the weight of the local model).")
     if o.alpha_lr != -1.0 and not o.alpha_lr > 0:

@@ -4,11 +4,17 @@ leave the clients."""
 
 from __future__ import annotations
 
+from fgl_flower.config import RunConfig
+from fgl_flower.methods.apfl import APFLOptions
 from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
 class APFLStrategy(FedAvgStrategy):
-    """FedAvg's aggregation; the clients evaluate their personalized (mixed) model at the end
-    of their round, which aggregation does not change (:attr:`evaluates_in_train`)."""
+    """FedAvg's aggregation. ``apfl.evaluate = "trained"``: the clients evaluate their
+    personalized (mixed) model with their own trained ``w`` at the end of their round, in the
+    train reply (:attr:`evaluates_in_train`); ``"received"``: with the averaged ``w`` of the
+    next message (FedAvg's evaluation schedule)."""
 
-    evaluates_in_train = True
+    def __init__(self, cfg: RunConfig) -> None:
+        super().__init__(cfg)
+        self.evaluates_in_train = APFLOptions.from_config(cfg).evaluate == "trained"

@@ -1,5 +1,6 @@
-"""APFL client: α's and v's gradients on a hand-worked case, FedTorch's α step on given
-numbers, the official variant's mixed outputs, and what travels."""
+"""APFL client: α's and v's gradients on a hand-worked case, one round of Algorithm 1 against a
+reference written from its equations, FedTorch's α step on given numbers, the official
+variant's mixed outputs, which personalized model is evaluated, and what travels."""
 
 import pytest
 import torch
@@ -8,6 +9,7 @@ from torch import nn
 from torch.func import functional_call
 
 from fgl_flower.clients.apfl import APFLClient, mixed_parameters, official_alpha_step
+from fgl_flower.clients.learner import node_metrics
 from fgl_flower.clients.state import ClientState
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
@@ -98,7 +100,73 @@ def test_alpha_one_is_the_local_model_and_zero_the_global_copy(flat, tmp_path):
     ({"apfl.alpha": 1.5}, "must lie in"),
     ({"apfl.variant": "fedtorch"}, "use one of paper, official"),
     ({"apfl.alpha-lr": 0.0}, "positive step size"),
+    ({"apfl.evaluate": "global"}, "use one of trained, received"),
 ])
 def test_bad_options_stop_before_training(flat, override, message):
     with pytest.raises(ConfigError, match=message):
         parse_run_config({**flat, "method": "apfl", **override})
+
+
+def test_one_round_of_algorithm_1_against_a_reference(flat, tmp_path):
+    """Plain SGD, no dropout, no weight decay, v moved away from w: three local steps of
+    Algorithm 1 written from its equations (both gradients at the step's start; v's through
+    the mixture, α's the inner product ⟨v − w, ∇f(v̄)⟩, clipped) give the client's α, v, w."""
+    flat.update({"optimizer": "sgd", "lr": 0.05, "dropout": 0.0, "weight-decay": 0.0})
+    client = make(flat, tmp_path, alpha=0.4, **{"alpha-lr": 0.5})
+    with torch.no_grad():
+        for p in client.personal.model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    g = client.data.data
+    model = client.learner.model
+    v = {k: t.detach().clone() for k, t in client.personal.model.named_parameters()}
+    w = {k: t.detach().clone() for k, t in model.named_parameters()}
+    alpha = 0.4
+
+    def loss(params):
+        logits = functional_call(model, params, (g.x, g.edge_index))
+        return nn.functional.cross_entropy(logits[g.train_mask], g.y[g.train_mask])
+
+    for _ in range(3):
+        mix = {k: (alpha * v[k] + (1 - alpha) * w[k]).requires_grad_() for k in v}
+        g_mix = torch.autograd.grad(loss(mix), list(mix.values()))
+        wr = {k: t.clone().requires_grad_() for k, t in w.items()}
+        g_w = torch.autograd.grad(loss(wr), list(wr.values()))
+        grad_alpha = float(sum(((v[k] - w[k]) * gm).sum() for k, gm in zip(v, g_mix)))
+        v = {k: v[k] - 0.05 * alpha * gm for k, gm in zip(v, g_mix)}
+        w = {k: w[k] - 0.05 * gw for k, gw in zip(w, g_w)}
+        alpha = min(1.0, max(0.0, alpha - 0.5 * grad_alpha))
+    client.train(round_content(), 1)
+    assert client.alpha == pytest.approx(alpha, abs=1e-6) and client.alpha != 0.4
+    for k, t in client.personal.model.named_parameters():
+        assert torch.allclose(t, v[k], atol=1e-5)
+    for k, t in model.named_parameters():
+        assert torch.allclose(t, w[k], atol=1e-5)
+    pinned = make(flat, tmp_path, alpha=0.4, **{"alpha-lr": 1e6})  # a huge step is clipped
+    with torch.no_grad():
+        for p in pinned.personal.model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    pinned.train(round_content(), 1)
+    assert pinned.alpha in (0.0, 1.0)
+
+
+def test_evaluate_received_reports_the_mixture_with_the_averaged_copy(flat, tmp_path):
+    """``apfl.evaluate = "received"``: the train reply carries no evaluation, the evaluate
+    message's w is loaded (v and α stay the client's) and the mixture with it is reported;
+    the strategy then evaluates on FedAvg's schedule instead of reading train replies."""
+    from fgl_flower.strategies.apfl import APFLStrategy
+
+    client = make(flat, tmp_path, evaluate="received")
+    reply = client.train(round_content(), 1)
+    assert "test_acc" not in reply.metric_records[METRICS]
+    averaged = {k: t + 0.1 for k, t in client.learner.model.state_dict().items()}
+    res = client.evaluate(round_content(ArrayRecord(averaged)), 1).metric_records[METRICS]
+    for k, t in client.learner.model.state_dict().items():
+        assert torch.equal(t, averaged[k])
+    client.learner.model.eval()
+    client.personal.model.eval()
+    with torch.no_grad():
+        expected = node_metrics(client.mixed_logits(client.alpha), client.data)
+    assert res["test_acc"] == pytest.approx(expected["test_acc"])
+    assert "test_acc" in make(flat, tmp_path, evaluate="trained").train(round_content(), 1).metric_records[METRICS]
+    assert APFLStrategy(parse_run_config(flat)).evaluates_in_train
+    assert not APFLStrategy(parse_run_config({**flat, "apfl.evaluate": "received"})).evaluates_in_train
