@@ -415,6 +415,44 @@ def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
     assert paired_line().endswith("| — | — | — | 0 |")
 
 
+def test_kept_paired_lines_stay_with_their_own_section():
+    """Two sections of one page compare rows of the same labels: each keeps its own line."""
+    from fgl_flower.bench import kept_lines
+
+    def section(title: str, mean: str) -> str:
+        return (f"## {title}\n\n| row | minus | metric | per seed | mean | 95 % CI | seeds |\n|---|\n"
+                f"| Cora (s2fgl) | Cora (fedavg) | acc | 0: {mean} | {mean} | — | 1 |\n\n")
+
+    kept = kept_lines(section("Table 1", "-9.50") + section("Table 2", "-28.00"))
+    assert kept.paired[("Table 1", "Cora (s2fgl)", "Cora (fedavg)", "acc")][4] == "-9.50"
+    assert kept.paired[("Table 2", "Cora (s2fgl)", "Cora (fedavg)", "acc")][4] == "-28.00"
+
+
+@pytest.mark.parametrize("weight, says", [
+    ("split", "weighted by their counts"),
+    ("client", "the same as the client mean"),
+    ("client-size", "clients weighted by their size"),
+])
+def test_the_caption_says_what_weighted_means_for_the_rows(tmp_path, weight, says):
+    spec = tmp_path / "exp.toml"
+    spec.write_text(f'title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+                    f'[defaults]\nset = {{ eval-weight = "{weight}" }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    text = render(load_experiment(spec, root=tmp_path))
+    assert says in text and "the earliest such round on ties" in text
+
+
+def test_s_per_round_counts_the_servers_own_time(tmp_path):
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    out = exp.out / exp.rows[0].slug / "seed0"
+    out.mkdir(parents=True)
+    (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": 0.8}, "total_time_s": 3.0,
+                                                  "total_server_time_s": 5.0, "rounds_completed": 2}))
+    assert "| 4.00 |" in _row_of(render(exp), "--method fedavg")
+
+
 def test_a_kept_line_is_matched_by_its_seed_count():
     """Two tables showing the same runs over different seeds keep their own lines."""
     from fgl_flower.bench import kept_lines

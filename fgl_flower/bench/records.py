@@ -51,7 +51,8 @@ Records = dict[tuple[str, int], dict[str, Any]]
 
 
 #: Summary keys a run record keeps whole: the seed, the run's length and time, the probes.
-RECORD_KEYS = ("seed", "total_time_s", "rounds_completed", "num_rounds", "wall_s", "probes", "probes_dead")
+RECORD_KEYS = ("seed", "total_time_s", "total_server_time_s", "rounds_completed", "num_rounds", "wall_s",
+               "probes", "probes_dead")
 #: Keys of a summary point that say which round(s) it is, kept with its values.
 POINT_META = ("round", "rounds", "selected_by")
 #: Bulky parts kept only where a column of the experiment reads them (:attr:`Column.reads`).

@@ -34,6 +34,13 @@ def _marked(seeds_cell: str) -> str:
     return seeds_cell if seeds_cell.endswith(KEPT) else f"{seeds_cell} {KEPT}"
 
 
+#: What *weighted* means in a table caption, by the rows' ``eval-weight``.
+EVAL_WEIGHTS = {
+    "split": "over all clients' test nodes (or graphs), i.e. weighted by their counts",
+    "client-size": "clients weighted by their size (all their nodes or graphs, `eval-weight = client-size`)",
+    "client": "here the unweighted mean over clients (`eval-weight = client`), the same as the client mean",
+}
+
 #: Header of the paired-comparison table (:func:`paired_table`).
 PAIRED_HEADER = ("row", "minus", "metric", "per seed", "mean", "95 % CI", "seeds")
 
@@ -52,10 +59,11 @@ class Kept:
     ``rows``: ``(command cell, seed count)`` -> cells of a result row, by column header where
     its table has a header line (the union over tables showing the same runs with other
     columns), else in order (two tables may show the same runs over different seeds).
-    ``paired``: ``(row, minus, metric)`` -> cells of a paired comparison."""
+    ``paired``: ``(section, row, minus, metric)`` -> cells of a paired comparison, by the
+    heading it stands under (two sections may compare rows of the same labels)."""
 
     rows: dict[tuple[str, str], dict[str, str] | list[str]] = field(default_factory=dict)
-    paired: dict[tuple[str, str, str], list[str]] = field(default_factory=dict)
+    paired: dict[tuple[str, str, str, str], list[str]] = field(default_factory=dict)
 
     def cells(self, cmd: str, seeds: int, headers: list[str]) -> list[str] | None:
         """The kept cells of the row running ``cmd`` over ``seeds`` seeds under today's
@@ -74,6 +82,7 @@ def kept_lines(text: str) -> Kept:
     kept = Kept()
     headers: list[str] | None = None
     keyed: dict[str, tuple[list[str] | None, list[str]]] = {}  # the last table's rows by key
+    section = ""  # the heading the lines stand under
 
     def keep(command_cell: str, row_headers: list[str] | None, cells: list[str]) -> None:
         if cells[-2].startswith("0/"):
@@ -93,6 +102,8 @@ def kept_lines(text: str) -> Kept:
             continue
         if line.startswith("|---"):
             continue
+        if line.startswith("#"):
+            section = line.lstrip("#").strip()
         if not line.startswith("| "):
             headers = None
             continue
@@ -106,7 +117,7 @@ def kept_lines(text: str) -> Kept:
         elif _ROW_KEY.match(cells[-1]) and headers and headers[-1] == RUN_HEADER:
             keyed[cells[-1]] = (headers, cells)
         elif headers == list(PAIRED_HEADER) and len(cells) == len(headers) and cells[-1] != "0":
-            kept.paired[(cells[0], cells[1], cells[2])] = cells
+            kept.paired[(section, cells[0], cells[1], cells[2])] = cells
     return kept
 
 
@@ -129,18 +140,20 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
     headers = ["setting", "method", "paper", *(COLUMNS[c].header for c in exp.columns),
                "s/round", "min/run", "seeds", RUN_HEADER]
     # what the runs record; a row without runs (kept lines) by its setting or the app's default
-    default = load_app_defaults()["select-by"]
-    selected = sorted({str(r["best_val"].get("selected_by", default)) for _, runs in rows for r in runs
+    app = load_app_defaults()
+    selected = sorted({str(r["best_val"].get("selected_by", app["select-by"])) for _, runs in rows for r in runs
                        if "best_val" in r}
-                      | {str(row.overrides.get("select-by", default)) for row, runs in rows if not runs})
+                      | {str(row.overrides.get("select-by", app["select-by"])) for row, runs in rows if not runs})
+    weights = sorted({str(row.overrides.get("eval-weight", app["eval-weight"])) for row in exp.rows})
     lines += [
         f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "
         f"commands below the table, one per row, by the key in its *{RUN_HEADER}* column). *Best-val*: at the round selected by {' / '.join(selected)} (highest "
-        "accuracy or lowest loss, weighted over clients); *final*: at the last round. "
-        "*Weighted* and *pooled*: over all clients' test nodes (or graphs), i.e. weighted by "
-        "their counts; *client mean*: unweighted mean over clients; *worst*: the lowest "
-        "client. s/round: wall time per round inside the ServerApp; min/run: wall time of "
-        "the whole `fgl run` (start-up included).",
+        "accuracy or lowest loss, over clients as *weighted* says; the earliest such round on "
+        f"ties); *final*: at the last round. *Weighted* and *pooled*: {'; '.join(EVAL_WEIGHTS[w] for w in weights)}; "
+        "*client mean*: unweighted mean over clients; *worst*: the lowest client. s/round: "
+        "wall time per round of the ServerApp's message exchanges and its own computation "
+        "(aggregation, server-side training; records written before 2026-11-29 hold the "
+        "exchanges only); min/run: wall time of the whole `fgl run` (start-up included).",
         "",
         "| " + " | ".join(headers) + " |",
         "|" + "---|" * len(headers),
@@ -158,7 +171,8 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
             lines.append("| " + " | ".join(cells) + " |")
             reused.add(id(row))
             continue
-        per_round = [r["total_time_s"] / max(r["rounds_completed"], 1) for r in runs if "total_time_s" in r]
+        per_round = [(r["total_time_s"] + r.get("total_server_time_s", 0.0)) / max(r["rounds_completed"], 1)
+                     for r in runs if "total_time_s" in r]
         wall = [r["wall_s"] / 60 for r in runs if "wall_s" in r]
         metrics = [COLUMNS[c].render(runs) for c in exp.columns]
         cells = [
@@ -213,14 +227,15 @@ def paired_table(exp: Experiment, runs_of: Mapping[int, list[Mapping[str, Any]]]
     kept = kept or Kept()
     by_id = {row.id: row for row in exp.rows if row.id}
     lines = ["Paired differences, this row minus the row it is compared with, same seed (same "
-             "partition and split), in points; mean and 95 % t-interval over the seeds.", "",
+             "partition and split), in points; mean and 95 % t-interval over the seeds both rows "
+             "have.", "",
              "| " + " | ".join(PAIRED_HEADER) + " |", "|" + "---|" * len(PAIRED_HEADER)]
     for row in exp.rows:
         if not row.versus:
             continue
         base = by_id[row.versus]
         for key in exp.paired:
-            old = kept.paired.get((row.label, base.label, COLUMNS[key].header))
+            old = kept.paired.get((exp.title, row.label, base.label, COLUMNS[key].header))
             if old is not None and id(row) in kept_rows and id(base) in kept_rows:
                 lines.append("| " + " | ".join([*old[:-1], _marked(old[-1])]) + " |")
                 continue
