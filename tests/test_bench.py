@@ -112,6 +112,31 @@ def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
     assert capsys.readouterr().out == ""
 
 
+def test_a_folder_that_another_command_ran_is_neither_shown_nor_kept(tmp_path, monkeypatch, capsys):
+    """The folder name holds only a row's own overrides: after a change of the file's
+    ``[defaults]`` the old run sits where the new one goes. ``bench.json`` names the command,
+    so the table leaves the old run out and the benchmark runs the row again."""
+    _fake_fgl(tmp_path, monkeypatch,
+        "import json, pathlib, sys\n"
+        "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
+        "out.mkdir(parents=True, exist_ok=True)\n"
+        "(out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.9}}))\n")
+    spec = tmp_path / "exp.toml"
+    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n[defaults]\nset = { lr = 0.01 }\n'
+                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    exp = load_experiment(spec, root=tmp_path)
+    run_experiment(exp)
+    assert "| 90.00 ± 0.00 |" in render(exp)
+    spec.write_text(spec.read_text().replace("lr = 0.01", "lr = 0.05"))  # same folder, new command
+    exp = load_experiment(spec, root=tmp_path)
+    assert "| — |" in render(exp) and "90.00" not in render(exp)
+    capsys.readouterr()
+    run_experiment(exp)
+    printed = capsys.readouterr().out
+    assert "holds a run of another command" in printed and "--set lr=0.05" in printed and " ok in " in printed
+    assert "| 90.00 ± 0.00 |" in render(exp)
+
+
 def test_bench_rejects_unknown_columns(tmp_path):
     import pytest
 

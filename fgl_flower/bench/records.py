@@ -17,11 +17,23 @@ from fgl_flower.errors import ConfigError
 from fgl_flower.results import atomic_write_text
 
 
+def folder_command(out: Path) -> str | None:
+    """The record key of the command that ran in run folder ``out`` (``bench.json``; folders
+    of ``fgl bench`` before 2026-11-29 and of plain ``fgl run`` do not say: ``None``)."""
+    path = out / "bench.json"
+    return json.loads(path.read_text()).get("command") if path.exists() else None
+
+
 def _folder_summary(exp: Experiment, row: Row, seed: int) -> dict[str, Any] | None:
     """The summary of ``row``'s run of ``seed`` in its run folder (with ``wall_s`` from
-    ``bench.json`` unless the run was resumed), or ``None``."""
+    ``bench.json`` unless the run was resumed), or ``None``; also ``None`` for a folder whose
+    ``bench.json`` names another command (the row changed since, e.g. its ``[defaults]``,
+    which the folder name does not show)."""
     path = exp.out / row.slug / f"seed{seed}" / "summary.json"
     if not path.exists():
+        return None
+    other = folder_command(path.parent)
+    if other is not None and other != record_key(exp, row):
         return None
     summary = json.loads(path.read_text())
     summary["_dir"] = str(path.parent)

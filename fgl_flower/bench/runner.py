@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fgl_flower.bench.experiment import Experiment, record_key, select_rows
-from fgl_flower.bench.records import load_records, records_path
+from fgl_flower.bench.records import folder_command, load_records, records_path
 from fgl_flower.results import atomic_write_text
 
 
@@ -44,17 +44,20 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
     missing = []
     for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
         for row in selected:
-            out = exp.out / row.slug / f"seed{seed}"
-            if (row.slug, seed) in recorded or (out / "summary.json").exists():
+            out, key = exp.out / row.slug / f"seed{seed}", record_key(exp, row)
+            other = folder_command(out)
+            if other is not None and other != key:  # the folder holds another command's run
+                print(f"{out} holds a run of another command (`{other}`); it is run again", flush=True)
+            elif (row.slug, seed) in recorded or (out / "summary.json").exists():
                 continue
-            if resumable(out):
+            if other in (None, key) and resumable(out):
                 cmd = ["fgl", "run", "--resume", str(out)] + (["--inprocess"] if row.inprocess else [])
             else:
                 cmd = replace(row, overrides={**row.overrides, **(neutral or {})}).command(seed, str(out))
-            missing.append((out, cmd))
-    pending = [(f"[{i}/{len(missing)}]", out, cmd) for i, (out, cmd) in enumerate(missing, 1)]
+            missing.append((out, cmd, key))
+    pending = [(f"[{i}/{len(missing)}]", *run) for i, run in enumerate(missing, 1)]
     if dry_run:
-        for tag, _, cmd in pending:
+        for tag, _, cmd, _ in pending:
             print(f"{tag} {shlex.join(cmd)}", flush=True)
         return
     deadline = None if time_limit is None else time.monotonic() + time_limit
@@ -86,15 +89,17 @@ def _let_runs_take_ctrl_c() -> None:
 STOP_GRACE_S = 60.0
 
 
-def _run_one(tag: str, out: Path, cmd: list[str], deadline: float | None = None) -> str:
+def _run_one(tag: str, out: Path, cmd: list[str], key: str, deadline: float | None = None) -> str:
     """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
-    resumes; ``bench.json`` holds its wall time when it succeeds): ``"ok"``, ``"failed"``,
-    ``"stopped"`` at ``deadline`` (a :func:`time.monotonic` time) or ``"not started"``."""
+    resumes; ``bench.json`` holds the row's record ``key`` from the start and its wall time
+    when it succeeds): ``"ok"``, ``"failed"``, ``"stopped"`` at ``deadline`` (a
+    :func:`time.monotonic` time) or ``"not started"``."""
     if deadline is not None and time.monotonic() >= deadline:
         return "not started"
     print(f"{tag} {shlex.join(cmd)}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     resumed = "--resume" in cmd
+    atomic_write_text(out / "bench.json", json.dumps({"command": key}) + "\n")
     t0 = time.perf_counter()
     with open(out / "fgl.log", "a" if resumed else "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -111,7 +116,7 @@ def _run_one(tag: str, out: Path, cmd: list[str], deadline: float | None = None)
             raise
     wall = time.perf_counter() - t0
     if code == 0:  # a resumed run's wall time covers only its last part
-        bench = {"wall_s": wall, **({"resumed": True} if resumed else {})}
+        bench = {"command": key, "wall_s": wall, **({"resumed": True} if resumed else {})}
         atomic_write_text(out / "bench.json", json.dumps(bench) + "\n")
     status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
     print(f"    {tag} {status} in {wall:.0f}s", flush=True)
