@@ -127,6 +127,10 @@ def test_a_folder_that_another_command_ran_is_neither_shown_nor_kept(tmp_path, m
     exp = load_experiment(spec, root=tmp_path)
     run_experiment(exp)
     assert "| 90.00 ± 0.00 |" in render(exp)
+    from fgl_flower.bench.records import collect
+    from fgl_flower.provenance import code_version
+
+    assert collect(exp, exp.rows[0])[0]["code"] == [code_version()]  # which code ran it, recorded
     spec.write_text(spec.read_text().replace("lr = 0.01", "lr = 0.05"))  # same folder, new command
     exp = load_experiment(spec, root=tmp_path)
     assert "| — |" in render(exp) and "90.00" not in render(exp)

@@ -17,11 +17,21 @@ from fgl_flower.errors import ConfigError
 from fgl_flower.results import atomic_write_text
 
 
+def _bench_file(out: Path) -> dict[str, Any]:
+    path = out / "bench.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
 def folder_command(out: Path) -> str | None:
     """The record key of the command that ran in run folder ``out`` (``bench.json``; folders
     of ``fgl bench`` before 2026-11-29 and of plain ``fgl run`` do not say: ``None``)."""
-    path = out / "bench.json"
-    return json.loads(path.read_text()).get("command") if path.exists() else None
+    return _bench_file(out).get("command")
+
+
+def folder_codes(out: Path) -> list[str]:
+    """The code versions (:func:`~fgl_flower.provenance.code_version`) that ran in ``out``,
+    the first first (more than one: a run resumed by other code); ``[]`` where not said."""
+    return list(_bench_file(out).get("code", []))
 
 
 def _folder_summary(exp: Experiment, row: Row, seed: int) -> dict[str, Any] | None:
@@ -37,8 +47,9 @@ def _folder_summary(exp: Experiment, row: Row, seed: int) -> dict[str, Any] | No
         return None
     summary = json.loads(path.read_text())
     summary["_dir"] = str(path.parent)
-    bench_file = path.with_name("bench.json")
-    bench = json.loads(bench_file.read_text()) if bench_file.exists() else {}
+    bench = _bench_file(path.parent)
+    if bench.get("code"):
+        summary["code"] = bench["code"]
     if "wall_s" in bench and not bench.get("resumed"):
         summary["wall_s"] = bench["wall_s"]
     return summary
@@ -64,7 +75,7 @@ Records = dict[tuple[str, int], dict[str, Any]]
 
 #: Summary keys a run record keeps whole: the seed, the run's length and time, the probes.
 RECORD_KEYS = ("seed", "total_time_s", "total_server_time_s", "rounds_completed", "num_rounds", "wall_s",
-               "probes", "probes_dead")
+               "probes", "probes_dead", "code")
 #: Keys of a summary point that say which round(s) it is, kept with its values.
 POINT_META = ("round", "rounds", "selected_by")
 #: Bulky parts kept only where a column of the experiment reads them (:attr:`Column.reads`).

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from fgl_flower.bench.experiment import Experiment, record_key, select_rows
-from fgl_flower.bench.records import folder_command, load_records, records_path
+from fgl_flower.bench.records import folder_codes, folder_command, load_records, records_path
+from fgl_flower.provenance import code_version
 from fgl_flower.results import atomic_write_text
 
 
@@ -61,10 +62,11 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
             print(f"{tag} {shlex.join(cmd)}", flush=True)
         return
     deadline = None if time_limit is None else time.monotonic() + time_limit
+    code = code_version()
     _let_runs_take_ctrl_c()
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on its own process
     try:
-        outcomes = [future.result() for future in [pool.submit(_run_one, *run, deadline) for run in pending]]
+        outcomes = [future.result() for future in [pool.submit(_run_one, *run, code, deadline) for run in pending]]
     finally:
         pool.shutdown(cancel_futures=True)  # after Ctrl-C or an error, start no further runs
     stopped, unstarted = outcomes.count("stopped"), outcomes.count("not started")
@@ -89,17 +91,20 @@ def _let_runs_take_ctrl_c() -> None:
 STOP_GRACE_S = 60.0
 
 
-def _run_one(tag: str, out: Path, cmd: list[str], key: str, deadline: float | None = None) -> str:
+def _run_one(tag: str, out: Path, cmd: list[str], key: str, code: str, deadline: float | None = None) -> str:
     """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
-    resumes; ``bench.json`` holds the row's record ``key`` from the start and its wall time
-    when it succeeds): ``"ok"``, ``"failed"``, ``"stopped"`` at ``deadline`` (a
+    resumes). ``bench.json`` holds from the start the row's record ``key`` and the ``code``
+    versions that ran it (a resumed run's earlier ones first), and its wall time when it
+    succeeds. Returns ``"ok"``, ``"failed"``, ``"stopped"`` at ``deadline`` (a
     :func:`time.monotonic` time) or ``"not started"``."""
     if deadline is not None and time.monotonic() >= deadline:
         return "not started"
     print(f"{tag} {shlex.join(cmd)}", flush=True)
     out.mkdir(parents=True, exist_ok=True)
     resumed = "--resume" in cmd
-    atomic_write_text(out / "bench.json", json.dumps({"command": key}) + "\n")
+    codes = folder_codes(out) if resumed else []
+    codes += [] if code in codes else [code]
+    atomic_write_text(out / "bench.json", json.dumps({"command": key, "code": codes}) + "\n")
     t0 = time.perf_counter()
     with open(out / "fgl.log", "a" if resumed else "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -116,7 +121,7 @@ def _run_one(tag: str, out: Path, cmd: list[str], key: str, deadline: float | No
             raise
     wall = time.perf_counter() - t0
     if code == 0:  # a resumed run's wall time covers only its last part
-        bench = {"command": key, "wall_s": wall, **({"resumed": True} if resumed else {})}
+        bench = {"command": key, "code": codes, "wall_s": wall, **({"resumed": True} if resumed else {})}
         atomic_write_text(out / "bench.json", json.dumps(bench) + "\n")
     status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
     print(f"    {tag} {status} in {wall:.0f}s", flush=True)
