@@ -470,6 +470,14 @@ def test_the_caption_says_what_weighted_means_for_the_rows(tmp_path, weight, say
     assert says in text and "the earliest such round on ties" in text
 
 
+def test_a_cell_over_fewer_runs_than_its_row_says_so():
+    from fgl_flower.bench.columns import COLUMNS
+
+    runs = [{"best_val": {"test_acc": 0.8}}, {"best_val": {"test_acc": 0.9}}, {"best_val": {}}]
+    assert COLUMNS["acc"].render(runs) == "85.00 ± 5.00 (2 of 3 runs)"
+    assert COLUMNS["acc"].render(runs[:2]) == "85.00 ± 5.00"
+
+
 def test_s_per_round_counts_the_servers_own_time(tmp_path):
     spec = tmp_path / "exp.toml"
     spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'

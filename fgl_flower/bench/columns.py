@@ -28,8 +28,13 @@ class Column:
     point: tuple[str, str] | None = None
 
     def render(self, runs: list[Mapping[str, Any]]) -> str:
+        """The row's cell; a mean over fewer runs than the row has (runs without the value)
+        says over how many."""
         values = [v for r in runs if (v := self.value(r)) is not None]
-        return self.cell(values, runs) if self.cell is not None else _mean_std(values)
+        if self.cell is not None:
+            return self.cell(values, runs)
+        text = _mean_std(values)
+        return f"{text} ({len(values)} of {len(runs)} runs)" if values and len(values) < len(runs) else text
 
 
 def _at(point: str, key: str) -> Callable[[Mapping[str, Any]], float | None]:
