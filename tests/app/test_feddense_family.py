@@ -117,19 +117,34 @@ def test_graph_only_methods_refuse_node_datasets(flat):
         check_method_task(parse_run_config(flat))
 
 
-def test_feddense_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path):
-    """Spec §14 item 6: 3 clients, 3 rounds of FedDense through Flower equal a plain loop
-    (models seeded alike, persistent Adam, one epoch, struct.* averaged by training
+def _ddcgnn(d):
+    from fgl_flower.models.feddense import DDCGNN
+
+    return DDCGNN(d.num_features, d.num_classes, width=8, num_layers=3, dropout=0.5)
+
+
+def _fedstar_gin(d):
+    from fgl_flower.models.fedstar import FedStarGIN
+
+    return FedStarGIN(d.num_features, 64, d.num_classes, num_layers=3, dropout=0.5)
+
+
+@pytest.mark.parametrize("method,options,build", [
+    ("feddense", {"feddense.width": 8}, _ddcgnn),
+    ("fedstar", {}, _fedstar_gin),
+])
+def test_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path, method, options, build):
+    """Spec §14 item 6: 3 clients, 3 rounds of FedDense (and FedStar) through Flower equal a
+    plain loop (models seeded alike, persistent Adam, one epoch, struct.* averaged by training
     graphs, evaluation after the download) written without the package's client code."""
     import torch.nn.functional as F
     from torch_geometric.loader import DataLoader
 
     from fgl_flower.datasets import load_client_data
     from fgl_flower.datasets.encodings import attach_graph_inputs
-    from fgl_flower.models.feddense import DDCGNN
     from fgl_flower.seeds import derive_seed
 
-    graph_flat.update({"method": "feddense", "num-rounds": 3, "feddense.width": 8})
+    graph_flat.update({"method": method, "num-rounds": 3, **options})
     run(InProcessGrid(graph_flat, 3), parse_run_config(graph_flat))
     ours = [json.loads(line)["clients"] for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
 
@@ -140,7 +155,7 @@ def test_feddense_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path):
         attach_graph_inputs(d, ["stc_enc"])
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(cfg.seed)
-            models.append(DDCGNN(d.num_features, d.num_classes, width=8, num_layers=3, dropout=0.5))
+            models.append(build(d))
         optims.append(torch.optim.Adam(models[-1].parameters(), lr=0.001, weight_decay=5e-4))
 
     def forward(model, b):
