@@ -170,3 +170,21 @@ def test_evaluate_received_reports_the_mixture_with_the_averaged_copy(flat, tmp_
     assert "test_acc" in make(flat, tmp_path, evaluate="trained").train(round_content(), 1).metric_records[METRICS]
     assert APFLStrategy(parse_run_config(flat)).evaluates_in_train
     assert not APFLStrategy(parse_run_config({**flat, "apfl.evaluate": "received"})).evaluates_in_train
+
+
+def test_official_alpha_moves_once_per_round(flat, tmp_path):
+    """FedTorch steps α at the round's first local step only: three local epochs leave α
+    where one epoch does (same seed, same start), while `v` and `w` train on."""
+    flat.update({"dropout": 0.0})
+    one = make(flat, tmp_path, variant="official")
+    one.cfg = parse_run_config({**flat, "local-epochs": 1})
+    with torch.no_grad():
+        for p in one.personal.model.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    three = make(flat, tmp_path, variant="official")  # local-epochs 3
+    three.personal.model.load_state_dict(one.personal.model.state_dict())
+    one.train(round_content(), 1)
+    three.train(round_content(), 1)
+    assert one.alpha != 0.5 and three.alpha == pytest.approx(one.alpha, abs=1e-12)
+    w1, w3 = one.learner.model.state_dict(), three.learner.model.state_dict()
+    assert any(not torch.equal(w1[k], w3[k]) for k in w1)
