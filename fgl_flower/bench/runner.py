@@ -46,10 +46,12 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
     for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
         for row in selected:
             out, key = exp.out / row.slug / f"seed{seed}", record_key(exp, row)
+            if (row.slug, seed) in recorded:
+                continue
             other = folder_command(out)
             if other is not None and other != key:  # the folder holds another command's run
                 print(f"{out} holds a run of another command (`{other}`); it is run again", flush=True)
-            elif (row.slug, seed) in recorded or (out / "summary.json").exists():
+            elif (out / "summary.json").exists():
                 continue
             if other in (None, key) and resumable(out):
                 cmd = ["fgl", "run", "--resume", str(out)] + (["--inprocess"] if row.inprocess else [])
@@ -62,11 +64,11 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
             print(f"{tag} {shlex.join(cmd)}", flush=True)
         return
     deadline = None if time_limit is None else time.monotonic() + time_limit
-    code = code_version()
+    version = code_version()
     _let_runs_take_ctrl_c()
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on its own process
     try:
-        outcomes = [future.result() for future in [pool.submit(_run_one, *run, code, deadline) for run in pending]]
+        outcomes = [future.result() for future in [pool.submit(_run_one, *run, version, deadline) for run in pending]]
     finally:
         pool.shutdown(cancel_futures=True)  # after Ctrl-C or an error, start no further runs
     stopped, unstarted = outcomes.count("stopped"), outcomes.count("not started")
@@ -91,10 +93,10 @@ def _let_runs_take_ctrl_c() -> None:
 STOP_GRACE_S = 60.0
 
 
-def _run_one(tag: str, out: Path, cmd: list[str], key: str, code: str, deadline: float | None = None) -> str:
+def _run_one(tag: str, out: Path, cmd: list[str], key: str, version: str, deadline: float | None = None) -> str:
     """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
-    resumes). ``bench.json`` holds from the start the row's record ``key`` and the ``code``
-    versions that ran it (a resumed run's earlier ones first), and its wall time when it
+    resumes). ``bench.json`` holds from the start the row's record ``key`` and the code
+    versions that ran it (``version`` now) (a resumed run's earlier ones first), and its wall time when it
     succeeds. Returns ``"ok"``, ``"failed"``, ``"stopped"`` at ``deadline`` (a
     :func:`time.monotonic` time) or ``"not started"``."""
     if deadline is not None and time.monotonic() >= deadline:
@@ -103,7 +105,7 @@ def _run_one(tag: str, out: Path, cmd: list[str], key: str, code: str, deadline:
     out.mkdir(parents=True, exist_ok=True)
     resumed = "--resume" in cmd
     codes = folder_codes(out) if resumed else []
-    codes += [] if code in codes else [code]
+    codes += [] if version in codes else [version]
     atomic_write_text(out / "bench.json", json.dumps({"command": key, "code": codes}) + "\n")
     t0 = time.perf_counter()
     with open(out / "fgl.log", "a" if resumed else "w") as log:
