@@ -32,7 +32,7 @@ class APFLOptions(MethodOptions):
     """APFL hyperparameters (Deng, Kamani and Mahdavi, 2020)."""
 
     variant: str = "paper"
-    alpha: float = 0.5  # α at the start (FedTorch's default)
+    alpha: float = 0.5  # α at the start (FedTorch's parameters.py; its run_mpi.py passes 0)
     adaptive: bool = True  # learn α (the paper's adaptive APFL); false keeps it fixed
     alpha_lr: float = -1.0  # step size of α; -1: the run's lr (the paper uses one step size)
     evaluate: str = "trained"  # trained (own w, end of round) | received (the averaged w sent next)
