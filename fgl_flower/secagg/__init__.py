@@ -1,9 +1,11 @@
 r"""Secure Aggregation (SecAgg+, Bell et al., CCS 2020) of a reply's arrays on this package's grid.
 
 The server learns the element-wise sum of one named record over the clients, never one
-client's values. Flower's cryptographic primitives do the work (key agreement, Shamir
-shares, authenticated encryption, the masks' pseudo-random generator); the four stages run
-as ``query.secagg`` messages through the run's grid, so every byte is metered:
+client's values, as long as it follows the protocol (honest-but-curious; docs/privacy.md).
+Flower's cryptographic primitives do most of the work (key agreement, Shamir shares,
+authenticated encryption); the masks are SHAKE-256 streams of their full seeds
+(:mod:`~fgl_flower.secagg.masks`). The four stages run as ``query.secagg`` messages through
+the run's grid, so every byte is metered; a client answers each once and in order:
 
 1. ``setup``: each client makes two key pairs and sends both public keys;
 2. ``share-keys``: each client receives its neighbours' public keys, draws a private mask

@@ -62,6 +62,10 @@ def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
     state = dict(context.state.get(STATE, ConfigRecord()))
     if stage != STAGES[0] and not state:
         raise FGLError(f"Secure aggregation: stage {stage!r} before 'setup' on node {msg.metadata.dst_node_id}.")
+    expected = STAGES[STAGES.index(str(state["done"])) + 1] if state else STAGES[0]
+    if stage != STAGES[0] and stage != expected:  # a replayed collect would reuse the masks
+        raise FGLError(f"Secure aggregation: stage {stage!r} out of order on node {msg.metadata.dst_node_id} "
+                       f"(expected {expected!r}); the protocol answers each stage once, in order.")
     me = msg.metadata.dst_node_id
     content = RecordDict()
     if stage == "setup":
@@ -81,7 +85,7 @@ def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
     if stage == STAGES[-1]:  # the protocol is over: its secrets go
         del context.state[STATE]
     else:
-        context.state[STATE] = ConfigRecord(state)
+        context.state[STATE] = ConfigRecord({**state, "done": stage})
     if PARTITION_ID in context.node_config:  # whose reply it is, for the grid's bookkeeping
         reply[PARTITION_ID] = int(context.node_config[PARTITION_ID])
     content[SECAGG] = ConfigRecord(reply)
@@ -100,6 +104,9 @@ def _share_keys(state: dict, cfg: ConfigRecord, me: int) -> dict:
         raise FGLError("Secure aggregation: two neighbours share a public key.")
     if len(ids) < threshold:
         raise FGLError(f"Secure aggregation: {len(ids)} neighbours, fewer than the threshold {threshold}.")
+    if threshold <= len(ids) // 2:  # else a server claiming a client dropped could get both its secrets
+        raise FGLError(f"Secure aggregation: the server asked for a threshold of {threshold} among {len(ids)} "
+                       "neighbours; SecAgg+ needs a majority, so this client does not share its secrets.")
     rd_seed = os.urandom(32)
     seed_shares = create_shares(rd_seed, threshold, len(ids))
     key_shares = create_shares(state["sk1"], threshold, len(ids))

@@ -46,9 +46,10 @@ def encode(arrays: Mapping[str, Tensor], fraction_bits: int, clients: int) -> np
     if largest * clients >= limit:
         raise FGLError(
             f"Secure aggregation: a value of magnitude {largest:.4g} summed over {clients} clients "
-            f"leaves the fixed-point range ±{limit:.4g} of {fraction_bits} fraction bits: lower the "
-            f"method's secagg-fraction-bits to at most "
-            f"{max(0, MOD_BITS - 2 - math.ceil(math.log2(largest * clients)))}.")
+            f"leaves the fixed-point range ±{limit:.4g} of {fraction_bits} fraction bits. O-pFGL: set "
+            f"opfgl.secagg-fraction-bits to at most "
+            f"{max(0, MOD_BITS - 2 - math.ceil(math.log2(largest * clients)))}; a model's weights "
+            "(32 fraction bits, summed as n_k * w_k): use agg-weight=uniform or fewer clients per round.")
     return np.mod(np.rint(flat * 2.0**fraction_bits).astype(np.int64), MODULUS)
 
 

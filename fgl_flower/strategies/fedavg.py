@@ -89,6 +89,8 @@ class FedAvgStrategy(FGLStrategy):
         if self.secure:
             total = self._secagg.unmask(replies, ARRAYS, send).total
             weight = float(total.pop(WEIGHT_KEY)[0])
+            if weight <= 0:  # as the clear mean (weighted_mean_arrays) stops
+                raise FGLError("Aggregation weights sum to zero (no client has training examples).")
             self._secure_mean = ArrayRecord({k: array_of((v / weight).float().numpy()) for k, v in total.items()})
             self._secagg = None
 

@@ -11,7 +11,7 @@ from fgl_flower.errors import FGLError
 from fgl_flower.inprocess import InProcessGrid
 from fgl_flower.secagg.client import secaggplus_mod
 from fgl_flower.secagg.encoding import encode
-from fgl_flower.secagg.protocol import ACTIVE, DEAD, MASKED, SECAGG, STAGE
+from fgl_flower.secagg.protocol import ACTIVE, DEAD, MASKED, SECAGG, STAGE, THRESHOLD
 from fgl_flower.secagg.server import SecAggPlusSettings, ring_neighbours, secure_sum
 
 BITS = 32
@@ -123,6 +123,41 @@ def test_a_client_never_gives_the_seed_and_the_key_of_one_node():
                    dst_node_id=11, message_type="query.secagg")
     secaggplus_mod(good, fed.contexts[11], fed.handler)
     assert "fgl.secagg" not in fed.contexts[11].state
+
+
+def test_a_client_answers_each_stage_once_and_in_order():
+    """A server that sent a second collect would get two uploads under the same masks (their
+    difference is the difference of the vectors): the client refuses."""
+    fed = Federation(3)
+    seen = []
+
+    def until_unmask(messages):
+        if messages[0].content[SECAGG][STAGE] == "unmask":
+            raise Stop
+        if messages[0].content[SECAGG][STAGE] == "collect":
+            seen.extend(messages)
+        return fed.send(messages)
+
+    with pytest.raises(Stop):
+        secure_sum(until_unmask, sorted(fed.values), RecordDict(), "stats", "stats", SecAggPlusSettings(0, BITS), 0)
+    again = seen[0]
+    with pytest.raises(FGLError, match="out of order"):
+        secaggplus_mod(Message(again.content, dst_node_id=again.metadata.dst_node_id, message_type="query.secagg"),
+                       fed.contexts[again.metadata.dst_node_id], fed.handler)
+
+
+def test_a_threshold_below_a_majority_is_refused():
+    """With a threshold of one, every share is the secret itself."""
+    fed = Federation(3)
+
+    def low_threshold(messages):
+        if messages[0].content[SECAGG][STAGE] == "share-keys":
+            for m in messages:
+                m.content[SECAGG][THRESHOLD] = 1
+        return fed.send(messages)
+
+    with pytest.raises(FGLError, match="needs a majority"):
+        secure_sum(low_threshold, sorted(fed.values), RecordDict(), "stats", "stats", SecAggPlusSettings(0, BITS), 0)
 
 
 def test_secagg_plus_neighbourhoods_grow_logarithmically():
