@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import tempfile
@@ -136,16 +137,17 @@ def load_records(path: Path) -> Records:
     return records
 
 
-def _records_lock(path: Path):
+def records_lock(path: Path):
     """An inter-process lock for ``path``'s records (its lock file is outside the repo)."""
     tag = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:12]
     return file_lock(Path(tempfile.gettempdir()) / f"fgl-bench-records-{tag}.lock")
 
 
-def sync_records(path: Path, exps: list[Experiment]) -> Records:
+def sync_records(path: Path, exps: list[Experiment], lock: bool = True) -> Records:
     """Record the runs in ``exps``' run folders in ``path`` (a folder's run replaces its
-    record), drop records no row of ``exps`` would show, and return the records."""
-    with _records_lock(path):
+    record), drop records no row of ``exps`` would show, and return the records; under
+    :func:`records_lock` unless the caller holds it (``lock=False``)."""
+    with records_lock(path) if lock else contextlib.nullcontext():
         old = load_records(path)
         shown: dict[str, set[int]] = {}
         reads: dict[str, set[str]] = {}

@@ -13,7 +13,7 @@ from typing import Any
 from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.bench.columns import COLUMNS, Column
 from fgl_flower.bench.experiment import Experiment, _command_key, doc_command, doc_sections
-from fgl_flower.bench.records import Records, collect, records_path, sync_records
+from fgl_flower.bench.records import Records, collect, records_lock, records_path, sync_records
 from fgl_flower.results import atomic_write_text
 
 
@@ -255,13 +255,14 @@ def write_docs(exps: list[Experiment]) -> list[Path]:
     :func:`doc_sections`) become its sections, under the first one's ``doc_title``."""
     by_doc = doc_sections(exps)
     for doc, group in by_doc.items():
-        kept = kept_lines(doc.read_text()) if doc.exists() else Kept()
-        records = sync_records(records_path(doc), group)
-        if len(group) == 1 and not group[0].doc_title:
-            text = render(group[0], kept=kept, records=records)
-        else:
-            title = next((e.doc_title for e in group if e.doc_title), group[0].title)
-            text = "\n".join([f"# {title}\n\n{GENERATED}\n"]
-                             + [render(e, level=2, kept=kept, records=records) for e in group])
-        atomic_write_text(doc, text)
+        with records_lock(records_path(doc)):  # two benchmarks writing one page take turns
+            kept = kept_lines(doc.read_text()) if doc.exists() else Kept()
+            records = sync_records(records_path(doc), group, lock=False)
+            if len(group) == 1 and not group[0].doc_title:
+                text = render(group[0], kept=kept, records=records)
+            else:
+                title = next((e.doc_title for e in group if e.doc_title), group[0].title)
+                text = "\n".join([f"# {title}\n\n{GENERATED}\n"]
+                                 + [render(e, level=2, kept=kept, records=records) for e in group])
+            atomic_write_text(doc, text)
     return list(by_doc)
