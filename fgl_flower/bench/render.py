@@ -141,15 +141,16 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
                "s/round", "min/run", "seeds", RUN_HEADER]
     # what the runs record; a row without runs (kept lines) by its setting or the app's default
     app = load_app_defaults()
-    selected = sorted({str(r["best_val"].get("selected_by", app["select-by"])) for _, runs in rows for r in runs
-                       if "best_val" in r}
-                      | {str(row.overrides.get("select-by", app["select-by"])) for row, runs in rows if not runs})
+    by = app["select-by"]
+    selected = sorted({str(r["best_val"].get("selected_by", by)) for _, runs in rows for r in runs if "best_val" in r}
+                      | {str(row.overrides.get("select-by", by)) for row, runs in rows if not runs})
     weights = sorted({str(row.overrides.get("eval-weight", app["eval-weight"])) for row in exp.rows})
     lines += [
         f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "
         f"commands below the table, one per row, by the key in its *{RUN_HEADER}* column). *Best-val*: at the round selected by {' / '.join(selected)} (highest "
         "accuracy or lowest loss, over clients as *weighted* says; the earliest such round on "
-        f"ties); *final*: at the last round. *Weighted* and *pooled*: {'; '.join(EVAL_WEIGHTS[w] for w in weights)}; "
+        "ties); *final*: at the last round. *Weighted* and *pooled*: "
+        f"{'; '.join(EVAL_WEIGHTS[w] for w in weights)}; "
         "*client mean*: unweighted mean over clients; *worst*: the lowest client. s/round: "
         "wall time per round of the ServerApp's message exchanges and its own computation "
         "(aggregation, server-side training; records written before 2026-11-29 hold the "

@@ -68,7 +68,8 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
     _let_runs_take_ctrl_c()
     pool = ThreadPoolExecutor(max_workers=jobs)  # each thread waits on its own process
     try:
-        outcomes = [future.result() for future in [pool.submit(_run_one, *run, version, deadline) for run in pending]]
+        futures = [pool.submit(_run_one, *run, version, deadline) for run in pending]
+        outcomes = [future.result() for future in futures]
     finally:
         pool.shutdown(cancel_futures=True)  # after Ctrl-C or an error, start no further runs
     stopped, unstarted = outcomes.count("stopped"), outcomes.count("not started")
@@ -93,7 +94,8 @@ def _let_runs_take_ctrl_c() -> None:
 STOP_GRACE_S = 60.0
 
 
-def _run_one(tag: str, out: Path, cmd: list[str], key: str, version: str, deadline: float | None = None) -> str:
+def _run_one(tag: str, out: Path, cmd: list[str], key: str, version: str,
+             deadline: float | None = None) -> str:
     """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
     resumes). ``bench.json`` holds from the start the row's record ``key`` and the code
     versions that ran it (``version`` now) (a resumed run's earlier ones first), and its wall time when it
