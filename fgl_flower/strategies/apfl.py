@@ -15,6 +15,8 @@ class APFLStrategy(FedAvgStrategy):
     train reply (:attr:`evaluates_in_train`); ``"received"``: with the averaged ``w`` of the
     next message (FedAvg's evaluation schedule)."""
 
+    evaluates_in_train = True  # the default option's (``trained``); set per run below
+
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.evaluates_in_train = APFLOptions.from_config(cfg).evaluate == "trained"
