@@ -43,12 +43,11 @@ def _folder_summary(exp: Experiment, row: Row, seed: int) -> dict[str, Any] | No
     path = exp.out / row.slug / f"seed{seed}" / "summary.json"
     if not path.exists():
         return None
-    other = folder_command(path.parent)
-    if other is not None and other != record_key(exp, row):
+    bench, key = _bench_file(path.parent), record_key(exp, row)
+    if bench.get("command", key) != key:
         return None
     summary = json.loads(path.read_text())
     summary["_dir"] = str(path.parent)
-    bench = _bench_file(path.parent)
     if bench.get("code"):
         summary["code"] = bench["code"]
     if "wall_s" in bench and not bench.get("resumed"):

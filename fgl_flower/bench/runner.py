@@ -98,8 +98,8 @@ def _run_one(tag: str, out: Path, cmd: list[str], key: str, version: str,
              deadline: float | None = None) -> str:
     """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
     resumes). ``bench.json`` holds from the start the row's record ``key`` and the code
-    versions that ran it (``version`` now) (a resumed run's earlier ones first), and its wall time when it
-    succeeds. Returns ``"ok"``, ``"failed"``, ``"stopped"`` at ``deadline`` (a
+    versions that ran it (a resumed run's earlier ones, then ``version``), and its wall time
+    when it succeeds. Returns ``"ok"``, ``"failed"``, ``"stopped"`` at ``deadline`` (a
     :func:`time.monotonic` time) or ``"not started"``."""
     if deadline is not None and time.monotonic() >= deadline:
         return "not started"

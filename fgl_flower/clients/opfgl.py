@@ -301,5 +301,5 @@ class OPFGLClient(FGLClient):
                 "gamma_mean": float(gamma.mean())}
         probes = pseudo_graph_probes(y_s, ei_s, g.y[g.train_mask]) | {"distill.gamma": float(gamma.mean())}
         res |= as_metrics(probes)
-        return RecordDict({METRICS: self.metrics(res, int(g.train_mask.sum()))})
+        return RecordDict({METRICS: self.metrics(res, self.data.num_train)})
 
