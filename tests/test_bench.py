@@ -498,9 +498,38 @@ def test_a_kept_line_is_matched_by_its_seed_count():
     kept = kept_lines(f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n\n"
                       f"| Cora | fedavg | — | 79.00 ± 2.00 | — | — | 5/5 † | {cmd} |\n")
     headers = ["setting", "method", "paper", "acc", "s/round", "min/run", "seeds", "command"]
-    assert kept.cells(cmd.strip("`"), 3, headers)[3] == "80.00 ± 1.00"
-    assert kept.cells(cmd.strip("`"), 5, headers)[3] == "79.00 ± 2.00"
-    assert kept.cells(cmd.strip("`"), 4, headers) is None
+    assert kept.cells(cmd.strip("`"), range(3), headers)[3] == "80.00 ± 1.00"
+    assert kept.cells(cmd.strip("`"), range(5), headers)[3] == "79.00 ± 2.00"
+    assert kept.cells(cmd.strip("`"), range(4), headers) is None
+
+
+def test_a_kept_line_is_matched_by_the_seeds_its_caption_names():
+    """A line measured over seeds 0-2 does not stand for the same command over seeds 1-3."""
+    from fgl_flower.bench import kept_lines
+
+    cmd = "`fgl run --method fedavg --dataset Cora --seed SEED --out runs/t/Cora-fedavg/seedSEED`"
+    kept = kept_lines("## T\n\nMean ± std (population) over seeds 0, 1, 2 (`SEED` in the commands)\n\n"
+                      f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n")
+    headers = ["setting", "method", "paper", "acc", "s/round", "min/run", "seeds", "command"]
+    assert kept.cells(cmd.strip("`"), [0, 1, 2], headers)[3] == "80.00 ± 1.00"
+    assert kept.cells(cmd.strip("`"), [1, 2, 3], headers) is None
+
+
+def test_a_page_rewritten_for_other_seeds_keeps_no_line(tmp_path):
+    """The experiment's seeds changed and its runs are gone: its rows are pending, not kept."""
+    import shutil
+
+    from fgl_flower.bench import KEPT, write_docs
+
+    exp = _fedavg_and_local_measured(tmp_path)
+    write_docs([exp])
+    shutil.rmtree(exp.out)
+    (tmp_path / "doc.runs.jsonl").unlink()
+    spec = tmp_path / "exp.toml"
+    spec.write_text(spec.read_text().replace("seeds = [0]", "seeds = [1]"))
+    write_docs([load_experiment(spec, root=tmp_path)])
+    text = (tmp_path / "doc.md").read_text()
+    assert KEPT not in text and _row_of(text, "--method local").endswith("| 0/1 | c2 |")
 
 
 def test_a_kept_row_shown_in_two_tables_keeps_the_columns_of_both():
@@ -513,8 +542,8 @@ def test_a_kept_row_shown_in_two_tables_keeps_the_columns_of_both():
                       f"| Cora | fedavg | — | 80.00 ± 1.00 | 1024 | — | 3/3 | {cmd} |\n")
     first = ["setting", "method", "paper", "acc", "first", "seeds", "command"]
     second = ["setting", "method", "paper", "acc", "bytes", "first", "seeds", "command"]
-    assert kept.cells(cmd.strip("`"), 3, first)[4] == "36"
-    assert kept.cells(cmd.strip("`"), 3, second)[4:6] == ["1024", "36"]
+    assert kept.cells(cmd.strip("`"), range(3), first)[4] == "36"
+    assert kept.cells(cmd.strip("`"), range(3), second)[4:6] == ["1024", "36"]
 
 
 def _fake_run(folder, seed: int, accs: tuple[float, float], wall_s: float = 60.0) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -56,23 +56,34 @@ _COMMAND_ITEM = re.compile(r"^- (c\d+)\b.*(`fgl run [^`]+`)\s*$")
 class Kept:
     """The measured lines of a document as it was (:func:`kept_lines`).
 
-    ``rows``: ``(command cell, seed count)`` -> cells of a result row, by column header where
+    ``rows``: ``(command cell, seeds)`` -> cells of a result row, by column header where
     its table has a header line (the union over tables showing the same runs with other
     columns), else in order (two tables may show the same runs over different seeds).
+    ``seeds`` is the seed list its table's caption names (``"0,1,2"``); a line under no such
+    caption (pages written before it) is known by its seed count only (``"#3"``).
     ``paired``: ``(section, row, minus, metric)`` -> cells of a paired comparison, by the
     heading it stands under (two sections may compare rows of the same labels)."""
 
     rows: dict[tuple[str, str], dict[str, str] | list[str]] = field(default_factory=dict)
     paired: dict[tuple[str, str, str, str], list[str]] = field(default_factory=dict)
 
-    def cells(self, cmd: str, seeds: int, headers: list[str]) -> list[str] | None:
-        """The kept cells of the row running ``cmd`` over ``seeds`` seeds under today's
-        ``headers``: a column the old table lacked is "—" (a header-less line must have
-        today's columns)."""
-        old = self.rows.get((_command_key(f"`{cmd}`"), str(seeds)))
+    def cells(self, cmd: str, seeds: Sequence[int], headers: list[str]) -> list[str] | None:
+        """The kept cells of the row running ``cmd`` over ``seeds`` under today's ``headers``:
+        a column the old table lacked is "—" (a header-less line must have today's columns).
+        A line whose caption named other seeds is not these runs."""
+        key = _command_key(f"`{cmd}`")
+        old = self.rows.get((key, _seed_list(seeds)), self.rows.get((key, f"#{len(seeds)}")))
         if isinstance(old, dict):
             return [old.get(h, "—") for h in headers]
         return list(old) if old is not None and len(old) == len(headers) else None
+
+
+#: The caption above a results table, naming its seeds (:func:`render`).
+_CAPTION_SEEDS = re.compile(r"^Mean ± std \(population\) over seeds ([\d, ]+?) \(")
+
+
+def _seed_list(seeds: Sequence[int]) -> str:
+    return ",".join(map(str, seeds))
 
 
 def kept_lines(text: str) -> Kept:
@@ -83,11 +94,13 @@ def kept_lines(text: str) -> Kept:
     headers: list[str] | None = None
     keyed: dict[str, tuple[list[str] | None, list[str]]] = {}  # the last table's rows by key
     section = ""  # the heading the lines stand under
+    seeds: str | None = None  # the seed list the last caption under that heading names
 
     def keep(command_cell: str, row_headers: list[str] | None, cells: list[str]) -> None:
         if cells[-2].startswith("0/"):
             return
-        key = (_command_key(command_cell), cells[-2].removesuffix(f" {KEPT}").partition("/")[2])
+        count = cells[-2].removesuffix(f" {KEPT}").partition("/")[2]
+        key = (_command_key(command_cell), seeds if seeds is not None else f"#{count}")
         if row_headers and len(row_headers) == len(cells):
             old = kept.rows.get(key)  # the same runs in another table: the union of columns
             merged = dict(old) if isinstance(old, dict) else {}
@@ -103,7 +116,9 @@ def kept_lines(text: str) -> Kept:
         if line.startswith("|---"):
             continue
         if line.startswith("#"):
-            section = line.lstrip("#").strip()
+            section, seeds = line.lstrip("#").strip(), None
+        if caption := _CAPTION_SEEDS.match(line):
+            seeds = _seed_list(int(x) for x in caption.group(1).split(","))
         if not line.startswith("| "):
             headers = None
             continue
@@ -127,8 +142,8 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
     ``records`` of runs whose folders are elsewhere (its title a heading of ``level``).
 
     A row none of whose runs is here or recorded keeps its line from ``kept``
-    (:func:`kept_lines` of the document as it was; same command; a column added since shows
-    "—"), marked :data:`KEPT`: pages written before run records existed keep the rows measured
+    (:func:`kept_lines` of the document as it was; same command and seeds; a column added
+    since shows "—"), marked :data:`KEPT`: pages written before run records existed keep the rows measured
     then. A paired comparison of two kept rows keeps its line too."""
     kept = kept or Kept()
     lines = [f"{'#' * level} {exp.title}", ""]
@@ -146,7 +161,7 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
                       | {str(row.overrides.get("select-by", by)) for row, runs in rows if not runs})
     weights = sorted({str(row.overrides.get("eval-weight", app["eval-weight"])) for row in exp.rows})
     lines += [
-        f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "
+        f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "  # read back: _CAPTION_SEEDS
         f"commands below the table, one per row, by the key in its *{RUN_HEADER}* column). *Best-val*: at the round selected by {' / '.join(selected)} (highest "
         "accuracy or lowest loss, over clients as *weighted* says; the earliest such round on "
         "ties); *final*: at the last round. *Weighted* and *pooled*: "
@@ -164,7 +179,7 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
     for number, (row, runs) in enumerate(rows, 1):
         cmd = doc_command(exp, row)
         commands.append(f"- c{number} ({row.group}, {row.args.get('method')}): `{cmd}`")
-        cells = kept.cells(cmd, len(exp.seeds), headers)
+        cells = kept.cells(cmd, exp.seeds, headers)
         if not runs and cells is not None:
             cells[:3] = [row.group, str(row.args.get("method")), "—" if row.paper is None else str(row.paper)]
             cells[-2] = _marked(cells[-2])
