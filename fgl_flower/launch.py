@@ -246,11 +246,12 @@ def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
 
         code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus, secure=secure, stream=stream)
     else:
+        from fgl_flower.results import results_written
         from fgl_flower.runtime import run_simulation
 
         code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
                               gpus_per_client=cfg.gpus_per_client, ray_address=ray_address,
-                              stream=stream)
+                              stream=stream, done=results_written(out))
     if code != 0 or not (out / "summary.json").exists():
         raise FGLError(f"The run failed (exit code {code}); see the log above. "
                        f"Finished rounds are in {out / 'rounds.jsonl'}.")

@@ -156,6 +156,12 @@ def summarize_resources(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:
     }
 
 
+def results_written(out_dir: str | Path) -> str:
+    """The end of the ServerApp's last log line, logged once all results of the run in
+    ``out_dir`` are written: a launcher that streams the log need not wait for more."""
+    return f"summary {Path(out_dir) / 'summary.json'}"
+
+
 class RunRecorder:
     """Records one run into ``out_dir`` and prints a progress line per round."""
 

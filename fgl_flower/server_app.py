@@ -17,7 +17,7 @@ from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
 from fgl_flower.parse import parse_run_config
-from fgl_flower.results import RunRecorder
+from fgl_flower.results import RunRecorder, results_written
 
 app = ServerApp()
 
@@ -86,9 +86,9 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
         raise
     summary = recorder.finish()
     best = summary.get("best_val", {})
-    log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; summary %s",
+    log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; %s",
         best.get("round"), best.get("test_acc", float("nan")),
-        summary.get("final", {}).get("test_acc", float("nan")), out_dir / "summary.json")
+        summary.get("final", {}).get("test_acc", float("nan")), results_written(out_dir))
     return summary
 
 

@@ -15,7 +15,7 @@ import subprocess
 import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from pathlib import Path
 from typing import IO
 
@@ -60,10 +60,37 @@ def stop_processes(procs: Iterable[psutil.Process], grace: float = TERMINATE_GRA
     if grace > 0:
         for proc in alive:
             _signal(proc, kill=False)
-        _, alive = psutil.wait_procs(alive, timeout=grace)
+        alive = _wait_exited(alive, timeout=grace)
     for proc in alive:
         _signal(proc, kill=True)
-    psutil.wait_procs(alive, timeout=max(grace, TERMINATE_GRACE_S))
+    _wait_exited(alive, timeout=max(grace, TERMINATE_GRACE_S))
+
+
+def _wait_exited(procs: Iterable[psutil.Process], timeout: float) -> list[psutil.Process]:
+    """Wait until every process has exited; return those still running after ``timeout`` s.
+
+    A zombie has exited: only its parent's reaping is left. Processes that a child
+    detached belong to init once their parent is gone, and an init that reaps slowly (1.4 s
+    on this project's machine) or never (some containers) would add that wait to every
+    stop; ``psutil.wait_procs`` waits for the reaping."""
+    deadline = time.monotonic() + timeout
+    alive = list(procs)
+    while True:
+        alive = [proc for proc in alive if _running(proc)]
+        if not alive or time.monotonic() >= deadline:
+            return alive
+        time.sleep(0.01)
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        if proc.status() != psutil.STATUS_ZOMBIE:
+            return proc.is_running()
+        with suppress(psutil.Error):
+            proc.wait(timeout=0)  # reaps it if it is this process's child
+        return False
+    except psutil.Error:
+        return False
 
 
 def _signal(proc: psutil.Process, *, kill: bool) -> None:
@@ -170,11 +197,12 @@ class ProcessGroup:
         """Also stop these processes (e.g. ones a child detached) on exit."""
         self._extra.extend(procs)
 
-    def stop(self) -> None:
-        """Stop all owned processes, their descendants and marked stragglers."""
+    def stop(self, grace: float = TERMINATE_GRACE_S) -> None:
+        """Stop all owned processes, their descendants and marked stragglers (killed if
+        they outlive ``grace`` s; ``grace=0``: at once)."""
         owned = [proc for p in self._procs if (proc := _as_psutil(p)) is not None]
-        stop_processes([*owned, *self._extra])
-        stop_processes(marked_processes(self.token))
+        stop_processes([*owned, *self._extra], grace=grace)
+        stop_processes(marked_processes(self.token), grace=grace)
         for proc in self._procs:
             if proc.poll() is None:
                 proc.kill()

@@ -33,7 +33,7 @@ SUPERLINK_START_ATTEMPTS = 3
 def run_simulation(
     app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, cpus_per_client: int = 1,
     gpus_per_client: float = 0.0, workdir: Path | None = None, stream: TextIO | None = None,
-    timeout: float | None = None, ray_address: str | None = None,
+    timeout: float | None = None, ray_address: str | None = None, done: str | None = None,
 ) -> int:
     """Run ``app_dir`` as a simulation with ``num_supernodes`` virtual SuperNodes.
 
@@ -49,7 +49,9 @@ def run_simulation(
 
     Returns ``flwr run``'s return code, or 1 if it exited 0 but the run did not reach
     ``finished:completed``. ``timeout`` (seconds) bounds the ``flwr run`` command and
-    raises :class:`~fgl_flower.runtime.errors.RunTimeoutError`.
+    raises :class:`~fgl_flower.runtime.errors.RunTimeoutError`. ``done``: a part of the
+    ServerApp's log line that says all its results are written; once it is streamed the run
+    counts as completed, and what is left of it is stopped rather than waited for.
     """
     app_dir = check_app_dir(app_dir)
     if num_supernodes < 1:
@@ -75,12 +77,13 @@ def run_simulation(
         for attempt in range(1, SUPERLINK_START_ATTEMPTS + 1):
             with ProcessGroup() as group:
                 try:
-                    code = run_flwr(
-                        flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
-                    )
-                    # The run is over and its status read: the SuperLink has nothing left to
-                    # flush (its state database is SQLite, safe against a kill). Its graceful
-                    # stop waits a 1 s grace per gRPC server; a kill takes milliseconds.
+                    code = run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
+                                    timeout=timeout, done=done)
+                    # The run is over (its status read, or its results written): the SuperLink
+                    # has nothing left to flush (its state database is SQLite, safe against a
+                    # kill). Its graceful stop waits a 1 s grace per gRPC server; a kill takes
+                    # milliseconds, as for what may still wind down under it (Ray, `flwr run`).
+                    group.stop(grace=0)
                     stop_processes(local_superlinks(flwr_home), grace=0)
                     return code
                 except SuperLinkStartError:

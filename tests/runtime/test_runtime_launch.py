@@ -48,6 +48,21 @@ def test_simulation_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_simulation_ends_when_the_results_are_written(toy_app: Path, tmp_path: Path) -> None:
+    """Once the ServerApp's results-written line is streamed, the run counts as completed
+    and its wind-down (here a ServerApp that lingers 600 s) is stopped, not waited for."""
+    out, log = tmp_path / "sim.json", io.StringIO()
+    config = {"out-file": str(out), "num-nodes": 2, "linger": 600.0}
+    t0 = time.monotonic()
+    rc = run_simulation(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=300,
+                        done="toy results written")
+    assert rc == 0, log.getvalue()[-3000:]
+    assert time.monotonic() - t0 < 200 and json.loads(out.read_text())["rounds"] == [[0, 1]]
+    assert local_superlinks(tmp_path / "work" / "flwr-home") == []
+    _assert_clean(tmp_path)
+
+
+@pytest.mark.slow
 def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) -> None:
     log = io.StringIO()
     work = tmp_path / "work"
@@ -163,3 +178,27 @@ def test_stop_processes_with_no_grace_kills_at_once(tmp_path: Path) -> None:
     stop_processes([proc], grace=0)  # it ignores SIGTERM: only a kill ends it
     assert not proc.is_running()
     assert time.monotonic() - t0 < 1.0
+
+
+def test_a_zombie_counts_as_stopped(tmp_path: Path) -> None:
+    """A killed process whose parent does not reap it (the SuperLink's, once `flwr run` is
+    gone, belong to an init that may reap slowly or never) is stopped: no wait for the reaping."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    from fgl_flower.runtime.processes import stop_processes
+
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                               "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                               "print(child.pid, flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    try:
+        child = psutil.Process(int(parent.stdout.readline()))
+        t0 = time.monotonic()
+        stop_processes([child], grace=0)
+        assert time.monotonic() - t0 < 1.0 and child.status() == psutil.STATUS_ZOMBIE
+    finally:
+        parent.kill()
+        parent.wait()
+        parent.stdout.close()

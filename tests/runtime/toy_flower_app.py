@@ -36,14 +36,17 @@ num-nodes = 1
 out-file = ""
 message = "default"
 fail = false
+linger = 0.0
 """
 
 SERVER_APP = '''
 import json
 import time
+from logging import INFO
 
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.serverapp import Grid, ServerApp
+from flwr.supercore import log
 
 app = ServerApp()
 
@@ -68,6 +71,8 @@ def main(grid: Grid, context: Context) -> None:
     result = {"rounds": rounds, "message": cfg["message"], "seconds": time.monotonic() - started}
     with open(str(cfg["out-file"]), "w", encoding="utf-8") as fh:
         json.dump(result, fh)
+    log(INFO, "toy results written")
+    time.sleep(float(cfg["linger"]))  # a ServerApp that takes its time to end after that
 '''
 
 CLIENT_APP = '''
