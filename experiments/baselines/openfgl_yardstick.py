@@ -13,6 +13,7 @@ for FedAvg; ours ``eval-weight=client-size``).
 Install OpenFGL apart (see ``experiments/platform/peers.py`` for the offline recipe)::
 
     python -m venv ~/venvs/openfgl && ~/venvs/openfgl/bin/pip install openfgl-lib torch==2.13.0
+    ~/venvs/openfgl/bin/pip install dtaidistance  # imported by its GCFL+, not declared by openfgl-lib
 
 and give it the raw Cora under ``<openfgl-root>/global/subgraph_fl/Cora`` (``--openfgl-root``,
 default ``~/openfgl-data``). Then::
@@ -66,6 +67,29 @@ METHODS = {
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": ("fggp", "global_model_on_local_data",
              {"fggp.head": "aggregate", "fggp.evaluate": "head", "fggp.knn-every": 1, "agg-weight": "local"}),
+    # GCFL+ (our gcfl, variant gcfl+): OpenFGL's eps1 0.05 / eps2 0.1 (on a node task ours read
+    # eps1-node / eps2-node), seq_length 5, no standardising, the sequence of the last local
+    # gradient's norm (its convGradsNorm), a split only after its 0-based round 20 (ours count
+    # from 1: split-after 21), clusters of at least 3, FedAvg weights by node counts (its
+    # num_samples). Its personalised local models, as OpenFGL allows no global mode for it; ours
+    # evaluates each cluster's model. OpenFGL's GCFL+ is graph-level (NODE_LEVEL_GIN below) and
+    # shares only its GIN's convolutions; ours shares the whole GCN (not expressible here)
+    "gcfl+": ("gcfl_plus", "local_model_on_local_data",
+              {"method": "gcfl", "gcfl.variant": "gcfl+", "gcfl.eps1-node": 0.05, "gcfl.eps2-node": 0.1,
+               "gcfl.seq-length": 5, "gcfl.standardize": False, "gcfl.sequence": "grad",
+               "gcfl.split-after": 21, "gcfl.min-split-size": 3, "agg-weight": "local"}),
+    # FedSage+: OpenFGL's generator (hidden_portion 0.5, max_pred 5, latent 128, the run's width
+    # 64 and dropout 0.5), its matching loop (greedy_loss), its one-way generated edges, all of the
+    # generator trained by the run's Adam (0.01 / 5e-4), 10 generator rounds of the 100 (its 10
+    # rounds x 3 epochs = 30 steps: our 20 local epochs, then 10 one-step rounds), a GraphSAGE
+    # classifier averaged with equal weights (its 1/M), evaluated as the global model on each
+    # client's data as ours is (OpenFGL's default mode for it is the local models)
+    "fedsageplus": ("fedsage_plus", "global_model_on_local_data",
+                    {"model": "graphsage", "fedsageplus.gen-rounds": 10, "fedsageplus.pretrain-epochs": 20,
+                     "fedsageplus.num-pred": 5, "fedsageplus.hidden-portion": 0.5, "fedsageplus.latent": 128,
+                     "fedsageplus.gen-hidden": 64, "fedsageplus.gen-dropout": 0.5, "fedsageplus.gen-lr": 0.01,
+                     "fedsageplus.gen-weight-decay": 5e-4, "fedsageplus.matching": "code",
+                     "fedsageplus.trainable": "all", "fedsageplus.undirected": False, "agg-weight": "uniform"}),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
@@ -85,6 +109,10 @@ args.dropout, args.lr, args.weight_decay = float(sys.argv[10]), float(sys.argv[1
 args.model = ["gcn"]
 args.metrics = ["accuracy"]
 args.use_cuda = False
+if args.fl_algorithm == "gcfl_plus":  # NODE_LEVEL_GIN: its GIN sums each graph's nodes (graph
+    import openfgl.flcore.gcfl_plus.models as gin  # tasks only); node tasks have no batch
+    pool = gin.global_add_pool
+    gin.global_add_pool = lambda x, batch: x if batch is None else pool(x, batch)
 FGLTrainer(args).train()
 """.replace("{simulation}", SIMULATION)
 
