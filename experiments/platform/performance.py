@@ -429,7 +429,11 @@ running). What is left is mostly not ours: `ray.init` takes 5-6 s here (an isola
 raylet), Flower starts its SuperLink (3 s) and its simulation process (4 s, a 1 s task poll
 included), and three processes (the ServerApp and two actors) each import torch and PyG, about
 6 s of CPU each (PyG alone imports `torch._dynamo`, 2.3 s) on a 2-core machine. The target of
-issue 45 (at most 3.5x the plain loop) was not met on 2026-11-28: 3.79x.
+issue 45 (at most 3.5x the plain loop) was not met on 2026-11-28 (3.79x) and is not met on
+2026-11-29 on a quiet machine: 33.3 s against the plain loop's 7.1 s, 4.69x (the peers' table
+above). The ratio is higher than under load, where the plain loop slows more than `fgl run`'s
+fixed part: about 14 s of the 33 s are start-up and teardown (the 3-round run above ends at
+14.3 s), against the 8.6 s of Flower's no-op app that issue 45 measured.
 
 Per round, Flower's simulation engine moves messages from its LinkState to the Ray actors in
 a loop that waits 0.1 s between scans of every node (`add_messages_to_queue` in
