@@ -78,8 +78,9 @@ class Kept:
         return list(old) if old is not None and len(old) == len(headers) else None
 
 
-#: The caption above a results table, naming its seeds (:func:`render`).
-_CAPTION_SEEDS = re.compile(r"^Mean ± std \(population\) over seeds ([\d, ]+?) \(")
+#: How the caption above a results table starts, before its seeds (:func:`render`).
+CAPTION_START = "Mean ± std (population) over seeds "
+_CAPTION_SEEDS = re.compile(rf"^{re.escape(CAPTION_START)}([\d, ]+?) \(")
 
 
 def _seed_list(seeds: Sequence[int]) -> str:
@@ -161,7 +162,7 @@ def render(exp: Experiment, level: int = 1, kept: Kept | None = None,
                       | {str(row.overrides.get("select-by", by)) for row, runs in rows if not runs})
     weights = sorted({str(row.overrides.get("eval-weight", app["eval-weight"])) for row in exp.rows})
     lines += [
-        f"Mean ± std (population) over seeds {', '.join(map(str, exp.seeds))} (`SEED` in the "  # read back: _CAPTION_SEEDS
+        f"{CAPTION_START}{', '.join(map(str, exp.seeds))} (`SEED` in the "
         f"commands below the table, one per row, by the key in its *{RUN_HEADER}* column). *Best-val*: at the round selected by {' / '.join(selected)} (highest "
         "accuracy or lowest loss, over clients as *weighted* says; the earliest such round on "
         "ties); *final*: at the last round. *Weighted* and *pooled*: "
