@@ -241,17 +241,18 @@ def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
 
         run_inprocess(flat)
         code = 0
-    elif engine == "deployment":
-        from fgl_flower.runtime import run_deployment
-
-        code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus, secure=secure, stream=stream)
     else:
         from fgl_flower.results import results_written
-        from fgl_flower.runtime import run_simulation
+        from fgl_flower.runtime import run_deployment, run_simulation
 
-        code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
-                              gpus_per_client=cfg.gpus_per_client, ray_address=ray_address,
-                              stream=stream, done=results_written(out))
+        done = results_written(out)  # the ServerApp's last line: what is left is stopped
+        if engine == "deployment":
+            code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus, secure=secure, stream=stream,
+                                  done=done)
+        else:
+            code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
+                                  gpus_per_client=cfg.gpus_per_client, ray_address=ray_address,
+                                  stream=stream, done=done)
     if code != 0 or not (out / "summary.json").exists():
         raise FGLError(f"The run failed (exit code {code}); see the log above. "
                        f"Finished rounds are in {out / 'rounds.jsonl'}.")

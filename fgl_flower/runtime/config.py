@@ -18,14 +18,21 @@ from fgl_flower.runtime.errors import ExecutableNotFoundError
 FlatRunConfig = Mapping[str, "int | float | bool | str"]
 
 
+#: How often a SuperExec looks for a task to start a process for: a SuperNode's for its
+#: ClientApp processes (once per message in a deployment), a SuperLink's for the ServerApp
+#: or the simulation (once per run). Flower's default of 1 s adds up to that much to each.
+TASK_POLL_INTERVAL_S = "0.1"
+
+
 def flower_env(flwr_home: Path, **extra: str) -> dict[str, str]:
     """Return an environment isolated to ``flwr_home`` for Flower child processes.
 
     The current interpreter's ``bin`` directory comes first on PATH so the ``flwr`` and
     ``flower-*`` executables of this environment are used. Runtime dependency
-    installation, update checks and telemetry are disabled (they need the network).
-    ``RAY_ADDRESS=local`` makes the simulation start its own Ray instance instead of
-    joining one recorded in ``/tmp/ray`` by a ``ray start``.
+    installation, update checks and telemetry are disabled (they need the network); the
+    SuperExecs poll for tasks every :data:`TASK_POLL_INTERVAL_S` unless the environment
+    says otherwise. ``RAY_ADDRESS=local`` makes the simulation start its own Ray instance
+    instead of joining one recorded in ``/tmp/ray`` by a ``ray start``.
     """
     env = dict(os.environ)
     bin_dir = str(Path(sys.executable).parent)
@@ -39,6 +46,7 @@ def flower_env(flwr_home: Path, **extra: str) -> dict[str, str]:
         PYTHONUNBUFFERED="1",
         RAY_ADDRESS="local",
     )
+    env.setdefault("FLWR_SUPEREXEC_TASK_POLL_INTERVAL", TASK_POLL_INTERVAL_S)
     # torch.jit's and Ray's deprecation notices, printed by every Flower process
     env.setdefault("PYTHONWARNINGS", "ignore::DeprecationWarning,ignore::FutureWarning")
     env.update(extra)

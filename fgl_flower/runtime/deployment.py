@@ -25,16 +25,13 @@ from fgl_flower.runtime.security import LocalPKI, local_pki
 
 CONNECTION = "fgl-deployment"
 STARTUP_TIMEOUT_S = 60.0
-#: How often a SuperNode's SuperExec looks for a message to start a ClientApp process for
-#: (Flower's default 1 s; it adds up to that much to every round). Flower's own setting.
-TASK_POLL_INTERVAL_S = "0.1"
 SUPERNODE_READY = "SuperNode ID:"  # logged once the SuperNode is registered and active
 
 
 def run_deployment(
     app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, host: str = "127.0.0.1",
     workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
-    gpus: Sequence[str] | None = None, secure: bool = False,
+    gpus: Sequence[str] | None = None, secure: bool = False, done: str | None = None,
 ) -> int:
     """Run ``app_dir`` on a local SuperLink with ``num_supernodes`` SuperNodes.
 
@@ -48,7 +45,9 @@ def run_deployment(
     processes use free ports on the loopback ``host``, an isolated ``FLWR_HOME`` and log
     files in ``workdir`` (default: a temp dir removed afterwards); they are stopped
     before returning, also on errors and KeyboardInterrupt. Returns like
-    :func:`~fgl_flower.runtime.run_simulation`.
+    :func:`~fgl_flower.runtime.run_simulation`, whose ``done`` it shares: once the
+    ServerApp's line saying its results are written is streamed, the SuperLink, the
+    SuperNodes and their ClientApp processes are stopped rather than waited for.
     """
     app_dir = check_app_dir(app_dir)
     _check_loopback(host)
@@ -73,9 +72,13 @@ def run_deployment(
                 for _, public in pki.node_keys:
                     register_supernode(flwr, public, env, work)
             _start_supernodes(group, supernode_exe, env, work, address, host, node_ports, gpus, pki)
-            return run_flwr(
-                flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream, timeout=timeout
-            )
+            code = run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
+                            timeout=timeout, done=done)
+            # The run is over (its status read, or its results written). The SuperLink's state
+            # is SQLite, safe against a kill; the SuperNodes keep nothing. A graceful stop
+            # would wait a 1 s grace per gRPC server and each SuperNode's wind-down.
+            group.stop(grace=0)
+            return code
 
 
 def _check_loopback(host: str) -> None:
@@ -140,9 +143,7 @@ def _start_supernodes(
             exe, *supernode_security(pki, key), "--superlink", superlink, "--host", host, "--port", str(port),
             "--node-config", f"partition-id={partition} num-partitions={len(ports)}",
         ]
-        node_env = {**env, "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": TASK_POLL_INTERVAL_S}
-        if gpus:
-            node_env["CUDA_VISIBLE_DEVICES"] = str(gpus[partition % len(gpus)])
+        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(gpus[partition % len(gpus)])} if gpus else env
         started.append((group.spawn(cmd, node_env, cwd=work, log=log), log))
     for proc, log in started:
         wait_for_log_line(SUPERNODE_READY, proc, log, STARTUP_TIMEOUT_S)

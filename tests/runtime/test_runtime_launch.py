@@ -74,10 +74,13 @@ def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) 
 
 @pytest.mark.slow
 def test_deployment_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
+    """Also: the run ends at the ServerApp's results-written line (the ServerApp then lingers
+    600 s, which a run that waited for it could not survive within the timeout)."""
     out, log = tmp_path / "dep.json", io.StringIO()
-    config = {"out-file": str(out), "num-nodes": 2, "num-rounds": 2, "message": TRICKY}
+    config = {"out-file": str(out), "num-nodes": 2, "num-rounds": 2, "message": TRICKY, "linger": 600.0}
     t0 = time.monotonic()
-    rc = run_deployment(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=600)
+    rc = run_deployment(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=300,
+                        done="toy results written")
     result = json.loads(out.read_text()) if out.exists() else {}
     rounds_s = result.get("seconds", 0.0)
     print(f"deployment: {time.monotonic() - t0:.1f}s total, {rounds_s:.1f}s for 2 rounds")
