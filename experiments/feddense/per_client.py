@@ -120,7 +120,10 @@ def seed_means(per_seed: dict[int, dict]) -> dict[int, float]:
 
 
 def short(row: str) -> str:
-    return row.split("-gin", 1)[0].rsplit("-", 1)[-1] + ("-r32" if "width=32" in row else "")
+    """A column name: the method, FedDense's width if not 16 and its placement if not the
+    default (``feddense-r32-pre``)."""
+    return (row.split("-gin", 1)[0].rsplit("-", 1)[-1] + ("-r32" if "width=32" in row else "")
+            + ("-pre" if "activation=pre" in row else ""))
 
 
 def width(name: str) -> int:
