@@ -72,13 +72,8 @@ def run_deployment(
                 for _, public in pki.node_keys:
                     register_supernode(flwr, public, env, work)
             _start_supernodes(group, supernode_exe, env, work, address, host, node_ports, gpus, pki)
-            code = run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
+            return run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
                             timeout=timeout, done=done)
-            # The run is over (its status read, or its results written). The SuperLink's state
-            # is SQLite, safe against a kill; the SuperNodes keep nothing. A graceful stop
-            # would wait a 1 s grace per gRPC server and each SuperNode's wind-down.
-            group.stop(grace=0)
-            return code
 
 
 def _check_loopback(host: str) -> None:

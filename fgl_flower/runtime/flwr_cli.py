@@ -9,7 +9,7 @@ that query fails, the streamed log is scanned for Flower's error exit-code line 
 A caller whose ServerApp logs a line once all its results are written (``done``) need not
 wait for Flower's wind-down after it: the Ray shutdown, the log stream's last poll and
 the status query took about 5 s of a run here. Once that line is streamed the outcome is
-known, and the caller stops every process at once.
+known, and every process of the run is stopped at once.
 """
 
 from __future__ import annotations
@@ -95,7 +95,10 @@ def run_flwr(
     (best effort) and the ``flwr`` child terminated before the error propagates. If ``flwr``
     could not start its local SuperLink, :class:`SuperLinkStartError` (no run was started).
     A streamed line containing ``done`` (after no failure line) returns 0 at once, with
-    ``flwr run`` and the run still winding down: the caller stops them.
+    ``flwr run`` and the run still winding down. Once the outcome is known, every process
+    of ``group`` is killed: the run is over (its status read, or its results written), its
+    SuperLink's state is in memory or SQLite (safe against a kill), and a graceful stop
+    waits a 1 s grace per gRPC server and each process's wind-down.
     """
     env = group.env(env)  # helpers (flwr ls/stop) may start a SuperLink: mark it too
     proc = group.spawn([flwr, "run", *args], env, cwd=workdir)
@@ -104,8 +107,6 @@ def run_flwr(
     pump.start()
     try:
         returncode = _wait(proc, pump, timeout)
-        if returncode is None:
-            return 0
     except subprocess.TimeoutExpired:
         _abort(flwr, proc, pump, connection, env, workdir)
         raise RunTimeoutError(
@@ -114,12 +115,14 @@ def run_flwr(
     except BaseException:
         _abort(flwr, proc, pump, connection, env, workdir)
         raise
-    pump.join(timeout=10)
-    if returncode != 0 and pump.run_id is None and pump.superlink_start_failed:
-        raise SuperLinkStartError("flwr run could not start its local SuperLink in time")
-    if returncode != 0:
-        return returncode
-    return _outcome(flwr, pump, connection, env, workdir)
+    if returncode is not None:  # flwr run exited before a done line
+        pump.join(timeout=10)
+        if returncode != 0 and pump.run_id is None and pump.superlink_start_failed:
+            raise SuperLinkStartError("flwr run could not start its local SuperLink in time")
+        if returncode == 0:
+            returncode = _outcome(flwr, pump, connection, env, workdir)
+    group.stop(grace=0)
+    return returncode or 0
 
 
 def _wait(proc: subprocess.Popen, pump: _OutputPump, timeout: float | None) -> int | None:

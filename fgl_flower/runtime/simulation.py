@@ -81,11 +81,8 @@ def run_simulation(
                 try:
                     code = run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
                                     timeout=timeout, done=done)
-                    # The run is over (its status read, or its results written): the SuperLink
-                    # has nothing left to flush (its state is in memory and ends with this
-                    # run). Its graceful stop waits a 1 s grace per gRPC server; a kill takes
-                    # milliseconds, as for what may still wind down under it (Ray, `flwr run`).
-                    group.stop(grace=0)
+                    # run_flwr killed its group; `flwr run` starts the local SuperLink detached
+                    # (its state in memory ends with this run), so it is killed here.
                     stop_processes(local_superlinks(flwr_home), grace=0)
                     return code
                 except SuperLinkStartError:
