@@ -158,6 +158,7 @@ COLUMNS: dict[str, Column] = {
     "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),
     "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
     "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
+    "hre-share": Column("HRE nodes per labelled node", _probe("hre.share"), _plain(".2f")),
     "epsilon": metric("ε spent (δ = 1e-5 unless noted)", "dp", "epsilon", _plain(".2f")),
     "noise": metric("noise multiplier z", "dp", "noise_multiplier", _plain(".2f")),
     "gflops": metric("GFLOPs /client/round", "resources", "gflops", _plain(".2f")),

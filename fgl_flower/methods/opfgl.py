@@ -28,6 +28,11 @@ PROBES = (
           "(the server's)", dead_below=0.5,
           why="Most pseudo nodes belong to classes no client sent statistics for: they stay the "
           "initial noise, and Stage 1 learns those classes from noise."),
+    Probe("hre.share", "nodes HRE added to the statistics per labelled node, all clients summed "
+          "(the server's; idle with opfgl.topk = 0)", dead_below=0.01,
+          why="HRE added almost no node (fewer than 1 per 100 labelled ones): the statistics are "
+          "the labelled nodes' alone, as with HRE off (e.g. f_th = 1.0 with d_th = 20 on Cora "
+          "Louvain+)."),
     Probe("pseudo.fit", "last over first loss of the pseudo-graph optimisation (the server's; its "
           "smoothness term keeps it above 0)",
           dead_above=0.95,
@@ -78,7 +83,7 @@ class OPFGLOptions(MethodOptions):
     gamma_max: float = -1.0
     lp_iters: int = 2
     lp_alpha: float = 0.9
-    topk: int = 0
+    topk: int = 1  # spec recommendation 16 (K = 1 for up to 10 classes); the code's argparse: 0
     conf_threshold: float = 0.95
     degree_threshold: int = 0
     #: the statistics through SecAgg+ (fgl_flower.secagg): the server learns only their sums

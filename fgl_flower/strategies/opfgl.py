@@ -69,6 +69,13 @@ def pooled_statistics(total: Mapping[str, Tensor]) -> ClassStatistics:
     return ClassStatistics(n, total["orig_cnt"], mean, var.sqrt() * has[:, None], n / n.sum().clamp(min=1))
 
 
+def hre_share(total: Mapping[str, Tensor]) -> float:
+    """Nodes HRE added per labelled node, over the summed uploads (the ``hre.share`` probe):
+    ``added / sum_c orig_cnt_c`` (0 when nothing was labelled)."""
+    labelled = float(total["orig_cnt"].sum())
+    return float(total[HRE][0]) / labelled if labelled > 0 else 0.0
+
+
 class OPFGLStrategy(FGLStrategy):
     """One-shot: statistics up, pseudo-graph down, personalised models evaluated locally."""
 
@@ -77,6 +84,10 @@ class OPFGLStrategy(FGLStrategy):
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.opts = OPFGLOptions.from_config(cfg)
+
+    def idle_probes(self, server_round: int) -> tuple[str, ...]:
+        """With ``opfgl.topk = 0`` HRE is off by choice: its share is recorded, not watched."""
+        return ("hre.share",) if self.opts.topk == 0 else ()
 
     def num_features(self, dim: int) -> int:
         """Raw feature width :math:`f` from the statistics width :math:`(h+1)f`."""
@@ -198,7 +209,8 @@ class OPFGLStrategy(FGLStrategy):
         # server's optimisation fitted it to the pooled statistics, and how much of it had any
         fit = graph.losses[-1] / graph.losses[0] if graph.losses[0] > 0 else 1.0
         self.record_probes(record, replies,
-                           {"pseudo.fit": fit, "pseudo.aligned": aligned_share(stats, graph.y)})
+                           {"pseudo.fit": fit, "pseudo.aligned": aligned_share(stats, graph.y),
+                            "hre.share": hre_share(total)})
         self.watch_probes(record)
         if recorder is not None:
             recorder.record_round(record)

@@ -99,8 +99,11 @@ OPFGL = {"num-rounds": 1, "split-mode": "stratified", "split": "0.2,0.4,0.4", "d
 def test_opfgl_probes_describe_the_pseudo_graph_each_client_received(data_root, tmp_path, caplog):
     summary, rounds, warnings = run_rounds(cora_flat(data_root, tmp_path, "opfgl", **OPFGL), caplog)
     (record,) = rounds
-    assert_every_probe_recorded(rounds, "opfgl", server=("pseudo.fit", "pseudo.aligned"))
+    assert_every_probe_recorded(rounds, "opfgl", server=("pseudo.fit", "pseudo.aligned", "hre.share"))
     assert set(values(record, "pseudo.nodes").values()) == {7.0}  # one node per Cora class
+    # HRE (K = 1, f_th = 0.95, no degree filter: the defaults) adds pseudo-labelled nodes
+    assert record["hre"]["added"] > 0
+    assert values(record, "hre.share")["server"] > 0.01
     assert record["pseudo_graph"]["nodes"] == 7
     assert set(values(record, "pseudo.coverage").values()) == {1.0}
     assert set(values(record, "pseudo.edges").values()) == {record["pseudo_graph"]["edges"] / 7}
@@ -136,8 +139,28 @@ def test_opfgl_probes_report_an_unfitted_one_class_pseudo_graph_and_no_distillat
     assert values(record, "pseudo.fit")["server"] == 1.0
     assert record["probes_dead"] == {"distill.gamma": sorted(CLIENTS), "pseudo.coverage": sorted(CLIENTS),
                                      "pseudo.fit": ["server"]}
+    assert values(record, "hre.share")["server"] > 0.01
     assert summary["probes_dead"] == record["probes_dead"]
     assert len(warnings) == 7 and any("on the server" in w for w in warnings)
+
+
+@pytest.mark.parametrize("hre", [
+    {"opfgl.conf-threshold": 1.0, "opfgl.degree-threshold": 20},  # the released Cora Louvain+ thresholds
+    {"opfgl.topk": 0},  # HRE off by choice: recorded, not watched
+])
+def test_opfgl_hre_share_dies_when_hre_adds_nothing(data_root, tmp_path, caplog, hre):
+    flat = cora_flat(data_root, tmp_path, "opfgl", **{**OPFGL, "opfgl.condense-steps": 20,
+                                                      "opfgl.max-steps": 0, **hre})
+    summary, (record,), warnings = run_rounds(flat, caplog)
+    share = values(record, "hre.share")["server"]
+    assert share < 0.01
+    if "opfgl.topk" in hre:
+        assert share == 0.0 and record["hre"]["added"] == 0
+        assert "hre.share" not in record.get("probes_dead", {}) and not any("hre.share" in w for w in warnings)
+    else:
+        assert record["probes_dead"]["hre.share"] == ["server"]
+        assert summary["probes_dead"]["hre.share"] == ["server"]
+        assert any("hre.share" in w and "on the server" in w for w in warnings)
 
 
 # -- S2FGL ---------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.opfgl import CondenseOptions
 from fgl_flower.models.opfgl import LinkPredictor, aligned_share, condense, propagate_dense, synthetic_class_sizes
 from fgl_flower.parse import parse_run_config
-from fgl_flower.strategies.opfgl import pooled_statistics, clear_sum
+from fgl_flower.strategies.opfgl import clear_sum, hre_share, pooled_statistics
 
 
 def _client_sums(feats, labels, num_classes):
@@ -26,6 +26,14 @@ def _client_sums(feats, labels, num_classes):
             out["cnt"][c], out["present"][c], out["orig_cnt"][c] = len(rows), 1, len(rows)
             out["s1"][c], out["s2"][c] = rows.sum(0), (rows**2).sum(0)
     return out
+
+
+def test_hre_share_is_added_over_labelled_nodes_of_the_summed_uploads():
+    a = {"orig_cnt": torch.tensor([3.0, 2.0, 0.0]), "hre": torch.tensor([4.0, 3.0])}
+    b = {"orig_cnt": torch.tensor([0.0, 5.0, 10.0]), "hre": torch.tensor([1.0, 1.0])}
+    total = {k: a[k] + b[k] for k in a}
+    assert hre_share(total) == pytest.approx(5 / 20)  # 5 nodes added, 20 labelled
+    assert hre_share({"orig_cnt": torch.zeros(3), "hre": torch.zeros(2)}) == 0.0
 
 
 def test_pooled_statistics_from_sums_equal_eq9_and_central_statistics():
