@@ -19,8 +19,19 @@ This script installs nothing. The peers, where you want them:
           cp -r ../shared/data/Planetoid/Cora ~/openfgl-data/global/subgraph_fl/
 
   then ``--openfgl-python ~/venvs/openfgl/bin/python --openfgl-root ~/openfgl-data``.
-* FedGraph (``fedgraph``) needs torch-scatter and torch-sparse, which the package index has as
-  source only (about 25 minutes to compile on 2 cores); this script does not run it.
+* FedGraph (``fedgraph`` 0.2.5) imports torch-sparse, which with torch-scatter the package index
+  has as source only (compiled here in its own environment; the other two extensions it lists,
+  torch-cluster and torch-spline-conv, are never imported on this job, hence ``--no-deps``)::
+
+      python3.11 -m venv ~/venvs/fedgraph
+      ~/venvs/fedgraph/bin/pip install torch==2.13.0 torch_geometric==2.8.1 setuptools wheel ninja
+      MAX_JOBS=1 ~/venvs/fedgraph/bin/pip install --no-build-isolation torch-scatter torch-sparse
+      ~/venvs/fedgraph/bin/pip install "ray[default]" attridict dtaidistance gdown huggingface_hub \\
+          pandas scikit-learn tenseal torchmetrics omegaconf pyyaml ogb networkx requests
+      ~/venvs/fedgraph/bin/pip install --no-deps fedgraph==0.2.5
+
+  then ``--fedgraph-python ~/venvs/fedgraph/bin/python``; it reads Cora's Planetoid raw files
+  from ``$FGL_DATA_ROOT/Planetoid/Cora/raw`` (FedGraph would download them).
 
 Run from the repository root with the venv active::
 
@@ -38,6 +49,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import textwrap
 import threading
 import time
 from pathlib import Path
@@ -75,6 +87,30 @@ args.use_cuda = False
 FGLTrainer(args).train()
 """
 
+#: FedGraph's side: its FedAvg for node classification (``num_hops`` 0), its label-Dirichlet
+#: partition made near-uniform (``iid_beta`` 10000), its Planetoid split and GCN (hidden 16 for
+#: Cora, dropout 0.5, SGD with weight decay 5e-4, all fixed in its code; learning rate 0.5 as in
+#: its Cora example), 3 local steps. Ray actors ask for 1/10 of the CPUs each, so the ten fit
+#: on any machine (with 1 CPU each, Ray waits forever for CPUs this machine lacks).
+FEDGRAPH_JOB = """
+import os, sys
+import attridict  # the module replaces itself with its class
+from fedgraph.federated_methods import run_fedgraph
+os.makedirs("data/cora/raw", exist_ok=True)
+for name in os.listdir(sys.argv[1]):
+    if name.startswith("ind.cora.") and not os.path.exists(f"data/cora/raw/{name}"):
+        os.symlink(os.path.join(sys.argv[1], name), f"data/cora/raw/{name}")
+n_cpus = os.cpu_count() or 1
+run_fedgraph(attridict({
+    "fedgraph_task": "NC", "method": "FedAvg", "dataset": "cora", "n_trainer": 10,
+    "num_hops": 0, "iid_beta": 10000, "distribution_type": "average", "global_rounds": 100,
+    "local_step": 3, "learning_rate": 0.5, "num_layers": 2, "batch_size": -1, "gpu": False,
+    "num_cpus_per_trainer": n_cpus / 10, "num_gpus_per_trainer": 0, "use_cluster": False,
+    "use_encryption": False, "use_huggingface": False, "saveto_huggingface": False,
+    "use_lowrank": False, "logdir": "./runs",
+}))
+"""
+
 
 class TreeMemory:
     """Peak of the summed PSS of a process and its descendants, sampled every 0.2 s."""
@@ -107,11 +143,11 @@ class TreeMemory:
         return self.peak / 2**20
 
 
-def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
     """Run ``cmd`` to the end; wall seconds, peak tree memory (MB) and its output."""
     t0 = time.perf_counter()
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env) as proc:
+                          env=env, cwd=cwd) as proc:
         mem = TreeMemory(proc.pid)
         out = proc.communicate()[0]
     peak = mem.stop()
@@ -120,28 +156,37 @@ def timed(cmd: list[str], env: dict[str, str] | None = None) -> dict:
     return {"wall_s": time.perf_counter() - t0, "mem_mb": peak, "out": out}
 
 
-def tools(tmp: Path, openfgl_python: str | None, openfgl_root: str) -> dict[str, tuple]:
-    """``{row: (command, env, final test accuracy from the output)}``."""
+def tools(tmp: Path, openfgl_python: str | None, openfgl_root: str,
+          fedgraph_python: str | None, cora_raw: Path) -> dict[str, tuple]:
+    """``{row: (command, env, cwd, final test accuracy from the output)}``."""
     def summary_acc(out: Path):
         return lambda _: 100 * json.loads((out / "summary.json").read_text())["final"]["test_acc"]
 
     rows: dict[str, tuple] = {
         "plain PyTorch loop (this project's learners, no Flower)": (
-            [sys.executable, __file__, "--plain-loop"], None,
+            [sys.executable, __file__, "--plain-loop"], None, None,
             lambda text: float(re.findall(r"final test acc ([\d.]+)", text)[-1])),
         "`fgl run --inprocess`": (
-            ["fgl", "run", *JOB, "--inprocess", "--out", str(tmp / "inprocess"), "--overwrite"], None,
+            ["fgl", "run", *JOB, "--inprocess", "--out", str(tmp / "inprocess"), "--overwrite"], None, None,
             summary_acc(tmp / "inprocess")),
         "`fgl run` (Flower simulation, Ray)": (
-            ["fgl", "run", *JOB, "--out", str(tmp / "ray"), "--overwrite"], None, summary_acc(tmp / "ray")),
+            ["fgl", "run", *JOB, "--out", str(tmp / "ray"), "--overwrite"], None, None,
+            summary_acc(tmp / "ray")),
     }
     if openfgl_python:
         script = tmp / "openfgl_job.py"
         script.write_text(OPENFGL_JOB)
         env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its partition files
         rows["OpenFGL (`openfgl-lib`), its own Louvain and split"] = (
-            [openfgl_python, str(script), openfgl_root], env,
+            [openfgl_python, str(script), openfgl_root], env, None,
             lambda text: 100 * float(re.findall(r"curr_test_accuracy: ([\d.]+)", text)[-1]))
+    if fedgraph_python:
+        script = tmp / "fedgraph_job.py"
+        script.write_text(FEDGRAPH_JOB)
+        (tmp / "fedgraph").mkdir()
+        rows["FedGraph (`fedgraph` 0.2.5, Ray), its own partition and split"] = (
+            [fedgraph_python, str(script), str(cora_raw)], None, tmp / "fedgraph",
+            lambda text: 100 * float(re.findall(r"Global Test Accuracy = ([\d.]+)", text)[-1]))
     return rows
 
 
@@ -160,6 +205,7 @@ def main() -> None:
     ap.add_argument("--openfgl-python", help="python of a virtual environment with openfgl-lib")
     ap.add_argument("--openfgl-root", default=str(Path.home() / "openfgl-data"),
                     help="OpenFGL's data root (holds global/subgraph_fl/Cora)")
+    ap.add_argument("--fedgraph-python", help="python of a virtual environment with fedgraph")
     ap.add_argument("--plain-loop", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_loop:
@@ -167,13 +213,17 @@ def main() -> None:
     if args.openfgl_python and not (Path(args.openfgl_root) / "global" / "subgraph_fl" / "Cora").is_dir():
         sys.exit(f"{args.openfgl_root}/global/subgraph_fl/Cora is missing: copy ../shared/data/Planetoid/Cora "
                  "there (see this script's docstring).")
+    cora_raw = Path(os.environ.get("FGL_DATA_ROOT", REPO.parent / "shared" / "data")) / "Planetoid" / "Cora" / "raw"
+    if args.fedgraph_python and not (cora_raw / "ind.cora.x").is_file():
+        sys.exit(f"{cora_raw}/ind.cora.x is missing: set FGL_DATA_ROOT to a data root that holds "
+                 "Planetoid/Cora/raw (FedGraph reads those files).")
     with tempfile.TemporaryDirectory() as tmp:
-        rows = tools(Path(tmp), args.openfgl_python, args.openfgl_root)
+        rows = tools(Path(tmp), args.openfgl_python, args.openfgl_root, args.fedgraph_python, cora_raw)
         runs: dict[str, list[dict]] = {name: [] for name in rows}
         for cycle in range(args.cycles + 1):  # cycle 0: the warm-up, not timed
-            for name, (cmd, env, acc) in rows.items():
+            for name, (cmd, env, cwd, acc) in rows.items():
                 print(f"cycle {cycle}: {name} ...", flush=True)
-                res = timed(cmd, env)
+                res = timed(cmd, env, cwd)
                 res["acc"] = acc(res["out"])
                 if cycle:
                     runs[name].append(res)
@@ -183,6 +233,15 @@ def main() -> None:
         f"| {name} | {median[name]:.1f} s | {median[name] / base:.2f}x | "
         f"{statistics.median(r['mem_mb'] for r in rs):.0f} MB | {rs[-1]['acc']:.2f} |"
         for name, rs in sorted(runs.items(), key=lambda kv: median[kv[0]]))
+    flags = "".join(f" --{tool}-python PY" for tool in ("openfgl", "fedgraph")
+                    if getattr(args, f"{tool}_python"))
+    fedgraph_note = textwrap.fill(
+        "FedGraph runs its own protocol where its code fixes one: a near-uniform label-Dirichlet "
+        "partition (no Louvain for node tasks), Planetoid's public split, a GCN of 16 hidden units, "
+        "SGD (learning rate 0.5, its Cora example), and each of its ten Ray actors asks for a tenth "
+        "of the CPUs." if args.fedgraph_python else
+        "FedGraph is not measured here (`--fedgraph-python`: it needs torch-scatter and torch-sparse "
+        "compiled from source).", width=96)
     section = f"""## Beside the peers
 
 The same job in every tool, whole processes: FedAvg, 2-layer GCN (64 hidden, dropout 0.5),
@@ -198,8 +257,8 @@ that each run learned, not which is better. Ours run without checkpoints
 |---|---|---|---|---|
 {lines}
 
-FedGraph is not measured here (it needs torch-scatter and torch-sparse compiled from source).
-Command: `python experiments/platform/peers.py{' --openfgl-python PY' if args.openfgl_python else ''}`
+{fedgraph_note}
+Command: `python experiments/platform/peers.py{flags}`
 (see its docstring for installing the peers).
 """
     sys.path.insert(0, str(Path(__file__).parent))

@@ -445,10 +445,11 @@ raylet), Flower starts its SuperLink (1.5 s) and its simulation process (2 s), a
 processes (the ServerApp and two actors) each import torch and PyG, about 6 s of CPU each (PyG
 alone imports `torch._dynamo`, 2.3 s) on a 2-core machine.
 
-Issue 45's two targets, measured on 2026-11-30 on a quiet machine. *Fixed cost at most the
-no-op's plus 3 s*: met, `fgl run`'s fixed part is 1.8 s above the floor's (the three-way
-table: 9 s against 7 s). *At most 3.5x the plain loop*: not met, 30.2 s against the plain
-loop's 6.7 s, 4.53x (the peers' table; 3.79x on 2026-11-28 under load, 4.69x on 2026-11-29).
+Issue 45's two targets, measured on a quiet machine. *Fixed cost at most the no-op's plus
+3 s*: met, `fgl run`'s fixed part is 1.8 s above the floor's (the three-way table, 2026-11-30:
+9 s against 7 s). *At most 3.5x the plain loop*: not met, 37.7 s against the plain loop's
+9.7 s, 3.87x on 2026-12-04 (the peers' table; 4.53x on 2026-11-30, 3.79x on 2026-11-28 under
+load, 4.69x on 2026-11-29).
 What keeps it above is per round and Flower's: its floor alone moves a batch of 10 messages
 in 0.16 s, 16 s over the run's 101 batches, which with our 9 s of fixed cost is 3.8x the plain
 loop before any training. Ours takes 0.22 s a batch, training included.
