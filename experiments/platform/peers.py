@@ -20,8 +20,9 @@ This script installs nothing. The peers, where you want them:
 
   then ``--openfgl-python ~/venvs/openfgl/bin/python --openfgl-root ~/openfgl-data``.
 * FedGraph (``fedgraph`` 0.2.5) imports torch-sparse, which with torch-scatter the package index
-  has as source only (compiled here in its own environment; the other two extensions it lists,
-  torch-cluster and torch-spline-conv, are never imported on this job, hence ``--no-deps``)::
+  has as source only (compiled in its own environment: 40 minutes on 2 cores beside two
+  benchmarks; the other two extensions it lists, torch-cluster and torch-spline-conv, are never
+  imported on this job, hence ``--no-deps``)::
 
       python3.11 -m venv ~/venvs/fedgraph
       ~/venvs/fedgraph/bin/pip install torch==2.13.0 torch_geometric==2.8.1 setuptools wheel ninja
@@ -90,8 +91,8 @@ FGLTrainer(args).train()
 #: FedGraph's side: its FedAvg for node classification (``num_hops`` 0), its label-Dirichlet
 #: partition made near-uniform (``iid_beta`` 10000), its Planetoid split and GCN (hidden 16 for
 #: Cora, dropout 0.5, SGD with weight decay 5e-4, all fixed in its code; learning rate 0.5 as in
-#: its Cora example), 3 local steps. Ray actors ask for 1/10 of the CPUs each, so the ten fit
-#: on any machine (with 1 CPU each, Ray waits forever for CPUs this machine lacks).
+#: its Cora example), 3 local steps. Its Ray actors ask for a tenth of the CPUs each, so that
+#: the ten fit on any machine (Ray keeps an actor that asks for more than is free pending).
 FEDGRAPH_JOB = """
 import os, sys
 import attridict  # the module replaces itself with its class
