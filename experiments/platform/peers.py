@@ -57,6 +57,8 @@ from pathlib import Path
 
 import psutil
 
+from fgl_flower.datasets.catalog import dataset_status
+
 REPO = Path(__file__).resolve().parents[2]
 JOB = ["--method", "fedavg", "--dataset", "Cora", "--partition", "louvain", "--clients", "10",
        "--rounds", "100", "--seed", "0", "--set", "progress=false", "--set", "checkpoint-every=0"]
@@ -214,10 +216,10 @@ def main() -> None:
     if args.openfgl_python and not (Path(args.openfgl_root) / "global" / "subgraph_fl" / "Cora").is_dir():
         sys.exit(f"{args.openfgl_root}/global/subgraph_fl/Cora is missing: copy ../shared/data/Planetoid/Cora "
                  "there (see this script's docstring).")
-    cora_raw = Path(os.environ.get("FGL_DATA_ROOT", REPO.parent / "shared" / "data")) / "Planetoid" / "Cora" / "raw"
-    if args.fedgraph_python and not (cora_raw / "ind.cora.x").is_file():
-        sys.exit(f"{cora_raw}/ind.cora.x is missing: set FGL_DATA_ROOT to a data root that holds "
-                 "Planetoid/Cora/raw (FedGraph reads those files).")
+    cora_present, cora_raw = dataset_status("Cora")  # the data root fgl run reads
+    if args.fedgraph_python and not cora_present:
+        sys.exit(f"Cora's raw files are missing from {cora_raw}: set FGL_DATA_ROOT to a data root "
+                 "that holds Planetoid/Cora/raw (FedGraph reads those files).")
     with tempfile.TemporaryDirectory() as tmp:
         rows = tools(Path(tmp), args.openfgl_python, args.openfgl_root, args.fedgraph_python, cora_raw)
         runs: dict[str, list[dict]] = {name: [] for name in rows}
