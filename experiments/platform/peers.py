@@ -54,6 +54,7 @@ import textwrap
 import threading
 import time
 from pathlib import Path
+from typing import Callable, NamedTuple
 
 import psutil
 
@@ -159,37 +160,47 @@ def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = 
     return {"wall_s": time.perf_counter() - t0, "mem_mb": peak, "out": out}
 
 
+class Tool(NamedTuple):
+    """One row: its command, the final test accuracy read from its output, and where needed
+    its environment and working folder."""
+
+    cmd: list[str]
+    acc: Callable[[str], float]
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
+
+
 def tools(tmp: Path, openfgl_python: str | None, openfgl_root: str,
-          fedgraph_python: str | None, cora_raw: Path) -> dict[str, tuple]:
-    """``{row: (command, env, cwd, final test accuracy from the output)}``."""
+          fedgraph_python: str | None, cora_raw: Path) -> dict[str, Tool]:
+    """``{row: Tool}``, one row per tool to time."""
     def summary_acc(out: Path):
         return lambda _: 100 * json.loads((out / "summary.json").read_text())["final"]["test_acc"]
 
-    rows: dict[str, tuple] = {
-        "plain PyTorch loop (this project's learners, no Flower)": (
-            [sys.executable, __file__, "--plain-loop"], None, None,
+    rows = {
+        "plain PyTorch loop (this project's learners, no Flower)": Tool(
+            [sys.executable, __file__, "--plain-loop"],
             lambda text: float(re.findall(r"final test acc ([\d.]+)", text)[-1])),
-        "`fgl run --inprocess`": (
-            ["fgl", "run", *JOB, "--inprocess", "--out", str(tmp / "inprocess"), "--overwrite"], None, None,
+        "`fgl run --inprocess`": Tool(
+            ["fgl", "run", *JOB, "--inprocess", "--out", str(tmp / "inprocess"), "--overwrite"],
             summary_acc(tmp / "inprocess")),
-        "`fgl run` (Flower simulation, Ray)": (
-            ["fgl", "run", *JOB, "--out", str(tmp / "ray"), "--overwrite"], None, None,
-            summary_acc(tmp / "ray")),
+        "`fgl run` (Flower simulation, Ray)": Tool(
+            ["fgl", "run", *JOB, "--out", str(tmp / "ray"), "--overwrite"], summary_acc(tmp / "ray")),
     }
     if openfgl_python:
         script = tmp / "openfgl_job.py"
         script.write_text(OPENFGL_JOB)
         env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its partition files
-        rows["OpenFGL (`openfgl-lib`), its own Louvain and split"] = (
-            [openfgl_python, str(script), openfgl_root], env, None,
-            lambda text: 100 * float(re.findall(r"curr_test_accuracy: ([\d.]+)", text)[-1]))
+        rows["OpenFGL (`openfgl-lib`), its own Louvain and split"] = Tool(
+            [openfgl_python, str(script), openfgl_root],
+            lambda text: 100 * float(re.findall(r"curr_test_accuracy: ([\d.]+)", text)[-1]), env=env)
     if fedgraph_python:
         script = tmp / "fedgraph_job.py"
         script.write_text(FEDGRAPH_JOB)
         (tmp / "fedgraph").mkdir()
-        rows["FedGraph (`fedgraph` 0.2.5, Ray), its own partition and split"] = (
-            [fedgraph_python, str(script), str(cora_raw)], None, tmp / "fedgraph",
-            lambda text: 100 * float(re.findall(r"Global Test Accuracy = ([\d.]+)", text)[-1]))
+        rows["FedGraph (`fedgraph` 0.2.5, Ray), its own partition and split"] = Tool(
+            [fedgraph_python, str(script), str(cora_raw)],
+            lambda text: 100 * float(re.findall(r"Global Test Accuracy = ([\d.]+)", text)[-1]),
+            cwd=tmp / "fedgraph")
     return rows
 
 
@@ -224,10 +235,10 @@ def main() -> None:
         rows = tools(Path(tmp), args.openfgl_python, args.openfgl_root, args.fedgraph_python, cora_raw)
         runs: dict[str, list[dict]] = {name: [] for name in rows}
         for cycle in range(args.cycles + 1):  # cycle 0: the warm-up, not timed
-            for name, (cmd, env, cwd, acc) in rows.items():
+            for name, tool in rows.items():
                 print(f"cycle {cycle}: {name} ...", flush=True)
-                res = timed(cmd, env, cwd)
-                res["acc"] = acc(res["out"])
+                res = timed(tool.cmd, tool.env, tool.cwd)
+                res["acc"] = tool.acc(res["out"])
                 if cycle:
                     runs[name].append(res)
     median = {name: statistics.median(r["wall_s"] for r in rs) for name, rs in runs.items()}
