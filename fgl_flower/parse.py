@@ -169,6 +169,10 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         method_options=tuple(sorted(method_options.items())),
         raw=tuple(sorted((k, v) for k, v in flat.items())),
     )
+    if spec.own_init and cfg.model_init != "default":
+        raise ConfigError(f"{method} builds its own model and initialises it as its code does; "
+                          f"model-init={cfg.model_init!r} would not reach it: leave model-init at "
+                          "'default' for this method.")
     if spec.check is not None:
         spec.check(cfg)
     _check_secure_aggregation(cfg)

@@ -132,3 +132,28 @@ def test_fgl_version(capsys):
     with pytest.raises(SystemExit):
         main(["--version"])
     assert capsys.readouterr().out.startswith("fgl-flower 0.1.0 (Flower 1.42")
+
+
+@pytest.mark.parametrize("name", sorted(name for name, _ in METHODS.items()))
+def test_model_init_reaches_the_model_or_stops_the_run(name):
+    """``model-init`` is applied by the run's backbone (``build_run_model``). A method whose
+    client builds its own model declares ``own_init``, and a run that asks it for another
+    initialisation stops with a message instead of silently ignoring it."""
+    from fgl_flower.clients.base import LearnerClient
+    from fgl_flower.errors import ConfigError
+    from fgl_flower.launch import flat_config
+    from fgl_flower.parse import parse_run_config
+
+    spec = METHODS.get(name)
+    flat = flat_config({"method": name, "model-init": "uniform01"})
+    if spec.own_init:
+        with pytest.raises(ConfigError, match="model-init='uniform01' would not reach it"):
+            parse_run_config(flat)
+        assert parse_run_config(flat_config({"method": name})).model_init == "default"
+    else:
+        assert parse_run_config(flat).model_init == "uniform01"
+    # own_init only where the client builds its own model; FedFA wraps the run's backbone
+    # and FedLit applies model-init itself (tests/models/test_fedlit_model.py)
+    client = spec.client_class()
+    own_builder = issubclass(client, LearnerClient) and client.model_builder is not LearnerClient.model_builder
+    assert spec.own_init == (own_builder and name not in {"fedfa", "fedlit"})

@@ -88,10 +88,17 @@ class FedSagePlusClient(FedAvgClient):
     # -- the classifier's data -------------------------------------------------------------
     @staticmethod
     def mended_data(data: NodeClientData, saved: dict[str, Tensor]) -> NodeClientData:
+        """The client's data on the mended graph: its own nodes, then the ``generated`` rows
+        (a checkpoint written before 2026-12-04 holds the whole ``x`` instead)."""
         g = data.data
-        n, extra = g.num_nodes, saved["x"].size(0) - g.num_nodes
+        if "x" in saved:
+            x = saved["x"].to(g.y.device)
+        else:
+            own = g.x.to_dense() if g.x.is_sparse else g.x
+            x = torch.cat([own, saved["generated"].to(device=g.y.device, dtype=own.dtype)])
+        n, extra = g.num_nodes, x.size(0) - g.num_nodes
         pad = torch.zeros(extra, dtype=torch.bool, device=g.y.device)
-        graph = replace(g, x=saved["x"].to(g.y.device), edge_index=saved["edge_index"].to(g.y.device),
+        graph = replace(g, x=x, edge_index=saved["edge_index"].to(g.y.device),
                         y=torch.cat([g.y, torch.zeros(extra, dtype=g.y.dtype, device=g.y.device)]),
                         train_mask=torch.cat([g.train_mask, pad]), val_mask=torch.cat([g.val_mask, pad]),
                         test_mask=torch.cat([g.test_mask, pad]),
@@ -255,7 +262,8 @@ class FedSagePlusClient(FedAvgClient):
     @torch.no_grad()
     def mend_graph(self) -> dict[str, Tensor]:
         """The original subgraph plus every kept node's generated neighbours, from one
-        evaluation-mode forward of the trained generator (noise seeded); saved in the state."""
+        evaluation-mode forward of the trained generator (noise seeded); the generated rows
+        and the mended edges are saved in the state, and the generator is dropped from it."""
         model = self.generator()
         with torch.enable_grad():
             self.pretrain(model)  # a client never sampled in the generator rounds: its local epochs
@@ -265,8 +273,12 @@ class FedSagePlusClient(FedAvgClient):
         pred_count, feats = model.gen(imp["x"], imp["edge_index"])
         g = self.original.to(self.device).data
         x, edges = mend(g.x, g.edge_index, imp["kept"], pred_count, feats, self.opts.undirected)
-        saved = {"x": x.cpu(), "edge_index": edges.cpu()}
+        saved = {"generated": x[g.num_nodes:].cpu(), "edge_index": edges.cpu()}
         self.state.save_tensors(MENDED, saved)
+        # the generator's part is done: its weights and Adam moments (on Cora 3 x 59 MB, the
+        # feature head's 2048 x K*D) would otherwise travel and be checkpointed every round
+        self.state.discard(GENERATOR)
+        self.state.discard(OPTIMIZER)
         return saved
 
     def after_fit(self) -> dict[str, float]:

@@ -28,6 +28,13 @@ class ClientState:
     def __contains__(self, key: str) -> bool:
         return key in self.records
 
+    def discard(self, key: str) -> None:
+        """Forget ``key``, whatever was saved under it (a module, tensors, an optimizer's
+        two records, a JSON value): state a client no longer needs stops travelling with
+        every message and being checkpointed."""
+        for name in (key, f"{key}.tensors", f"{key}.meta"):
+            self.records.pop(name, None)
+
     # -- tensors ---------------------------------------------------------------------------
     def save_tensors(self, key: str, tensors: dict[str, Tensor]) -> None:
         self.records[key] = torch_record(tensors)

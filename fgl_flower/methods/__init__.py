@@ -61,6 +61,9 @@ class MethodSpec:
             --method <name>`` alone runs a small demo.
         probes: The quantities that show its mechanism working (:mod:`fgl_flower.probes`),
             recorded every round; a run warns when one is dead.
+        own_init: Its client builds its own model and initialises it as the method's code
+            does, so the run's ``model-init`` does not reach it: a run that sets another
+            ``model-init`` than ``default`` stops before training instead of ignoring it.
     """
 
     name: str
@@ -75,6 +78,7 @@ class MethodSpec:
     fixed_rounds: int | None = None
     probes: tuple[Probe, ...] = ()
     defaults: Mapping[str, Scalar] = field(default_factory=dict)
+    own_init: bool = False
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
@@ -255,6 +259,7 @@ for _spec in (
         reference="Tan et al., AAAI 2023",
         options={"secure-aggregation": False, **DP_OPTIONS},
         check=fedstar.check_config,
+        own_init=True,
         probes=fedstar.PROBES,
         defaults={"num-layers": 3, "lr": 0.001, "local-epochs": 1},
     ),
@@ -280,6 +285,7 @@ for _spec in (
         reference="Wang et al., arXiv:2408.11662 (2024)",
         options=feddense.FedDenseOptions.defaults(),
         check=feddense.check_config,
+        own_init=True,
         probes=feddense.PROBES,
         defaults={"dataset": "synthetic-graphs", "partition": "random", "model": "gin"},
     ),
@@ -293,6 +299,7 @@ for _spec in (
         reference="Chen et al., FedHERO, arXiv:2504.21206 (2025)",
         options=fedhero.FedHEROOptions.defaults(),
         check=fedhero.check_config,
+        own_init=True,
         probes=fedhero.PROBES,
         defaults={"lr": 0.005, "local-epochs": 1},
     ),
@@ -318,6 +325,7 @@ for _spec in (
         reference="Kim et al., FedLoG, ICLR 2025",
         options=fedlog.FedLoGOptions.defaults(),
         check=fedlog.check_config,
+        own_init=True,
         probes=fedlog.PROBES,
         defaults={"model": "graphsage", "agg-weight": "uniform", "lr": 0.001, "weight-decay": 5e-4,
                   "local-epochs": 1},
@@ -332,6 +340,7 @@ for _spec in (
         reference="Baek et al., FED-PUB, ICML 2023",
         options=fedpub.FedPubOptions.defaults(),
         check=fedpub.check_config,
+        own_init=True,
         probes=fedpub.PROBES,
         defaults={"num-rounds": 100, "hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
     ),
@@ -400,6 +409,7 @@ for _spec in (
         reference="Wan et al., FGGP, AAAI 2024",
         options=fggp.FGGPOptions.defaults(),
         check=fggp.check_config,
+        own_init=True,
         probes=fggp.PROBES,
         defaults={"num-rounds": 100, "agg-weight": "local"},
     ),

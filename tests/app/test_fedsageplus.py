@@ -106,3 +106,42 @@ def test_the_other_clients_gradients_change_the_generators(sage_flat, tmp_path):
     joint, alone = rounds(tmp_path / "run"), rounds(tmp_path / "alone")
     assert joint[0]["train"] == alone[0]["train"]  # the same first forward
     assert joint[1]["train"]["feature_loss"] != alone[1]["train"]["feature_loss"]
+
+
+def test_classifier_rounds_keep_the_mended_graph_not_the_generator(sage_flat, tmp_path):
+    """Once a client has mended its graph, its state holds the generated rows and edges but
+    no generator (on Cora its feature head and Adam moments made a 189 MB checkpoint per
+    client and round): the generator rounds' checkpoints hold it, the classifier rounds'
+    do not, and a run interrupted in a classifier round resumes to the uninterrupted
+    numbers from those checkpoints."""
+    from faults import fail_partition
+
+    from fgl_flower.checkpoint import client_dir, read_records
+    from fgl_flower.client_app import make_app
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.server_app import run
+    from fgl_flower.strategies.grid import ClientFailure
+
+    sage_flat.update({"num-rounds": 5, "checkpoint-every": 1})
+    whole = tmp_path / "whole"
+    run_inprocess({**sage_flat, "out-dir": str(whole)})
+    folder = client_dir(whole / "checkpoint", 0)
+    # the last file a client keeps is from a classifier round (the generator rounds' are pruned)
+    state = read_records(sorted(folder.iterdir())[-1])
+    assert "fedsageplus.mended" in state and not any(k.startswith("fedsageplus.gen") for k in state)
+    mended = read_records(sorted(folder.iterdir())[-1])["fedsageplus.mended"]
+    assert set(mended) == {"generated", "edge_index"}
+
+    out = tmp_path / "resumed"
+    flat = {**sage_flat, "out-dir": str(out)}
+    cfg = parse_run_config(flat)
+    grid = InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {4})]))
+    with pytest.raises(ClientFailure):
+        run(grid, cfg)
+    run_inprocess({**flat, "resume": True})
+    strip = ("time_s", "server_time_s", "timestamp")
+    got = [{k: v for k, v in r.items() if k not in strip} for r in rounds(out)]
+    want = [{k: v for k, v in r.items() if k not in strip} for r in rounds(whole)]
+    assert [r["round"] for r in got] == list(range(1, 6))
+    assert [r.get("eval") for r in got] == [r.get("eval") for r in want]
+    assert [r.get("train") for r in got] == [r.get("train") for r in want]

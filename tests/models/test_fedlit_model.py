@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fgl_flower.models.fedlit import (
-    FedLitChannel, FedLitNet, assign_types, canonical_edges, edge_embeddings, update_centroids,
+    FedLitChannel, FedLitNet, assign_types, build_fedlit, canonical_edges, edge_embeddings, update_centroids,
 )
 
 
@@ -104,3 +104,14 @@ def test_too_few_edges_for_the_types_stop_with_a_clear_message():
     net = FedLitNet(2, 2, 2, num_types=4)
     with pytest.raises(Exception, match="lower fedlit.num-types"):
         net.em_step(net.project(torch.randn(2, 2)), torch.tensor([[0, 1], [1, 0]]))
+
+
+def test_build_fedlit_applies_the_runs_model_init():
+    """FedLit builds its own model but honours ``model-init`` (the method registry does not
+    mark it ``own_init``): under ``uniform01`` every parameter lies in [0, 1)."""
+    model = build_fedlit(6, 3, hidden=8, num_types=2, num_layers=2, dropout=0.0, em_iters=1, seed=0,
+                         init="uniform01")
+    params = torch.cat([p.detach().flatten() for p in model.parameters()])
+    assert params.min() >= 0.0 and params.max() < 1.0
+    default = build_fedlit(6, 3, hidden=8, num_types=2, num_layers=2, dropout=0.0, em_iters=1, seed=0)
+    assert min(float(p.min()) for p in default.parameters()) < 0.0
