@@ -79,6 +79,11 @@ def node_run_config(context: Context) -> RunConfig:
 LIVE_TOKEN = "fgl.live-token"
 #: ``context.state`` key set once a resumed run has restored the client's checkpoint.
 RESTORED = "fgl.restored"
+#: ``context.state`` key set once the client has written a checkpoint in this run (its first
+#: write clears the files another run left in its folder).
+CHECKPOINTED = "fgl.checkpointed"
+#: Bookkeeping keys of ``context.state`` that are not the client's state (never checkpointed).
+_NOT_STATE = (LIVE_TOKEN, RESTORED, CHECKPOINTED, SECAGG_STATE)
 
 
 class LiveClients:
@@ -174,7 +179,9 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
     resumed = config is not None and RESUME_ROUND in config
     if folder is not None and resumed and RESTORED not in context.state:
         _restore_state(context, folder, int(config[RESUME_ROUND]))
-    first = not resumed and all(k == LIVE_TOKEN for k in context.state.keys())  # nothing saved yet
+    # this run's first checkpoint of the client: older files are another run's (a query may
+    # have filled the state before, e.g. FedSage+'s generator)
+    first = not resumed and CHECKPOINTED not in context.state
     if cfg.reuse_clients:
         key = (context.run_id, context.node_id, items)
         reply = _LIVE.serve(key, context, lambda: build_client(context), handle)
@@ -183,10 +190,11 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
     if folder is not None and msg.metadata.message_type == MessageType.TRAIN:
         from fgl_flower.checkpoint import save_client_state
 
-        state = RecordDict({k: v for k, v in context.state.items() if k not in (LIVE_TOKEN, RESTORED, SECAGG_STATE)})
+        state = RecordDict({k: v for k, v in context.state.items() if k not in _NOT_STATE})
         try:
             save_client_state(folder, node_partition(context)[0], _round(msg), state,
                               cfg.checkpoint_every, first=first)
+            context.state[CHECKPOINTED] = ConfigRecord({"round": _round(msg)})
         except OSError as e:
             raise FGLError(f"Cannot write the client checkpoint in {folder}: {e}. Give this "
                            "SuperNode a writable folder (--node-config \"checkpoint-dir=...\"), "

@@ -82,6 +82,7 @@ class FedSagePlusClient(FedAvgClient):
         if self.mended:  # the learner of a later classifier round: on the mended graph
             self.learner = MendedLearner(self.cfg, self.data, self.device, real_nodes=data.data.num_nodes)
             self.learner.restore(self.state)
+            self.forget_generator()  # a checkpoint written before 2026-12-04 still holds it
         self._impaired: dict[str, Tensor] | None = None
         self._owner_fit: float | None = None
 
@@ -275,11 +276,15 @@ class FedSagePlusClient(FedAvgClient):
         x, edges = mend(g.x, g.edge_index, imp["kept"], pred_count, feats, self.opts.undirected)
         saved = {"generated": x[g.num_nodes:].cpu(), "edge_index": edges.cpu()}
         self.state.save_tensors(MENDED, saved)
-        # the generator's part is done: its weights and Adam moments (on Cora 3 x 59 MB, the
-        # feature head's 2048 x K*D) would otherwise travel and be checkpointed every round
-        self.state.discard(GENERATOR)
-        self.state.discard(OPTIMIZER)
+        self.forget_generator()
         return saved
+
+    def forget_generator(self) -> None:
+        """Drop the generator from the state once the graph is mended: its weights and Adam
+        moments (on Cora 3 x 59 MB, the feature head's 2048 x K*D) would otherwise travel
+        with every message and be checkpointed every round; nothing uses them again."""
+        for key in (GENERATOR, OPTIMIZER, PRETRAINED):
+            self.state.discard(key)
 
     def after_fit(self) -> dict[str, float]:
         """The classifier-round probes: generated neighbours per real node, whether they

@@ -111,9 +111,8 @@ def test_the_other_clients_gradients_change_the_generators(sage_flat, tmp_path):
 def test_classifier_rounds_keep_the_mended_graph_not_the_generator(sage_flat, tmp_path):
     """Once a client has mended its graph, its state holds the generated rows and edges but
     no generator (on Cora its feature head and Adam moments made a 189 MB checkpoint per
-    client and round): the generator rounds' checkpoints hold it, the classifier rounds'
-    do not, and a run interrupted in a classifier round resumes to the uninterrupted
-    numbers from those checkpoints."""
+    client and round): the classifier rounds' checkpoints hold none, and a run interrupted
+    in a classifier round resumes to the uninterrupted numbers from those checkpoints."""
     from faults import fail_partition
 
     from fgl_flower.checkpoint import client_dir, read_records
@@ -145,3 +144,15 @@ def test_classifier_rounds_keep_the_mended_graph_not_the_generator(sage_flat, tm
     assert [r["round"] for r in got] == list(range(1, 6))
     assert [r.get("eval") for r in got] == [r.get("eval") for r in want]
     assert [r.get("train") for r in got] == [r.get("train") for r in want]
+
+
+def test_a_new_run_in_a_used_folder_replaces_the_old_client_checkpoints(sage_flat, tmp_path):
+    """FedSage+'s clients fill their state in a query before their first train message; the
+    first checkpoint of a new run must still clear the files an earlier run left (else the
+    finished run's pruning kept the older run's round 4 and deleted this run's round 3)."""
+    from fgl_flower.checkpoint import client_dir
+
+    run_inprocess({**sage_flat, "num-rounds": 4})
+    run_inprocess({**sage_flat, "seed": 1})
+    folder = client_dir(tmp_path / "run" / "checkpoint", 0)
+    assert [p.name for p in folder.iterdir()] == ["round-000003.records"]
