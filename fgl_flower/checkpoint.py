@@ -11,8 +11,9 @@ Two kinds, both Flower :class:`~flwr.app.RecordDict` s in one file each, written
   the client's ``context.state`` after each of its train messages. A resumed run that
   restarts from server round ``R`` gives each client the newest of its checkpoints of a
   round ``<= R`` (its state as it was when round ``R`` ended); later ones are from rounds
-  that are trained again. Older files than that one are deleted as rounds go by, and when
-  the run completes only each client's newest file stays (its final state).
+  that are trained again. Older files than that one are deleted as rounds go by; a finished
+  run keeps up to ``checkpoint-every + 1`` of them per client (diagnostics read them, e.g.
+  ``experiments/feddense/fedstar_head_units.py``).
 
 The client checkpoints are written where the clients run. The server tells the clients
 its ``<checkpoint-dir>`` (one machine, or a shared file system); a SuperNode on another
@@ -125,20 +126,6 @@ def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_roun
         files[r].unlink(missing_ok=True)
 
 
-def keep_final_client_states(checkpoint_dir: str | Path) -> None:
-    """After a finished run, keep only each client's newest checkpoint under
-    ``checkpoint_dir`` (its state at the end of the run): the others served resumes, which a
-    finished run no longer allows. Clients that checkpoint on another machine (their node's
-    ``checkpoint-dir``) keep theirs."""
-    root = Path(checkpoint_dir) / "clients"
-    if not root.is_dir():
-        return
-    for folder in root.iterdir():
-        files = _client_files(folder)
-        for r in sorted(files)[:-1]:
-            files[r].unlink(missing_ok=True)
-
-
 def load_client_state(checkpoint_dir: str | Path, partition_id: int, up_to_round: int) -> RecordDict | None:
     """The client's state as it was when ``up_to_round`` ended (``None``: it had not
     trained yet)."""
@@ -175,11 +162,6 @@ class Checkpointer:
 
     def save(self, records: RecordDict) -> None:
         write_records(self.directory / SERVER_FILE, records)
-
-    def finish(self) -> None:
-        """The run is complete: the clients' files that only a resume could need go
-        (:func:`keep_final_client_states`); the server's checkpoint stays."""
-        keep_final_client_states(self.directory)
 
     def load(self) -> RecordDict:
         path = self.directory / SERVER_FILE

@@ -85,8 +85,6 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
         recorder.finish({"stopped": str(e)})
         raise
     summary = recorder.finish()
-    if checkpointer is not None:
-        checkpointer.finish()
     best = summary.get("best_val", {})
     log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; %s",
         best.get("round"), best.get("test_acc", float("nan")),
