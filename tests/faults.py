@@ -18,3 +18,20 @@ def fail_partition(partition: int, rounds: set[int], message_type: str = "train"
         return call_next(msg, context)
 
     return mod
+
+
+def interrupted(flat: dict, fail_round: int, partition: int = 1) -> None:
+    """Run ``flat`` in-process until ``partition`` fails in ``fail_round`` (the run stops
+    there, its checkpoints written up to then)."""
+    import pytest
+
+    from fgl_flower.client_app import make_app
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.parse import parse_run_config
+    from fgl_flower.server_app import run
+    from fgl_flower.strategies.grid import ClientFailure
+
+    cfg = parse_run_config(flat)
+    grid = InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(partition, {fail_round})]))
+    with pytest.raises(ClientFailure):
+        run(grid, cfg)

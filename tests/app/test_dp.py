@@ -2,13 +2,12 @@
 bit, the global model moves by at most the clipping norm, the budget is reported every round
 and in the summary, it survives a resume, and SecAgg+ composes with it."""
 
-import json
-
 import numpy as np
 import pytest
-from faults import fail_partition
+from faults import fail_partition, interrupted
 from flwr.app import ArrayRecord
 from methods_data import for_method
+from run_records import rounds
 
 from fgl_flower.checkpoint import Checkpointer, run_checkpoint_dir
 from fgl_flower.client_app import make_app
@@ -17,11 +16,6 @@ from fgl_flower.inprocess import InProcessGrid, run_inprocess
 from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.server_app import run
-from fgl_flower.strategies.grid import ClientFailure
-
-
-def rounds(folder):
-    return [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
 
 
 def dp(method, clip, **more):
@@ -75,9 +69,7 @@ def test_resumed_dp_run_equals_the_uninterrupted_one(flat, tmp_path):
                  **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True})})
     whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     flat["out-dir"] = str(tmp_path / "resumed")
-    cfg = parse_run_config(flat)
-    with pytest.raises(ClientFailure):
-        run(InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {3})])), cfg)
+    interrupted(flat, fail_round=3)
     resumed = run_inprocess({**flat, "resume": True})
     assert resumed["final"] == whole["final"] and resumed["dp"] == whole["dp"]
     assert [r["dp"] for r in rounds(tmp_path / "resumed")] == [r["dp"] for r in rounds(tmp_path / "whole")]

@@ -94,7 +94,8 @@ def test_gcfl_accuracy_rule_keeps_the_best_cached_at_a_split(strategy):
 def test_a_run_splits_and_resumes_with_its_clusters(flat, tmp_path):
     """With a split forced early (eps1 large, eps2 0), the run's clusters, the cluster
     models and GCFL's cache survive an interruption."""
-    from test_resume import digest, interrupted
+    from faults import interrupted
+    from run_records import digest
 
     flat.update({"method": "gcfl", "num-clients": 4, "num-rounds": 5, "gcfl.split-after": 1,
                  "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})  # synthetic data: a node task
@@ -212,7 +213,8 @@ def test_a_gcfl_plus_run_reports_gradient_norms_and_its_cluster_count(flat, tmp_
 
 def test_a_gcfl_plus_run_resumes_with_its_sequences(flat, tmp_path):
     """GCFL+'s sequences are server state: a run interrupted between splits resumes equal."""
-    from test_resume import digest, interrupted
+    from faults import interrupted
+    from run_records import digest
 
     flat.update({"method": "gcfl", "num-clients": 6, "num-rounds": 6, "gcfl.variant": "gcfl+",
                  "gcfl.split-after": 1, "gcfl.seq-length": 3, "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})

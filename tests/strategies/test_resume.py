@@ -1,41 +1,16 @@
 """Resume: an interrupted run continued from its checkpoint gives the numbers of an
 uninterrupted run, for every method; client state comes back from the client checkpoints."""
 
-import hashlib
-import json
-
 import pytest
-from faults import fail_partition
+from faults import interrupted
 from methods_data import NEEDS, for_method
+from run_records import digest
 
 from fgl_flower.checkpoint import CheckpointError
-from fgl_flower.client_app import make_app
 from fgl_flower.errors import ConfigError
-from fgl_flower.inprocess import InProcessGrid, run_inprocess
+from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
 from fgl_flower.parse import parse_run_config
-from fgl_flower.server_app import run
-from fgl_flower.strategies.grid import ClientFailure
-
-NUMBERS = ("final", "best_val", "last", "rounds_completed", "bytes_up_total")
-
-
-def digest(out) -> str:
-    """What must not change: the summary's numbers and every round's metrics, clients and
-    upload bytes (downloads of a resumed run also carry its ``resume-round`` key)."""
-    summary = json.loads((out / "summary.json").read_text())
-    rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
-    keep = [{k: r.get(k) for k in ("round", "train", "eval", "clients", "train_clients",
-                                   "eval_clients", "bytes_up")} for r in rounds]
-    return hashlib.sha256(json.dumps([{k: summary[k] for k in NUMBERS}, keep], sort_keys=True).encode()).hexdigest()
-
-
-def interrupted(flat, fail_round: int, partition: int = 1) -> None:
-    """Run ``flat`` until a client fails in ``fail_round`` (the run stops there)."""
-    cfg = parse_run_config(flat)
-    grid = InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(partition, {fail_round})]))
-    with pytest.raises(ClientFailure):
-        run(grid, cfg)
 
 
 @pytest.mark.parametrize("method", list(METHODS))
