@@ -1,19 +1,14 @@
 """The ClientApp's own pieces: threads per client and the partition query."""
 
-import json
-
 import pytest
 from methods_data import NEEDS, for_method
+from run_records import rounds
 import torch
 from flwr.app import Context, RecordDict
 
 from fgl_flower.client_app import build_client
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
-
-
-def _rounds(out):
-    return [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
 
 
 def _context(flat, **overrides):
@@ -156,5 +151,5 @@ def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_p
     assert len(builds) > 3 + 3
     for key in ("final", "best_val", "last"):
         assert live[key] == fresh[key]
-    a, b = (_rounds(tmp_path / d) for d in ("live", "fresh"))
+    a, b = (rounds(tmp_path / d) for d in ("live", "fresh"))
     assert [(r["train"], r["clients"]) for r in a] == [(r["train"], r["clients"]) for r in b]

@@ -2,20 +2,15 @@
 runs as in clear, four messages per client and round, sampling, and a client lost during
 its training recovered from the others' shares."""
 
-import json
-
 import pytest
 from faults import fail_partition
 from methods_data import for_method
+from run_records import rounds
 
 from fgl_flower.client_app import make_app
 from fgl_flower.inprocess import InProcessGrid, run_inprocess
 from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
-
-
-def rounds(folder):
-    return [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
 
 
 @pytest.mark.parametrize("method", ["fedavg", "fedprox", "fedstar", "feddense"])

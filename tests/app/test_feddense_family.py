@@ -1,12 +1,11 @@
 """FedStar, FedDense and GCFL through the ServerApp/ClientApp: what travels, the
 personalized state, resource accounting and bad options."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from methods_data import GRAPH_TASK
+from run_records import rounds
 
 from fgl_flower.client_app import make_app
 from fgl_flower.errors import ConfigError
@@ -81,9 +80,9 @@ def test_resources_are_reported_once_per_client_and_change_no_number(graph_flat,
 
     graph_flat.update({"method": "feddense", "num-rounds": 3})
     run(InProcessGrid(graph_flat, 3), parse_run_config(graph_flat))
-    rounds = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
-    assert "resources" in rounds[0] and all("resources" not in r for r in rounds[1:])
-    assert all(not any(k.startswith("res.") for k in r["train"]) for r in rounds)
+    records = rounds(tmp_path / "run")
+    assert "resources" in records[0] and all("resources" not in r for r in records[1:])
+    assert all(not any(k.startswith("res.") for k in r["train"]) for r in records)
 
     cfg = parse_run_config(graph_flat)
     learner = make_learner(cfg, load_client_data(cfg.data_config(), 0))
@@ -146,7 +145,7 @@ def test_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path, method, opt
 
     graph_flat.update({"method": method, "num-rounds": 3, **options})
     run(InProcessGrid(graph_flat, 3), parse_run_config(graph_flat))
-    ours = [json.loads(line)["clients"] for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    ours = [r["clients"] for r in rounds(tmp_path / "run")]
 
     cfg = parse_run_config(graph_flat)
     data = [load_client_data(cfg.data_config(), k) for k in range(3)]
@@ -202,10 +201,10 @@ def test_channel_probes_reach_the_round_records(flat, request, tmp_path, method,
     if method == "feddense":
         flat.update({"feddense.width": 8, "feddense.head": 16})
     run(InProcessGrid(flat, 3), parse_run_config(flat))
-    rounds = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    records = rounds(tmp_path / "run")
     names = {p.name for p in METHODS.get(method).probes}
     assert names == {"struct.norm", "feat.norm", "head.dead"}
-    for record in rounds:
+    for record in records:
         probes = record["probes"]
         assert set(probes) == names
         for name in names:

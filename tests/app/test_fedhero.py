@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 import torch
+from run_records import rounds
 from test_feddense_family import run_recorded
 
 from fgl_flower.errors import ConfigError
@@ -179,7 +180,6 @@ def test_every_round_records_each_clients_latent_graph_and_a_dead_one_warns(data
     """Per round and client in rounds.jsonl; the run warns once per client when the graph
     empties, and the summary lists the probes dead at the end (an undefined probe, the
     homophily of an empty graph, is not a divergence)."""
-    import json
     import logging
 
     flat = chameleon_flat(data_root, tmp_path, **{"num-rounds": 3, "hidden": 16, "fedhero.latent": "weighted"})
@@ -187,12 +187,12 @@ def test_every_round_records_each_clients_latent_graph_and_a_dead_one_warns(data
         summary, _, _ = run_recorded(flat)
     warnings = [r.getMessage() for r in caplog.records if "latent.nonempty" in r.getMessage()]
     assert len(warnings) == 3 and all("dead" in w for w in warnings)
-    rounds = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
-    assert len(rounds) == 3
-    for r in rounds:
+    records = rounds(tmp_path / "run")
+    assert len(records) == 3
+    for r in records:
         assert set(r["probes"]["latent.nonempty"]["clients"]) == {"0", "1", "2"}
         assert {"latent.weight", "latent.edges", "latent.contrast", "latent.homophily"} <= set(r["probes"])
         assert not any(k.startswith("probe.") for c in r["clients"].values() for k in c)
-    assert rounds[-1]["probes"]["latent.nonempty"]["max"] < 0.05
-    assert set(rounds[-1]["probes_dead"]["latent.nonempty"]) == {"0", "1", "2"}
+    assert records[-1]["probes"]["latent.nonempty"]["max"] < 0.05
+    assert set(records[-1]["probes_dead"]["latent.nonempty"]) == {"0", "1", "2"}
     assert summary["probes_dead"]["latent.nonempty"] == ["0", "1", "2"]

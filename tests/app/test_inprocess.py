@@ -1,10 +1,9 @@
 """The ServerApp/ClientApp pair driven in-process: every method, determinism, state."""
 
-import json
-
 import pytest
 import torch
 from methods_data import NEEDS
+from run_records import rounds
 
 from fgl_flower.inprocess import InProcessGrid, run_inprocess
 from fgl_flower.methods import METHODS
@@ -20,7 +19,7 @@ def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
     assert 0.0 <= summary["final"]["test_acc"] <= 1.0
     out = tmp_path / "run"
     assert {p.name for p in out.iterdir()} >= {"config.json", "rounds.jsonl", "summary.json", "curves.png"}
-    records = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
+    records = rounds(out)
     record = records[0]
     evaluated = next(r for r in records if "eval" in r)  # FedSage+ evaluates no generator round
     assert sorted(evaluated["clients"]) == ["0", "1", "2"]
@@ -57,10 +56,10 @@ def test_same_seed_same_numbers_other_seed_differs(flat):
 def test_fedavg_uploads_nothing_local_and_local_uploads_nothing(flat, tmp_path):
     flat.update({"method": "local", "num-rounds": 1})
     run_inprocess(flat)
-    rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text())
+    (rec,) = rounds(tmp_path / "run")
     flat.update({"method": "fedavg", "out-dir": str(tmp_path / "fa")})
     run_inprocess(flat)
-    rec_fa = json.loads((tmp_path / "fa" / "rounds.jsonl").read_text())
+    (rec_fa,) = rounds(tmp_path / "fa")
     # Local replies carry only metrics; FedAvg uploads a full GCN per client.
     assert rec["bytes_up"] * 5 < rec_fa["bytes_up"]
 

@@ -3,12 +3,13 @@ normal run, dead (with a warning) when the mechanism is switched off or broken."
 
 from __future__ import annotations
 
-import json
 import logging
 import math
+from pathlib import Path
 
 import pytest
 import torch
+from run_records import rounds
 
 from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.inprocess import run_inprocess
@@ -29,21 +30,20 @@ def run_rounds(flat: dict, caplog) -> tuple[dict, list[dict], list[str]]:
     """``(summary, rounds.jsonl's records, the probe warnings)`` of an in-process run."""
     with caplog.at_level(logging.WARNING, logger="flwr"):
         summary = run_inprocess(flat)
-    with open(f"{flat['out-dir']}/rounds.jsonl") as f:
-        rounds = [json.loads(line) for line in f]
+    records = rounds(Path(flat["out-dir"]))
     names = {p.name for p in METHODS.get(flat["method"]).probes}
     warnings = [r.getMessage() for r in caplog.records if any(f"{n} = " in r.getMessage() for n in names)]
-    return summary, rounds, warnings
+    return summary, records, warnings
 
 
 def values(record: dict, name: str) -> dict[str, float]:
     return record["probes"][name]["clients"]
 
 
-def assert_every_probe_recorded(rounds: list[dict], method: str, server: tuple[str, ...] = ()) -> None:
+def assert_every_probe_recorded(records: list[dict], method: str, server: tuple[str, ...] = ()) -> None:
     """Each declared probe in each round's record, for every client (or the server), finite;
     none among the metrics of the clients or of the training."""
-    for r in rounds:
+    for r in records:
         for probe in METHODS.get(method).probes:
             expected = {"server"} if probe.name in server else CLIENTS
             assert set(values(r, probe.name)) == expected, (r["round"], probe.name)
@@ -59,28 +59,28 @@ def test_fedspray_probes_show_the_global_proxies_shaping_the_soft_targets(data_r
     global projector is confident (round 2-3 on Cora) and then move their soft targets;
     the client's proxies point the way of the global ones."""
     flat = cora_flat(data_root, tmp_path, "fedspray", **{"num-rounds": 5})
-    summary, rounds, warnings = run_rounds(flat, caplog)
-    assert len(rounds) == 5
-    assert_every_probe_recorded(rounds, "fedspray")
-    for r in rounds:  # from round 2 a client's proxies point their own classes' way
+    summary, records, warnings = run_rounds(flat, caplog)
+    assert len(records) == 5
+    assert_every_probe_recorded(records, "fedspray")
+    for r in records:  # from round 2 a client's proxies point their own classes' way
         assert min(values(r, "proxy.alignment").values()) > (0.3 if r["round"] > 1 else 0.1)
         assert min(values(r, "proxy.norm").values()) > 0.1
-    last = rounds[-1]
+    last = records[-1]
     assert min(values(last, "proxy.shift").values()) > 0.01
     assert min(values(last, "kd.unlabeled").values()) > 0.1
     assert min(values(last, "kd.agreement").values()) > 0.5
     assert "probes_dead" not in last and summary["probes_dead"] == {}
     # ... and before that, the proxies reached no unlabeled node: recorded, not warned about
-    assert max(values(rounds[0], "kd.unlabeled").values()) == 0.0
-    assert max(values(rounds[0], "proxy.shift").values()) == 0.0
+    assert max(values(records[0], "kd.unlabeled").values()) == 0.0
+    assert max(values(records[0], "proxy.shift").values()) == 0.0
     assert not any("proxy.shift" in w for w in warnings)
 
 
 def test_fedspray_zero_proxies_are_reported_dead(data_root, tmp_path, caplog):
     flat = cora_flat(data_root, tmp_path, "fedspray", **{"num-rounds": 2, "fedspray.zero-proxies": True})
-    summary, rounds, warnings = run_rounds(flat, caplog)
-    assert_every_probe_recorded(rounds, "fedspray")
-    for r in rounds:
+    summary, records, warnings = run_rounds(flat, caplog)
+    assert_every_probe_recorded(records, "fedspray")
+    for r in records:
         for name in ("proxy.shift", "proxy.alignment", "proxy.norm"):
             assert set(values(r, name).values()) == {0.0}
         for name in ("proxy.alignment", "proxy.norm"):
@@ -97,9 +97,9 @@ OPFGL = {"num-rounds": 1, "split-mode": "stratified", "split": "0.2,0.4,0.4", "d
 
 
 def test_opfgl_probes_describe_the_pseudo_graph_each_client_received(data_root, tmp_path, caplog):
-    summary, rounds, warnings = run_rounds(cora_flat(data_root, tmp_path, "opfgl", **OPFGL), caplog)
-    (record,) = rounds
-    assert_every_probe_recorded(rounds, "opfgl", server=("pseudo.fit", "pseudo.aligned", "hre.share"))
+    summary, records, warnings = run_rounds(cora_flat(data_root, tmp_path, "opfgl", **OPFGL), caplog)
+    (record,) = records
+    assert_every_probe_recorded(records, "opfgl", server=("pseudo.fit", "pseudo.aligned", "hre.share"))
     assert set(values(record, "pseudo.nodes").values()) == {7.0}  # one node per Cora class
     # HRE (K = 1, f_th = 0.95, no degree filter: the defaults) adds pseudo-labelled nodes
     assert record["hre"]["added"] > 0
@@ -169,17 +169,17 @@ S2FGL = {"model": "acmgcn", "local-epochs": 3}
 
 
 def test_s2fgl_loss_shares_start_in_start_round(data_root, tmp_path, caplog):
-    summary, rounds, warnings = run_rounds(
+    summary, records, warnings = run_rounds(
         cora_flat(data_root, tmp_path, "s2fgl", **S2FGL, **{"num-rounds": 3}), caplog)
-    assert_every_probe_recorded(rounds, "s2fgl")
-    first, *later = rounds
+    assert_every_probe_recorded(records, "s2fgl")
+    first, *later = records
     assert set(values(first, "nlir.share").values()) == set(values(first, "fgma.share").values()) == {0.0}
     for r in later:
         assert min(values(r, "nlir.share").values()) > 1e-3
         assert min(values(r, "fgma.share").values()) > 1e-2
         assert max(values(r, "nlir.share").values()) + max(values(r, "fgma.share").values()) < 1
     # 0 before start-round is by design: not dead, no warning
-    assert all("probes_dead" not in r for r in rounds) and summary["probes_dead"] == {} and not warnings
+    assert all("probes_dead" not in r for r in records) and summary["probes_dead"] == {} and not warnings
 
 
 @pytest.mark.parametrize("off,on", [("nlir", "fgma"), ("fgma", "nlir")])

@@ -2,10 +2,9 @@
 clear, three more exchanges, and a client lost after sharing its keys recovered from the
 others' shares."""
 
-import json
-
 import pytest
 from faults import fail_partition
+from run_records import rounds
 
 from fgl_flower.client_app import make_app
 from fgl_flower.errors import ConfigError
@@ -22,16 +21,12 @@ def opfgl_flat(flat):
     return flat
 
 
-def record(folder):
-    return json.loads((folder / "rounds.jsonl").read_text())
-
-
 def test_the_secure_run_is_the_clear_run(opfgl_flat, tmp_path):
     clear = run_inprocess(opfgl_flat)
     secure = run_inprocess(dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "out-dir": str(tmp_path / "s")}),
                            serialize=True)  # every message through Flower's wire format
     assert secure["final"] == clear["final"]
-    a, b = record(tmp_path / "run"), record(tmp_path / "s")
+    (a,), (b,) = rounds(tmp_path / "run"), rounds(tmp_path / "s")
     assert a["hre"] == b["hre"] and a["pseudo_graph"]["nodes"] == b["pseudo_graph"]["nodes"]
     assert set(a["phases"]) == {"stats", "condense", "personalize"}
     assert set(b["phases"]) == {"secagg-setup", "secagg-share-keys", "stats", "secagg-unmask", "condense",
@@ -45,7 +40,7 @@ def test_a_client_lost_after_sharing_its_keys_is_recovered(opfgl_flat, tmp_path)
     cfg = parse_run_config(flat)
     grid = InProcessGrid(flat, 4, client_app=make_app([fail_partition(2, {1}, "query.secagg")]))
     summary = run(grid, cfg)
-    rec = record(tmp_path / "run")
+    (rec,) = rounds(tmp_path / "run")
     assert list(rec["failures"]) == ["2"] and rec["failures"]["2"].startswith("stats:")
     assert rec["phases"]["secagg-unmask"]["messages_up"] == 3  # the others rebuilt its key
     assert summary["rounds_completed"] == 1 and 0 < summary["final"]["test_acc"] <= 1

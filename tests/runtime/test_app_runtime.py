@@ -8,6 +8,7 @@ context.state persistence, TLS with SuperNode authentication) changes no number.
 import json
 
 import pytest
+from run_records import rounds
 
 from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.inprocess import run_inprocess
@@ -49,10 +50,10 @@ def test_simulation_and_secure_deployment_match_inprocess(flat, tmp_path):
     assert _summary(dep) == expected
     assert "--insecure" not in (work / "superlink.log").read_text()
     assert (work / "pki" / "server.key").stat().st_mode & 0o077 == 0  # private keys: owner only
-    rounds = [json.loads(line) for line in (dep / "rounds.jsonl").read_text().splitlines()]
-    assert [r["round"] for r in rounds] == [1, 2]
-    sampled = [json.loads(line)["train_clients"] for line in (sim / "rounds.jsonl").read_text().splitlines()]
-    assert [r["train_clients"] for r in rounds] == sampled and all(len(c) == 2 for c in sampled)
+    records = rounds(dep)
+    assert [r["round"] for r in records] == [1, 2]
+    sampled = [r["train_clients"] for r in rounds(sim)]
+    assert [r["train_clients"] for r in records] == sampled and all(len(c) == 2 for c in sampled)
 
 
 @pytest.fixture

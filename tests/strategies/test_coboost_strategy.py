@@ -1,10 +1,9 @@
 """Co-Boost: the hard-sample weighting and the ensemble boosting on hand-worked cases, one round
 end to end, and the one-shot rule."""
 
-import json
-
 import pytest
 import torch
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
@@ -92,7 +91,7 @@ def test_the_weights_move_before_the_epochs_graph_joins_the_pool(flat):
 def test_one_round_boosts_the_ensemble_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
-    rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[0])
+    rec = rounds(tmp_path / "run")[0]
     assert set(rec["probes"]) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units",
                                   "coboost.weight-spread", "coboost.effective-clients", "coboost.target-sharpness"}
     assert rec["probes"]["coboost.weight-spread"]["mean"] > 0

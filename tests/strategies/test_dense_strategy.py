@@ -1,11 +1,11 @@
 """DENSE: its losses on hand-worked cases, the generator, one round end to end (what travels,
 the probes) and the one-shot rule."""
 
-import json
 import math
 
 import pytest
 import torch
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
@@ -122,7 +122,7 @@ def test_pool_probes_by_hand():
 def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
-    rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text().splitlines()[0])
+    rec = rounds(tmp_path / "run")[0]
     probes = rec["probes"]
     assert set(probes) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units"}
     assert 0 <= probes["dense.agreement"]["mean"] <= 1

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 from flwr.app import ConfigRecord, Error, Message, MetricRecord, RecordDict
@@ -14,6 +15,7 @@ from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid
 from faults import fail_partition
+from run_records import rounds
 
 
 def _run(flat, mods, **overrides):
@@ -22,20 +24,15 @@ def _run(flat, mods, **overrides):
     return run(InProcessGrid(flat, cfg.num_clients, client_app=make_app(mods)), cfg)
 
 
-def _rounds(flat):
-    out = flat["out-dir"]
-    return [json.loads(line) for line in open(f"{out}/rounds.jsonl").read().splitlines()]
-
-
 def test_a_round_goes_on_without_a_failed_client_which_comes_back_with_its_state(flat):
     flat.update({"num-rounds": 3, "accept-failures": 1, "method": "local"})
     cfg = parse_run_config(flat)
     grid = InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {2})]))
     assert run(grid, cfg)["rounds_completed"] == 3
-    rounds = _rounds(flat)
-    assert [sorted(r.get("failures", {})) for r in rounds] == [[], ["1"], []]
-    assert "RuntimeError: injected fault (partition 1, round 2)" in rounds[1]["failures"]["1"]
-    assert [r["eval_clients"] for r in rounds] == [[0, 1, 2], [0, 2], [0, 1, 2]]
+    records = rounds(Path(flat["out-dir"]))
+    assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"], []]
+    assert "RuntimeError: injected fault (partition 1, round 2)" in records[1]["failures"]["1"]
+    assert [r["eval_clients"] for r in records] == [[0, 1, 2], [0, 2], [0, 1, 2]]
     # partition 1 trained in rounds 1 and 3, from the state it kept; the others in all three
     for partition, rounds_trained in ((0, 3), (1, 2), (2, 3)):
         assert _adam_steps(ClientState(grid.context(partition).state)) == {rounds_trained * cfg.local_epochs}
@@ -118,9 +115,9 @@ def test_skipped_nonfinite_clients_are_recorded_and_outputs_stay_strict_json(fla
         return reply
 
     summary = _run(flat, [poison], **{"num-rounds": 2, "method": "local", "on-nonfinite": "skip"})
-    rounds = _rounds(flat)
-    assert [r["nonfinite"] for r in rounds] == [{"0": "train_loss=nan"}] * 2
-    assert all(r["eval_clients"] == [1, 2] for r in rounds)
+    records = rounds(Path(flat["out-dir"]))
+    assert [r["nonfinite"] for r in records] == [{"0": "train_loss=nan"}] * 2
+    assert all(r["eval_clients"] == [1, 2] for r in records)
     assert summary["rounds_completed"] == 2
     for path in ("rounds.jsonl", "summary.json", "config.json"):
         text = open(f"{flat['out-dir']}/{path}").read()
@@ -131,9 +128,9 @@ def test_skipped_nonfinite_clients_are_recorded_and_outputs_stay_strict_json(fla
 def test_model_selection_ignores_rounds_with_nonfinite_metrics():
     from fgl_flower.results import summarize_rounds
 
-    rounds = [{"round": 1, "eval": {"val_loss": 0.9, "val_acc": 0.5}},
-              {"round": 2, "eval": {"val_loss": float("nan"), "val_acc": float("nan")}},
-              {"round": 3, "eval": {"val_loss": 0.7, "val_acc": 0.6}}]
-    assert summarize_rounds(rounds, "val_loss")["best_val"]["round"] == 3
-    assert summarize_rounds(rounds, "val_acc")["best_val"]["round"] == 3
-    assert "val_loss" not in summarize_rounds(rounds, "val_acc")["last"]  # a NaN in the tail
+    records = [{"round": 1, "eval": {"val_loss": 0.9, "val_acc": 0.5}},
+               {"round": 2, "eval": {"val_loss": float("nan"), "val_acc": float("nan")}},
+               {"round": 3, "eval": {"val_loss": 0.7, "val_acc": 0.6}}]
+    assert summarize_rounds(records, "val_loss")["best_val"]["round"] == 3
+    assert summarize_rounds(records, "val_acc")["best_val"]["round"] == 3
+    assert "val_loss" not in summarize_rounds(records, "val_acc")["last"]  # a NaN in the tail

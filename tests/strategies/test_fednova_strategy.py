@@ -2,13 +2,12 @@
 rounds, FedAvg when every client takes as many steps, unequal steps on a graph task (counted
 as epochs x batches), and what travels."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
 from flwr.app import Message, MessageType, MetricRecord, RecordDict
 from methods_data import GRAPH_TASK
+from run_records import rounds
 
 from fgl_flower.clients.fednova import START, STEPS
 from fgl_flower.datasets import load_client_data
@@ -18,10 +17,6 @@ from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import record_torch, torch_record
 from fgl_flower.strategies.fednova import FedNovaStrategy, nova_average
-
-
-def rounds(folder):
-    return [json.loads(line) for line in (folder / "rounds.jsonl").read_text().splitlines()]
 
 
 def test_normalized_average_by_hand():

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 from flwr.app import Array, ArrayRecord, Message, MessageType, MetricRecord, RecordDict
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
@@ -100,18 +101,18 @@ def test_a_run_splits_and_resumes_with_its_clusters(flat, tmp_path):
     flat.update({"method": "gcfl", "num-clients": 4, "num-rounds": 5, "gcfl.split-after": 1,
                  "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})  # synthetic data: a node task
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
-    rounds = [json.loads(line) for line in (tmp_path / "whole" / "rounds.jsonl").read_text().splitlines()]
-    assert rounds[0]["clusters"] == [[0, 1, 2, 3]]
-    assert "splits" in rounds[1] and len(rounds[-1]["clusters"]) >= 2
-    assert all("test_acc_gcfl" in m for r in rounds[1:] for m in r["clients"].values())
+    records = rounds(tmp_path / "whole")
+    assert records[0]["clusters"] == [[0, 1, 2, 3]]
+    assert "splits" in records[1] and len(records[-1]["clusters"]) >= 2
+    assert all("test_acc_gcfl" in m for r in records[1:] for m in r["clients"].values())
     summary = json.loads((tmp_path / "whole" / "summary.json").read_text())
     assert all("test_acc_gcfl" in m for m in summary["final_clients"].values())
     flat["out-dir"] = str(tmp_path / "resumed")
     interrupted(flat, fail_round=4)
     run_inprocess({**flat, "resume": True})
     assert digest(tmp_path / "resumed") == digest(tmp_path / "whole")
-    resumed = [json.loads(line) for line in (tmp_path / "resumed" / "rounds.jsonl").read_text().splitlines()]
-    assert [r["clusters"] for r in resumed] == [r["clusters"] for r in rounds]
+    resumed = rounds(tmp_path / "resumed")
+    assert [r["clusters"] for r in resumed] == [r["clusters"] for r in records]
 
 
 # -- GCFL+: DTW distances of gradient-norm sequences ---------------------------------------
@@ -202,13 +203,13 @@ def test_a_gcfl_plus_run_reports_gradient_norms_and_its_cluster_count(flat, tmp_
     flat.update({"method": "gcfl", "num-clients": 4, "num-rounds": 4, "gcfl.variant": "gcfl+",
                  "gcfl.split-after": 1, "gcfl.seq-length": 2, "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})
     run_inprocess(flat)
-    rounds = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
-    assert all(len(r["seq_norms"]) == 4 and min(r["seq_norms"].values()) > 0 for r in rounds)
-    assert GRAD_NORM in rounds[0]["train"]
-    assert "splits" not in rounds[0] and "splits" in rounds[1]  # two entries from round 2 on
-    for r in rounds:
+    records = rounds(tmp_path / "run")
+    assert all(len(r["seq_norms"]) == 4 and min(r["seq_norms"].values()) > 0 for r in records)
+    assert GRAD_NORM in records[0]["train"]
+    assert "splits" not in records[0] and "splits" in records[1]  # two entries from round 2 on
+    for r in records:
         assert r["probes"]["clusters"]["clients"] == {"server": float(len(r["clusters"]))}
-    assert rounds[0]["probes"]["clusters"]["mean"] == 1.0 and len(rounds[-1]["clusters"]) >= 2
+    assert records[0]["probes"]["clusters"]["mean"] == 1.0 and len(records[-1]["clusters"]) >= 2
 
 
 def test_a_gcfl_plus_run_resumes_with_its_sequences(flat, tmp_path):
@@ -219,14 +220,14 @@ def test_a_gcfl_plus_run_resumes_with_its_sequences(flat, tmp_path):
     flat.update({"method": "gcfl", "num-clients": 6, "num-rounds": 6, "gcfl.variant": "gcfl+",
                  "gcfl.split-after": 1, "gcfl.seq-length": 3, "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
-    rounds = [json.loads(line) for line in (tmp_path / "whole" / "rounds.jsonl").read_text().splitlines()]
-    assert [r["round"] for r in rounds if "splits" in r] == [3, 6]  # 3 entries, emptied, 3 more
+    records = rounds(tmp_path / "whole")
+    assert [r["round"] for r in records if "splits" in r] == [3, 6]  # 3 entries, emptied, 3 more
     flat["out-dir"] = str(tmp_path / "resumed")
     interrupted(flat, fail_round=5)
     run_inprocess({**flat, "resume": True})
     assert digest(tmp_path / "resumed") == digest(tmp_path / "whole")
-    resumed = [json.loads(line) for line in (tmp_path / "resumed" / "rounds.jsonl").read_text().splitlines()]
-    assert [(r["clusters"], r.get("splits")) for r in resumed] == [(r["clusters"], r.get("splits")) for r in rounds]
+    resumed = rounds(tmp_path / "resumed")
+    assert [(r["clusters"], r.get("splits")) for r in resumed] == [(r["clusters"], r.get("splits")) for r in records]
 
 
 # -- real node data: the node thresholds fire ----------------------------------------------
@@ -246,11 +247,11 @@ def test_gcfl_splits_on_chameleon_with_the_node_thresholds(data_root, tmp_path, 
                  "split-mode": "five-group", "eval-weight": "client", "data.undirected": True,
                  "data-root": str(data_root), "progress": False, "out-dir": str(tmp_path / "run")})
     run_inprocess(flat)
-    rounds = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
-    splits = [r["round"] for r in rounds if "splits" in r]
+    records = rounds(tmp_path / "run")
+    splits = [r["round"] for r in records if "splits" in r]
     assert splits, "GCFL never split on Chameleon with the node thresholds"
     assert splits[0] > 20  # not before split-after (measured: round 47)
-    assert rounds[0]["probes"]["clusters"]["mean"] == 1.0 and rounds[-1]["probes"]["clusters"]["mean"] >= 2
+    assert records[0]["probes"]["clusters"]["mean"] == 1.0 and records[-1]["probes"]["clusters"]["mean"] >= 2
 
 
 def test_the_other_tasks_thresholds_stop_the_run_instead_of_being_ignored(flat):

@@ -1,10 +1,9 @@
 """O-pFGL server: sums-only aggregation, pseudo-graph condensation, the one-shot protocol."""
 
-import json
-
 import numpy as np
 import pytest
 import torch
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
@@ -119,7 +118,7 @@ def opfgl_flat(flat):
 def test_one_shot_one_upload_one_download_per_client(opfgl_flat, tmp_path):
     summary = run_inprocess(opfgl_flat)
     assert summary["rounds_completed"] == 1
-    (rec,) = [json.loads(line) for line in (tmp_path / "run" / "rounds.jsonl").read_text().splitlines()]
+    (rec,) = rounds(tmp_path / "run")
     assert rec["upload"]["messages"] == 3 and rec["download"]["messages"] == 3
     stats, pers = rec["phases"]["stats"], rec["phases"]["personalize"]
     # the statistics request and the metric reply carry no payload beyond a few config values
@@ -135,7 +134,7 @@ def test_one_shot_one_upload_one_download_per_client(opfgl_flat, tmp_path):
 
 def test_client_size_weighting_uses_node_counts(opfgl_flat, tmp_path):
     run_inprocess(opfgl_flat)
-    rec = json.loads((tmp_path / "run" / "rounds.jsonl").read_text())
+    (rec,) = rounds(tmp_path / "run")
     clients = rec["clients"].values()
     expect = sum(c["num-local"] * c["test_acc"] for c in clients) / sum(c["num-local"] for c in clients)
     assert rec["eval"]["test_acc"] == pytest.approx(expect)

@@ -1,9 +1,8 @@
 """Client sampling by partition id and fused evaluation."""
 
-import json
-
 import pytest
 from methods_data import NEEDS, for_method
+from run_records import rounds
 
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
@@ -30,15 +29,10 @@ def test_same_seed_same_clients_other_round_or_seed_other_clients():
     assert sample_clients(7, 1.0, 1, seed=0, server_round=1) == list(range(7))
 
 
-def _rounds(out):
-    return [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
-
-
 def test_partial_participation_trains_and_evaluates_the_sampled_clients(flat, tmp_path):
     flat.update({"method": "fedavg", "num-clients": 6, "num-rounds": 3, "fraction-train": 0.5})
     run_inprocess(flat)
-    rounds = _rounds(tmp_path / "run")
-    for r in rounds:
+    for r in rounds(tmp_path / "run"):
         expected = sample_clients(6, 0.5, 1, 0, r["round"])
         assert r["train_clients"] == expected
         # the global model of round r is evaluated by the clients that train in round r+1
@@ -86,16 +80,16 @@ def test_fused_evaluation_gives_the_same_numbers(flat, method, fraction, tmp_pat
     plain = run_inprocess(dict(flat, **{"fused-evaluation": False, "out-dir": str(tmp_path / "p")}))
     for key in ("final", "best_val", "last"):
         assert fused[key] == plain[key]
-    a, b = _rounds(tmp_path / "f"), _rounds(tmp_path / "p")
+    a, b = rounds(tmp_path / "f"), rounds(tmp_path / "p")
     assert [r["clients"] for r in a] == [r["clients"] for r in b]
     assert [r["train"] for r in a] == [r["train"] for r in b]
     strategy = METHODS.get(method).strategy_class()
     if strategy.evaluate_with_next_train and not strategy.evaluates_in_train:
         sent = [sum(r["messages_down"] for r in rs) for rs in (a, b)]
         per_round = len(a[0]["train_clients"])
-        rounds = int(flat["num-rounds"])
+        num_rounds = int(flat["num-rounds"])
         evaluated = sum("eval" in r for r in a)  # FedSage+ evaluates no generator round
         assert evaluated == sum("eval" in r for r in b)
         assert sent[1] - sent[0] == (evaluated - 1) * per_round  # E - 1 evaluate batches fewer
         if strategy.prepare_round is FGLStrategy.prepare_round:  # no exchange but these
-            assert sent == [(rounds + 1) * per_round, 2 * rounds * per_round]  # R + 1 batches instead of 2R
+            assert sent == [(num_rounds + 1) * per_round, 2 * num_rounds * per_round]  # R + 1 batches instead of 2R
