@@ -1,9 +1,8 @@
 """FedSpray client: what is uploaded, what persists, and how it relates to Local."""
 
-import json
-
 import pytest
 import torch
+from run_records import rounds
 
 from fgl_flower.clients.fedspray import FedSprayClient, class_means, kl_to_teacher
 from fgl_flower.clients.state import ClientState
@@ -80,8 +79,8 @@ def test_state_survives_rounds(flat):
     assert not torch.allclose(proxies[train], torch.full_like(proxies[train], 0.1))  # trained
 
 
-def _client_rounds(path):
-    return [json.loads(line)["clients"] for line in open(path)]
+def _client_rounds(out):
+    return [r["clients"] for r in rounds(out)]
 
 
 def test_lambda1_zero_reduces_to_local(flat, tmp_path):
@@ -89,8 +88,8 @@ def test_lambda1_zero_reduces_to_local(flat, tmp_path):
     flat["dropout"] = 0.3  # same dropout masks too: both seed each round alike
     _run(dict(flat, **{"fedspray.lambda1": 0.0}))
     _run(dict(flat, **{"method": "local", "out-dir": str(tmp_path / "local")}))
-    spray = _client_rounds(tmp_path / "run" / "rounds.jsonl")
-    local = _client_rounds(tmp_path / "local" / "rounds.jsonl")
+    spray = _client_rounds(tmp_path / "run")
+    local = _client_rounds(tmp_path / "local")
     for a, b in zip(spray, local):
         for pid in a:
             for key in ("val_loss", "test_acc", "test_minority_acc"):

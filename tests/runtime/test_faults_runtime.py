@@ -8,6 +8,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from run_records import NUMBERS, rounds
 
 from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.paths import app_dir
@@ -24,9 +25,9 @@ def flat():
     return cfg
 
 
-def _rounds(out: Path) -> list[dict]:
-    path = out / "rounds.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+def _rounds_so_far(out: Path) -> list[dict]:
+    """The rounds a run still going has recorded (none before its first)."""
+    return rounds(out) if (out / "rounds.jsonl").exists() else []
 
 
 def faulty_app(tmp: Path) -> Path:
@@ -51,10 +52,10 @@ def test_simulation_goes_on_without_a_client_that_raises(flat, tmp_path):
     code = run_simulation(faulty_app(tmp_path), {**flat, "num-rounds": 3, "out-dir": str(out)}, 3,
                           timeout=600)
     assert code == 0
-    rounds = _rounds(out)
-    assert [sorted(r.get("failures", {})) for r in rounds] == [[], ["1"], []]
-    assert "injected fault (partition 1, round 2)" in rounds[1]["failures"]["1"]
-    assert rounds[2]["eval_clients"] == [0, 1, 2]
+    records = rounds(out)
+    assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"], []]
+    assert "injected fault (partition 1, round 2)" in records[1]["failures"]["1"]
+    assert records[2]["eval_clients"] == [0, 1, 2]
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
@@ -76,7 +77,7 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     result = {}
     thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=900)))
     thread.start()
-    while thread.is_alive() and len(_rounds(out)) < 1:
+    while thread.is_alive() and len(_rounds_so_far(out)) < 1:
         time.sleep(0.5)
     victims = [p for p in psutil.Process().children(recursive=True)  # this test's: others may deploy too
                if "flower-supernode" in (cmd := " ".join(_cmdline(p)))
@@ -85,14 +86,14 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     victims[0].kill()
     thread.join(timeout=900)
     assert result.get("code") == 0
-    rounds = _rounds(out)
-    assert [r["round"] for r in rounds] == [1, 2, 3]
+    records = rounds(out)
+    assert [r["round"] for r in records] == [1, 2, 3]
     # Round 2 may still be answered (its messages can reach the node before the kill); round 3 cannot.
-    assert all("2" in r.get("failures", {}) for r in rounds[2:])
-    assert all(r["eval_clients"] == [0, 1] for r in rounds[2:])
+    assert all("2" in r.get("failures", {}) for r in records[2:])
+    assert all(r["eval_clients"] == [0, 1] for r in records[2:])
     # The SuperLink told the rounds the node was gone; they did not wait out the timeout.
-    assert not any("round-timeout" in r["failures"]["2"] for r in rounds[2:]), rounds[2:]
-    assert all(r["time_s"] < timeout for r in rounds[2:])
+    assert not any("round-timeout" in r["failures"]["2"] for r in records[2:]), records[2:]
+    assert all(r["time_s"] < timeout for r in records[2:])
 
 
 @pytest.mark.slow
@@ -105,10 +106,10 @@ def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_p
     whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     out = tmp_path / "resumed"
     assert run_simulation(faulty_app(tmp_path), {**flat, "out-dir": str(out)}, 3, timeout=600) != 0
-    assert [r["round"] for r in _rounds(out)] == [1]
+    assert [r["round"] for r in rounds(out)] == [1]
     assert run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=600) == 0
     resumed = json.loads((out / "summary.json").read_text())
-    for key in ("final", "best_val", "last", "rounds_completed", "bytes_up_total"):
+    for key in NUMBERS:
         assert resumed[key] == whole[key]
 
 
