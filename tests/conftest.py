@@ -13,6 +13,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    skip_gpu_tests_without_a_gpu(items)
+    spread_slow_tests(config, items)
+
+
+def skip_gpu_tests_without_a_gpu(items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need a CUDA GPU; without one they are skipped, saying so."""
+    gpu = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu:
+        import torch
+
+        if not torch.cuda.is_available():
+            for item in gpu:
+                item.add_marker(pytest.mark.skip(reason="needs a GPU (marked gpu)"))
+
+
+def spread_slow_tests(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Spread the slow tests over pytest-xdist's workers (``scripts/test.sh``).
 
     ``--dist worksteal`` first sends each of the ``W`` workers a contiguous share of this

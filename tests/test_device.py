@@ -66,7 +66,7 @@ def test_client_state_and_replies_hold_cpu_tensors(flat):
             assert t.device.type == "cpu"
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.gpu
 @pytest.mark.parametrize("method,extra", [
     ("fedavg", {}), ("fedprox", {}), ("local", {}), ("fedspray", {}),
     ("s2fgl", NEEDS["s2fgl"]), ("opfgl", NEEDS["opfgl"]),

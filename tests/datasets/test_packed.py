@@ -63,7 +63,7 @@ def test_one_label_per_graph_is_required():
         PackedGraphs([g])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
+@pytest.mark.gpu
 def test_batches_are_cut_on_the_device():
     graphs = _graphs()
     got = PackedGraphs(graphs, ("stc_enc",), "cuda").batch(torch.tensor([5, 1, 8]))
