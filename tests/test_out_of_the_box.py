@@ -33,9 +33,8 @@ def test_every_method_runs_with_no_other_option(method, tmp_path):
 @pytest.mark.gpu
 @pytest.mark.parametrize("method", sorted(name for name, _ in METHODS.items()))
 def test_every_method_runs_on_cuda(method, tmp_path):
-    """The same demo with ``device = cuda``: every model, optimiser, generator and server-side
-    computation of the method finds its tensors on the GPU (the CPU tests cannot see a tensor
-    left on the wrong device)."""
+    """The same demo with ``device = cuda``: a tensor that a model, generator or server-side
+    computation leaves on the CPU meets a CUDA one and stops the run, which no CPU test sees."""
     rounds = None if METHODS.get(method).fixed_rounds else 2
     result = api.run(method, rounds=rounds, out=tmp_path / "run", progress=False, device="cuda",
                      **SHORT.get(method, {}))
