@@ -20,8 +20,9 @@ It prints the sizes and the two device calls (``gpu_session.sh setup`` carries b
 never carried: the packages of :data:`FROM_IMAGE` (large, bound to its PyTorch/NumPy build,
 or utilities) and ``uv`` (Flower runs it only to install an app's dependencies, which
 ``FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION=1`` turns off). The archives were checked on
-a stand-in for the image here (CPython 3.12 with PyTorch and the test tools, unpacked by
-``gpu_session.sh setup``): a Ray simulation ran.
+a stand-in for the image here (CPython 3.12 with PyTorch, the test tools and the utilities
+of :data:`FROM_IMAGE`, unpacked by ``gpu_session.sh``): a Ray simulation ran from the setup
+archives, FedSpray on Physics in-process from the base archive and the data.
 
 Run from the repository root::
 

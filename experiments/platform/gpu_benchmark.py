@@ -96,18 +96,37 @@ class Session:
         self.log(f"\n$ {' '.join(cmd)}\n")
         t0 = time.perf_counter()
         stopped = False
-        with self.args.log.open("a") as f:
+        with self.args.log.open("a") as f, subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT) as proc:
             try:
-                res = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+                code = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
-                stopped = True
+                kill_tree(proc.pid)
+                stopped, code = True, None
         wall = time.perf_counter() - t0
-        if not stopped and res.returncode != 0:
-            raise RuntimeError(f"`{' '.join(cmd)}` exited {res.returncode}; its output is in {self.args.log}")
+        if not stopped and code != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` exited {code}; its output is in {self.args.log}")
         path = out / "rounds.jsonl"
         rounds = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         summary = None if stopped else json.loads((out / "summary.json").read_text())
         return {"wall_s": wall, "rounds": rounds, "summary": summary, "stopped": stopped}
+
+
+def kill_tree(pid: int) -> None:
+    """Kill ``pid`` and every process below it (Flower starts its SuperLink in a session of
+    its own, which a signal to the run's process group would miss)."""
+    import psutil
+
+    try:
+        root = psutil.Process(pid)
+        procs = [*root.children(recursive=True), root]
+    except psutil.NoSuchProcess:
+        return
+    for p in procs:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(procs, timeout=10)
 
 
 def shown(argv: list[str]) -> str:
