@@ -89,6 +89,10 @@ class Session:
         """``fgl run argv`` (the module: no entry point needs installing) into
         ``work/name``, stopped at ``limit`` or the deadline: wall seconds, finished rounds,
         summary (``None`` when stopped)."""
+        import psutil
+
+        from fgl_flower.runtime.processes import stop_processes
+
         out = self.args.work / name
         timeout = max(1.0, min(limit or float("inf"), self.left()))
         cmd = [sys.executable, "-m", "fgl_flower.cli", "run", *argv, "--set", "progress=false",
@@ -99,8 +103,8 @@ class Session:
         with self.args.log.open("a") as f, subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT) as proc:
             try:
                 code = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                kill_tree(proc.pid)
+            except subprocess.TimeoutExpired:  # the run and everything below it, Flower's
+                stop_processes([psutil.Process(proc.pid)], grace=0)  # own-session SuperLink too
                 stopped, code = True, None
         wall = time.perf_counter() - t0
         if not stopped and code != 0:
@@ -109,24 +113,6 @@ class Session:
         rounds = [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
         summary = None if stopped else json.loads((out / "summary.json").read_text())
         return {"wall_s": wall, "rounds": rounds, "summary": summary, "stopped": stopped}
-
-
-def kill_tree(pid: int) -> None:
-    """Kill ``pid`` and every process below it (Flower starts its SuperLink in a session of
-    its own, which a signal to the run's process group would miss)."""
-    import psutil
-
-    try:
-        root = psutil.Process(pid)
-        procs = [*root.children(recursive=True), root]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        try:
-            p.kill()
-        except psutil.NoSuchProcess:
-            pass
-    psutil.wait_procs(procs, timeout=10)
 
 
 def shown(argv: list[str]) -> str:
@@ -227,8 +213,11 @@ PARTS = {"tests": part_tests, "fractional": part_fractional, "scale": part_scale
 
 def write_doc(sections: list[Path]) -> None:
     """Replace the "On a GPU" section of ``docs/performance.md`` by ``sections`` (a line
-    that repeats the previous section's first line, the same machine, is left out)."""
-    from fgl_flower.results import atomic_write_text
+    that repeats the previous section's first line, the same machine, is left out), through
+    ``performance.py``'s page writer as ``peers.py`` does."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from performance import kept_sections
+    from performance import write_doc as write_page
 
     texts, first = [], None
     for path in sections:
@@ -237,15 +226,9 @@ def write_doc(sections: list[Path]) -> None:
             lines = lines[1:]
         first = first or (lines[0] if lines else None)
         texts.append("\n".join(lines).strip() + "\n")
-    section = f"{HEADING}\n\n" + "\n".join(texts) + f"\n{HOW}\n"
-    text = DOC.read_text()
-    if HEADING in text:  # replace the previous measurement, up to the next section
-        start = text.index(HEADING)
-        end = text.find("\n## ", start + len(HEADING))
-        text = text[:start] + section + (text[end:] if end >= 0 else "")
-    else:
-        text = text.rstrip() + "\n\n" + section
-    atomic_write_text(DOC, text)
+    page = kept_sections(DOC)
+    page["gpu"] = f"{HEADING}\n\n" + "\n".join(texts) + f"\n{HOW}\n"
+    write_page(DOC, page)
 
 
 def main() -> None:
