@@ -145,8 +145,8 @@ class FGGPClient(LearnerClient):
         model.train()
         losses: dict[str, float] = {}
         ratios = {"fggp.contrast-grad": 0.0, "fggp.view-grad": 0.0}
-        last_logits = None
-        for _ in range(self.cfg.local_epochs):
+        last_logits, probed = None, 0
+        for step in range(self.cfg.local_epochs):
             optimizer.zero_grad()
             z, logits = model.propagate(g.x, clean, clean_out)
             ce = F.cross_entropy(logits[train], y[train])
@@ -159,14 +159,16 @@ class FGGPClient(LearnerClient):
             recon = reconstruction_loss(scores, a_aug)
             parts = {"view": o.view_weight * ce_view, "contrast": o.contrast_weight * contrast,
                      "reconstruction": o.reconstruction_weight * recon}
-            for name, value in self.gradient_probes(ce, parts, (z, z_view), augmentor).items():
-                ratios[name] += value
+            if step % o.probe_every == 0:
+                probed += 1
+                for name, value in self.gradient_probes(ce, parts, (z, z_view), augmentor).items():
+                    ratios[name] += value
             (ce + sum(parts.values())).backward()
             optimizer.step()
             last_logits = logits.detach()
             losses = {"train_loss": float(ce.detach())} | {
                 f"{k}_loss": float(v.detach()) for k, v in parts.items()}
-        probes = {k: v / max(self.cfg.local_epochs, 1) for k, v in ratios.items()}  # step means
+        probes = {k: v / max(probed, 1) for k, v in ratios.items()}  # means over the probed steps
         reply = self.training_reply(losses | as_metrics(probes | {"fggp.knn-new-edges": share}))
         reply[PROTOTYPES] = self.prototypes(last_logits)
         return reply

@@ -28,12 +28,12 @@ BACKBONES = ("gcn", "acmgcn")
 PROBES = (
     Probe("fggp.contrast-grad", "||grad of the weighted prototype contrast w.r.t. both views' "
           "features|| / ||grad of the cross-entropy w.r.t. the clean features||, mean over the "
-          "round's local steps", dead_below=1e-3,
+          "round's probed local steps (fggp.probe-every)", dead_below=1e-3,
           why="The prototype contrast between the clean and the augmented view does not move "
               "the features."),
     Probe("fggp.view-grad", "||grad of the augmented view's weighted cross-entropy w.r.t. the "
           "augmentor|| / ||grad of its weighted reconstruction loss w.r.t. it||, mean over the "
-          "round's local steps: the task's pull on the edge sampler through the straight-through "
+          "round's probed local steps: the task's pull on the edge sampler through the straight-through "
           "draw", dead_below=1e-4,
           why="The augmentor does not learn from the task, only to reconstruct the k-NN graph."),
     Probe("fggp.knn-new-edges", "share of the augmented graph's edges (without self-loops) that the "
@@ -68,6 +68,10 @@ class FGGPOptions(MethodOptions):
     eval_tau: float = 0.1  # softmax temperature of their votes
     memory_size: int = 10  # the memory keeps memory-size x classes prototypes (FIFO)
     dense_max_nodes: int = 10000  # the augmented view is dense [N, N]: larger clients stop
+    #: the gradient probes run on every k-th local step (0, k, 2k, ...) and are means over
+    #: those; each probed step costs about four partial backward passes, none of which
+    #: changes the training (1: every step, the default)
+    probe_every: int = 1
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -86,7 +90,8 @@ def check_config(cfg: RunConfig) -> None:
     if cfg.num_layers < 2:
         raise ConfigError(f"fggp needs num-layers >= 2 (got {cfg.num_layers}): its prototypes "
                           f"average the last hidden layer.")
-    o.require_at_least_one("fggp", "knn_k", "knn_every", "eval_k", "memory_size", "dense_max_nodes")
+    o.require_at_least_one("fggp", "knn_k", "knn_every", "eval_k", "memory_size", "dense_max_nodes",
+                           "probe_every")
     if not 0.0 <= o.alpha <= 1.0:
         raise ConfigError(f"fggp.alpha={o.alpha} must be in [0, 1].")
     o.require_positive("fggp", "temperature", "tau", "eval_tau")

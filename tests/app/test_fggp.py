@@ -53,6 +53,7 @@ def test_what_travels(fggp_flat, tmp_path):
     ({"fggp.alpha": 1.5}, "alpha"),
     ({"fggp.tau": 0.0}, "tau"),
     ({"fggp.knn-k": 0}, "knn-k"),
+    ({"fggp.probe-every": 0}, "probe-every"),
 ])
 def test_bad_options_stop_before_training(fggp_flat, update, match):
     with pytest.raises(ConfigError, match=match):

@@ -17,12 +17,17 @@ from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS, METRICS
 
 
-@pytest.fixture
-def client():
+def make_client(**options) -> FGGPClient:
     flat = load_app_defaults()
-    flat.update({"method": "fggp", "num-clients": 3, "data.synthetic.num-nodes": 300, "local-epochs": 2})
+    flat.update({"method": "fggp", "num-clients": 3, "data.synthetic.num-nodes": 300, "local-epochs": 2,
+                 **options})
     cfg = parse_run_config(flat)
     return FGGPClient(cfg, load_client_data(cfg.data_config(), 1), ClientState(RecordDict()), 1)
+
+
+@pytest.fixture
+def client():
+    return make_client()
 
 
 def head_of(model):
@@ -60,6 +65,29 @@ def test_the_head_starts_every_round_at_its_initial_weights(client):
     model.propagate = spy
     client.train(RecordDict(), 2)
     assert all(torch.equal(seen[0][k], initial[k]) for k in initial)
+
+
+def test_probing_every_kth_step_trains_the_same_and_averages_the_probed_steps(monkeypatch):
+    """``fggp.probe-every = 2`` over 3 local steps probes steps 0 and 2: the same trained
+    weights as probing every step, and each probe the mean of those two steps' values."""
+    seen: list[dict[str, float]] = []
+    probes = FGGPClient.gradient_probes
+
+    def spy(*args):
+        seen.append(probes(*args))
+        return seen[-1]
+
+    monkeypatch.setattr(FGGPClient, "gradient_probes", staticmethod(spy))
+    every, sparse = make_client(**{"local-epochs": 3}), make_client(**{"local-epochs": 3, "fggp.probe-every": 2})
+    all_steps = every.train(RecordDict(), 1)[METRICS]
+    steps = list(seen)
+    some_steps = sparse.train(RecordDict(), 1)[METRICS]
+    assert len(steps) == 3 and seen[3:] == [steps[0], steps[2]]
+    for name in ("fggp.contrast-grad", "fggp.view-grad"):
+        assert all_steps[f"probe.{name}"] == pytest.approx(sum(s[name] for s in steps) / 3)
+        assert some_steps[f"probe.{name}"] == pytest.approx((steps[0][name] + steps[2][name]) / 2)
+    a, b = every.learner.model.state_dict(), sparse.learner.model.state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
 
 
 def test_the_global_graph_is_kept_until_its_rebuild(client):
