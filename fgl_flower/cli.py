@@ -169,6 +169,15 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     return 0
 
 
+def prepare_command(argv: Sequence[str], out: str | Path, engine: str = "simulation"):
+    """Check and cache what ``fgl run argv`` would before its first round, without running it
+    (its ``--out`` replaced by ``out``), so that benchmarks time runs with warm caches.
+    Returns the prepared config (:func:`fgl_flower.launch.prepare`)."""
+    args = parser().parse_args(["run", *argv])
+    args.out = str(out)
+    return prepare(build_run_config(args), engine)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     return _launch(args, deploy=False)
 

@@ -78,12 +78,9 @@ class Session:
 
     def prepare(self, argv: list[str], engine: str) -> None:
         """Build the job's dataset and partition caches before any run of it is timed."""
-        from fgl_flower.cli import build_run_config, parser
-        from fgl_flower.launch import prepare
+        from fgl_flower.cli import prepare_command
 
-        args = parser().parse_args(["run", *argv])
-        args.out = str(self.args.work / "prepare")
-        prepare(build_run_config(args), engine)
+        prepare_command(argv, self.args.work / "prepare", engine)
 
     def run(self, argv: list[str], name: str, limit: float | None = None) -> dict:
         """``fgl run argv`` (the module: no entry point needs installing) into

@@ -251,13 +251,11 @@ fedavg --dataset Cora --partition louvain --clients 3 --rounds 2 --seed 0`, one 
 
 
 def scale(tmp: Path) -> str:
-    from fgl_flower.cli import build_run_config, parser, prepare
+    from fgl_flower.cli import prepare_command
 
     os.environ["FGL_CACHE_DIR"] = str(tmp / "scale-cache")  # cold: time the partitioning too
-    args = parser().parse_args(["run", *SCALE])
-    args.out = str(tmp / "scale-prepare")
     t0 = time.perf_counter()
-    prepare(build_run_config(args), "simulation")
+    prepare_command(SCALE, tmp / "scale-prepare")
     partition_s = time.perf_counter() - t0
     run = fgl("run", SCALE, tmp / "scale")
     rounds = run["rounds"]
@@ -295,17 +293,15 @@ def many_run(tmp: Path, clients: int) -> dict:
     """One ``fgl run`` with ``clients`` virtual clients: cold preparation (partition, store,
     class check: ``fgl partition-stats``'s path), then the run with the partition cached;
     seconds until discovery is done (the strategy's first line) and per round."""
-    from fgl_flower.cli import build_run_config, parser, prepare
+    from fgl_flower.cli import prepare_command
 
     partition, nodes, fraction, rounds = MANY[clients]
     argv = ["--method", "fedavg", "--dataset", "synthetic", "--partition", partition,
             "--clients", str(clients), "--fraction-train", str(fraction), "--rounds", str(rounds),
             "--seed", "0", "--set", f"data.synthetic.num-nodes={nodes}"]
     os.environ["FGL_CACHE_DIR"] = str(tmp / f"many-{clients}-cache")
-    args = parser().parse_args(["run", *argv])
-    args.out = str(tmp / f"many-{clients}-prepare")
     t0 = time.perf_counter()
-    prepare(build_run_config(args), "simulation")
+    prepare_command(argv, tmp / f"many-{clients}-prepare")
     prepare_s = time.perf_counter() - t0
     out = tmp / f"many-{clients}"
     cmd = ["fgl", "run", *argv, "--out", str(out)]
