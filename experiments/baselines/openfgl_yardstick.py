@@ -21,7 +21,11 @@ default ``~/openfgl-data``). Then::
     FGL_DATA_ROOT=../shared/data python experiments/baselines/openfgl_yardstick.py \\
         --openfgl-python ~/venvs/openfgl/bin/python --methods fedavg,fedpub,fedgta --seeds 0,1,2
 
-``--doc`` writes the table into ``docs/results/baselines.md``.
+Every finished run (one side, one seed) is appended to ``docs/results/baselines.runs.jsonl``
+at once, keyed by method, rounds, seed, side, the job and our options for the method; a run
+already recorded is not run again (delete its line to rerun it), so a long comparison can be
+made over several sessions (``--seeds 1``, then ``--seeds 2``, then ``--seeds 0,1,2 --doc``
+renders the three from the records). ``--doc`` writes the table into ``docs/results/baselines.md``.
 """
 
 from __future__ import annotations
@@ -35,12 +39,15 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "results" / "baselines.md"
+RECORDS = REPO / "docs" / "results" / "baselines.runs.jsonl"
+SIDES = ("ours", "openfgl")
 
 #: The job: OpenFGL's defaults for node classification (GCN width 64, dropout 0.5, Adam 0.01 /
 #: 5e-4, 3 local epochs), Cora cut into 10 clients by this project's Louvain partitioner.
@@ -211,6 +218,70 @@ def run_openfgl(python: str, root: Path, method: str, seed: int, timeout: float 
     return 100 * float(found[-1][2])
 
 
+class Records:
+    """The finished runs of :data:`RECORDS`: test accuracy (points) per (method, rounds, seed,
+    side) of the current :data:`JOB` and our options for the method; appended one line at a
+    time (flushed and synced) as each run ends, from any thread."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.lock = path, threading.Lock()
+        self.values: dict[str, float] = {}
+        if path.exists():
+            for line in path.read_text().splitlines():
+                if line.strip():
+                    rec = json.loads(line)
+                    self.values[self._key(rec)] = float(rec["test_acc"])
+
+    @staticmethod
+    def _key(rec: dict) -> str:
+        return json.dumps({k: rec[k] for k in ("method", "rounds", "seed", "side", "job", "options")},
+                          sort_keys=True)
+
+    @staticmethod
+    def record(method: str, seed: int, side: str) -> dict:
+        """The identity of one run under the current :data:`JOB`."""
+        return {"method": method, "rounds": JOB["num-rounds"], "seed": seed, "side": side,
+                "job": {k: v for k, v in JOB.items() if k != "num-rounds"}, "options": METHODS[method][2]}
+
+    def get(self, method: str, seed: int, side: str) -> float | None:
+        return self.values.get(self._key(self.record(method, seed, side)))
+
+    def add(self, method: str, seed: int, side: str, test_acc: float) -> None:
+        rec = {**self.record(method, seed, side), "test_acc": test_acc, "date": time.strftime("%Y-%m-%d")}
+        with self.lock:
+            with self.path.open("a") as fh:
+                fh.write(json.dumps(rec) + "\n")
+                fh.flush()
+                os.fsync(fh.fileno())
+            self.values[self._key(rec)] = test_acc
+
+
+def run_method(records: Records, method: str, seeds: list[int], run_theirs, run_ours_seed,
+               parallel: int = 1) -> tuple[list[float], list[float]]:
+    """Both sides of ``method`` for every seed that :class:`Records` lacks, OpenFGL's in up to
+    ``parallel`` threads beside ours (one after another), each recorded as it ends; returns
+    (ours, OpenFGL's) per seed from the records."""
+    def keep(seed: int, side: str):
+        return lambda done: None if done.exception() else records.add(method, seed, side, done.result())
+
+    with ThreadPoolExecutor(max(parallel, 1)) as pool:
+        futures: list[Future] = []
+        for seed in seeds:
+            if records.get(method, seed, "openfgl") is None:
+                futures.append(pool.submit(run_theirs, method, seed))
+                futures[-1].add_done_callback(keep(seed, "openfgl"))
+        for seed in seeds:
+            if records.get(method, seed, "ours") is None:
+                t0 = time.perf_counter()
+                records.add(method, seed, "ours", run_ours_seed(method, seed))
+                print(f"{method} seed {seed}: ours {records.get(method, seed, 'ours'):.2f} "
+                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+        for future in futures:
+            future.result()  # an OpenFGL failure stops here, after the others were recorded
+    return ([records.get(method, s, "ours") for s in seeds],
+            [records.get(method, s, "openfgl") for s in seeds])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--openfgl-python", required=True, help="python of a venv with openfgl-lib")
@@ -223,26 +294,25 @@ def main() -> None:
     ap.add_argument("--parallel", type=int, default=1,
                     help="OpenFGL runs at a time (its seeds; ours run one after another)")
     ap.add_argument("--doc", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}")
+    ap.add_argument("--records", default=str(RECORDS),
+                    help="finished runs, appended as they end; recorded runs are not run again")
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     if unknown := [m for m in methods if m not in METHODS]:
         sys.exit(f"unknown method(s) {unknown}: choose from {', '.join(METHODS)}")
     seeds = [int(s) for s in args.seeds.split(",")]
     JOB["num-rounds"] = args.rounds
+    records = Records(Path(args.records))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "openfgl"
         root.mkdir()
         export_partition(root, Path(args.openfgl_root).expanduser())
         for method in methods:
-            with ThreadPoolExecutor(args.parallel) as pool:
-                futures = [pool.submit(run_openfgl, args.openfgl_python, root, method, seed) for seed in seeds]
-                ours = []
-                for seed in seeds:
-                    t0 = time.perf_counter()
-                    ours.append(run_ours(method, seed, Path(tmp) / f"ours-{method}-{seed}"))
-                    print(f"{method} seed {seed}: ours {ours[-1]:.2f} ({time.perf_counter() - t0:.0f} s)", flush=True)
-                theirs = [f.result() for f in futures]
+            ours, theirs = run_method(
+                records, method, seeds,
+                lambda m, seed: run_openfgl(args.openfgl_python, root, m, seed),
+                lambda m, seed: run_ours(m, seed, Path(tmp) / f"ours-{m}-{seed}"), args.parallel)
             print(f"{method}: OpenFGL {', '.join(f'{v:.2f}' for v in theirs)}", flush=True)
             label = method if args.rounds == ROUNDS else f"{method}, {args.rounds} rounds"
             rows.append((label, ours, theirs))
