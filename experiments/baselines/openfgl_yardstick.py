@@ -47,7 +47,6 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "results" / "baselines.md"
 RECORDS = REPO / "docs" / "results" / "baselines.runs.jsonl"
-SIDES = ("ours", "openfgl")
 
 #: The job: OpenFGL's defaults for node classification (GCN width 64, dropout 0.5, Adam 0.01 /
 #: 5e-4, 3 local epochs), Cora cut into 10 clients by this project's Louvain partitioner.

@@ -69,8 +69,8 @@ class FGGPOptions(MethodOptions):
     memory_size: int = 10  # the memory keeps memory-size x classes prototypes (FIFO)
     dense_max_nodes: int = 10000  # the augmented view is dense [N, N]: larger clients stop
     #: the gradient probes run on every k-th local step (0, k, 2k, ...) and are means over
-    #: those; each probed step costs about four partial backward passes, none of which
-    #: changes the training (1: every step, the default)
+    #: those; a probed step costs four partial backward passes, none of which changes the
+    #: training (1: every step, the default)
     probe_every: int = 1
 
 
