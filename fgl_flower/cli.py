@@ -24,7 +24,7 @@ from typing import Any
 
 from fgl_flower.bench import OUTCOME_NEUTRAL_KEYS
 from fgl_flower.errors import ConfigError, FGLError
-from fgl_flower.launch import OWN_FEDERATION_CLIENTS, prepare, resolve_num_clients  # noqa: F401 (the CLI's API)
+from fgl_flower.launch import OWN_FEDERATION_CLIENTS, prepare, resolve_num_clients
 
 Scalar = int | float | bool | str
 
