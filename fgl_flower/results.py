@@ -77,6 +77,15 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, [text.encode()])
 
 
+def append_line(path: Path, line: str) -> None:
+    """Append ``line`` and a newline to ``path``, flushed and fsync'ed before returning: a
+    record appended is kept even if the process or the machine dies right after."""
+    with open(path, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
     """Final round, best round by ``eval[select_key]`` (earliest on ties) and the mean of
     the last :data:`LAST_ROUNDS` evaluated rounds.
@@ -193,10 +202,7 @@ class RunRecorder:
     def record_round(self, record: dict[str, Any]) -> None:
         """Append one finished round (durably) and print its progress line."""
         self.rounds.append(record)
-        with open(self.out_dir / "rounds.jsonl", "a") as f:
-            f.write(strict_json(record, sort_keys=True) + "\n")
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.out_dir / "rounds.jsonl", strict_json(record, sort_keys=True))
         if self.cfg.progress:
             log(INFO, "%s", self.progress_line(record))
 

@@ -247,11 +247,10 @@ class Records:
 
     def add(self, method: str, seed: int, side: str, test_acc: float) -> None:
         rec = {**self.record(method, seed, side), "test_acc": test_acc, "date": time.strftime("%Y-%m-%d")}
+        from fgl_flower.results import append_line
+
         with self.lock:
-            with self.path.open("a") as fh:
-                fh.write(json.dumps(rec) + "\n")
-                fh.flush()
-                os.fsync(fh.fileno())
+            append_line(self.path, json.dumps(rec))
             self.values[self._key(rec)] = test_acc
 
 
@@ -306,7 +305,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "openfgl"
         root.mkdir()
-        export_partition(root, Path(args.openfgl_root).expanduser())
+        if any(records.get(m, s, "openfgl") is None for m in methods for s in seeds):
+            export_partition(root, Path(args.openfgl_root).expanduser())
         for method in methods:
             ours, theirs = run_method(
                 records, method, seeds,
@@ -353,7 +353,9 @@ def write_doc(table: str) -> None:
     header, rule = table.splitlines()[:2]
     footer = table.split("\n\n", 1)[1].rstrip("\n") + "\n"
     body = "\n".join([header, rule, *merged.values()])
-    DOC.write_text(f"{head}{start}\n{body}\n\n{footer}{end}{tail}")
+    from fgl_flower.results import atomic_write_text
+
+    atomic_write_text(DOC, f"{head}{start}\n{body}\n\n{footer}{end}{tail}")
 
 
 if __name__ == "__main__":

@@ -69,3 +69,20 @@ def test_other_rounds_job_or_options_are_other_runs(yardstick, tmp_path, monkeyp
     monkeypatch.setitem(yardstick.JOB, "lr", 0.01)
     monkeypatch.setitem(yardstick.METHODS, "fedtad", (*yardstick.METHODS["fedtad"][:2], {"agg-weight": "uniform"}))
     assert yardstick.Records(path).get("fedtad", 0, "ours") is None
+
+
+def test_a_fully_recorded_comparison_runs_nothing(yardstick, tmp_path, monkeypatch, capsys):
+    """With every requested run recorded, the table comes from the records alone: no partition
+    is exported for OpenFGL and neither side runs."""
+    path = tmp_path / "runs.jsonl"
+    yardstick.run_method(yardstick.Records(path), "fedavg", [0, 1], Calls().theirs, Calls().ours)
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("ran although every run is recorded")
+
+    for name in ("export_partition", "run_openfgl", "run_ours"):
+        monkeypatch.setattr(yardstick, name, must_not_run)
+    monkeypatch.setattr("sys.argv", ["openfgl_yardstick.py", "--openfgl-python", "unused", "--methods",
+                                     "fedavg", "--seeds", "0,1", "--records", str(path)])
+    yardstick.main()
+    assert "| fedavg | 85.50 ± 0.71 | 80.50 ± 0.71 | +5.00 | 85.00 / 80.00, 86.00 / 81.00 |" in capsys.readouterr().out
