@@ -246,9 +246,9 @@ class Records:
         return self.values.get(self._key(self.record(method, seed, side)))
 
     def add(self, method: str, seed: int, side: str, test_acc: float) -> None:
-        rec = {**self.record(method, seed, side), "test_acc": test_acc, "date": time.strftime("%Y-%m-%d")}
         from fgl_flower.results import append_line
 
+        rec = {**self.record(method, seed, side), "test_acc": test_acc, "date": time.strftime("%Y-%m-%d")}
         with self.lock:
             append_line(self.path, json.dumps(rec))
             self.values[self._key(rec)] = test_acc
