@@ -7,7 +7,7 @@ a list of them (labelled by method), or a mapping ``label -> RunResult``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:

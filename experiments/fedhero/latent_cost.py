@@ -122,8 +122,8 @@ def main() -> None:
         rows.append(row)
         print(json.dumps(row), flush=True)
     mem = "peak_mib" if args.device.startswith("cuda") else "peak_rss_rise_mib"
-    print(f"\n| setting | clients | largest client (nodes) | FedHERO step s | eval s | peak MiB "
-          f"| latent graph KiB | gcn-concat step s | eval s | peak MiB |\n|---|---|---|---|---|---|---|---|---|---|")
+    print("\n| setting | clients | largest client (nodes) | FedHERO step s | eval s | peak MiB "
+          "| latent graph KiB | gcn-concat step s | eval s | peak MiB |\n|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         print(f"| {r['setting']} | {r['clients']} | {r['largest_client_nodes']} | {r['fedhero_step_s']:.3f} "
               f"| {r['fedhero_eval_s']:.3f} | {r[f'fedhero_{mem}']:.0f} | {r['latent_graph_kib']:.0f} "
