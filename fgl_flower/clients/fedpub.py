@@ -1,5 +1,8 @@
 r"""FED-PUB client (Baek et al., ICML 2023): a masked GCN trained from the personalised
-weights the server sends, reporting its functional embedding.
+weights the server sends, reporting its functional embedding. With ``fedpub.backbone =
+"model"`` the masks sit on the run's ``model`` instead
+(:class:`~fgl_flower.models.fedpub.MaskedBackbone`), whose ``embed`` then gives the
+functional embedding.
 
 Each round: load the weights received (the client's personalised average of the last
 round it trained, or the global average; round 1: the seeded initial model), train
@@ -28,7 +31,7 @@ from flwr.app import RecordDict
 from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.clients.learner import ExtraLoss, ModelBuilder
 from fgl_flower.methods.fedpub import EMBEDDING, FedPubOptions
-from fgl_flower.models.fedpub import LAYERS, MaskedGCN, proxy_graph
+from fgl_flower.models.fedpub import LAYERS, MaskedBackbone, MaskedGCN, proxy_graph
 from fgl_flower.probes import as_metrics
 from fgl_flower.records import torch_record
 
@@ -40,10 +43,17 @@ class FedPubClient(FedAvgClient):
 
     def model_builder(self) -> ModelBuilder:
         o, c = self.options, self.cfg
+        if o.backbone == "model":  # the run's backbone, masked
+            from fgl_flower.models.registry import build_run_model
+
+            return lambda num_features, num_classes: MaskedBackbone(
+                build_run_model(c, "node", num_features, num_classes), o.l1, o.mask_init)
         return lambda num_features, num_classes: MaskedGCN(
             num_features, c.hidden, num_classes, c.dropout, o.l1, o.mask_init)
 
     def shared_prefixes(self) -> tuple[str, ...]:
+        if self.options.backbone == "model":
+            return ("net.",)
         return tuple(f"{layer}." for layer in LAYERS)
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
@@ -63,11 +73,11 @@ class FedPubClient(FedAvgClient):
         o = self.options
         reference = {k: v.detach().to(self.device) for k, v in received.items()}
 
-        def loss(model: MaskedGCN) -> torch.Tensor:
+        def loss(model: MaskedGCN | MaskedBackbone) -> torch.Tensor:
             params = dict(model.named_parameters())
             if o.regularizers == "code":  # the official code: on state_dict()'s detached copies
                 params = {k: v.detach() for k, v in params.items()}
-            total = o.l1 * sum(params[f"masks.{layer}"].abs().sum() for layer in LAYERS)
+            total = o.l1 * sum(v.abs().sum() for k, v in params.items() if k.startswith("masks."))
             for name, ref in reference.items():
                 total = total + o.loc_l2 * torch.linalg.vector_norm(params[name] - ref)
             return total

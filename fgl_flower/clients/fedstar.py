@@ -6,7 +6,8 @@ Each round: load the global ``struct.*`` weights, train every parameter for
 included, spec §5), upload ``struct.*``. The feature channel and the head never leave the
 client.
 On node tasks (FedHERO's baseline) the model is ``FedStarNodeGIN``: the same channels on
-the client's graph with a per-node head.
+the client's graph with a per-node head (``FedStarNodeACM`` with ``fedstar.feature-conv =
+"acm"``: ACM-GCN layers in the feature channel).
 
 Probes (``methods/fedstar.py`` ``PROBES``, :class:`~fgl_flower.models.fedstar.ChannelProbes`):
 measured on the evaluation's own forwards (no extra pass), i.e. over the validation and test
@@ -24,10 +25,11 @@ from fgl_flower.datasets import NodeClientData
 
 class FedStarClient(FedAvgClient):
     def model_builder(self) -> ModelBuilder:
-        from fgl_flower.models.fedstar import FedStarGIN, FedStarNodeGIN
+        from fgl_flower.models.fedstar import FedStarGIN, FedStarNodeACM, FedStarNodeGIN
 
         c = self.cfg
-        cls = FedStarNodeGIN if isinstance(self.data, NodeClientData) else FedStarGIN
+        node = FedStarNodeACM if c.option("feature-conv") == "acm" else FedStarNodeGIN
+        cls = node if isinstance(self.data, NodeClientData) else FedStarGIN
         return lambda num_features, num_classes: cls(
             num_features, c.hidden, num_classes, c.num_layers, c.dropout)
 

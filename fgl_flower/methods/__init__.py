@@ -257,7 +257,7 @@ for _spec in (
         summary="Dual-channel GIN (features + structural encodings); only the structure "
         "encoder is shared.",
         reference="Tan et al., AAAI 2023",
-        options={"secure-aggregation": False, **DP_OPTIONS},
+        options={**fedstar.OPTIONS, **DP_OPTIONS},
         check=fedstar.check_config,
         own_init=True,
         probes=fedstar.PROBES,

@@ -20,6 +20,10 @@ REGULARIZERS = ("paper", "code")
 #: log), or the personalised model it receives next (O-pFGL's one-round protocol, where the
 #: download is the last step).
 EVALUATES = ("trained", "received")
+#: The model the masks sit on: FED-PUB's own masked GCN (the paper's), or the run's ``model``
+#: with a mask on every weight matrix (a table that runs every method on one backbone, as
+#: S2FGL's on ACM-GCN).
+BACKBONES = ("masked-gcn", "model")
 #: Reply record that carries a client's functional embedding.
 EMBEDDING = "fedpub.embedding"
 
@@ -51,17 +55,27 @@ class FedPubOptions(MethodOptions):
     proxy_p: float = 0.1  # edge probability inside a proxy graph (none between them)
     mask_init: str = "ones"  # ones (the scripts' --laye/clsf-mask-one) | xavier
     evaluate: str = "trained"  # trained (in the train reply) | received (the personalised model sent next)
+    backbone: str = "masked-gcn"  # masked-gcn (FED-PUB's own) | model (the run's model, masked)
 
 
 MASK_INITS = ("ones", "xavier")
 
 
 def check_config(cfg: RunConfig) -> None:
+    from fgl_flower.models.registry import MODELS
+
     o = FedPubOptions.from_config(cfg)
-    if cfg.model != "gcn" or cfg.num_layers != 2:
+    o.require_choice("fedpub", "backbone", BACKBONES)
+    if o.backbone == "masked-gcn" and (cfg.model != "gcn" or cfg.num_layers != 2):
         raise ConfigError(f"FED-PUB trains its own masked GCN (two GCN layers of `hidden` units and a "
                           f"linear classifier, models/fedpub.py): leave model=gcn and num-layers=2 "
-                          f"(got model={cfg.model!r}, num-layers={cfg.num_layers}).")
+                          f"(got model={cfg.model!r}, num-layers={cfg.num_layers}), or set "
+                          f"fedpub.backbone=model to put its masks on model={cfg.model!r}.")
+    if o.backbone == "model" and cfg.model in MODELS and not MODELS.get(cfg.model).hidden:
+        have = [n for n, s in MODELS.items() if s.hidden and s.task == "node"]
+        raise ConfigError(f"fedpub.backbone=model: FED-PUB's functional embedding reads the backbone's "
+                          f"node representations (embed()), which model={cfg.model!r} does not give. "
+                          f"Use one of: {', '.join(have)}.")
     o.require_choice("fedpub", "agg_norm", AGG_NORMS)
     o.require_choice("fedpub", "regularizers", REGULARIZERS)
     o.require_choice("fedpub", "evaluate", EVALUATES)

@@ -1,6 +1,7 @@
-"""FedStar's run checks (torch-free). Its options are the platform's secure aggregation and
-central DP of the shared channel (``fedstar.secure-aggregation``, ``fedstar.dp-*``); ``hidden``,
-``num-layers`` and ``dropout`` size both channels."""
+"""FedStar's run checks (torch-free). Its options are the feature channel's layer on node
+tasks (``fedstar.feature-conv``), and the platform's secure aggregation and central DP of the
+shared channel (``fedstar.secure-aggregation``, ``fedstar.dp-*``); ``hidden``, ``num-layers``
+and ``dropout`` size both channels."""
 
 from __future__ import annotations
 
@@ -21,6 +22,13 @@ PROBES = (
 )
 
 
+#: The feature channel's layer: FedStar's GIN, or (node tasks) ACM-GCN's, for a table that
+#: runs every method on ACM-GCN (S2FGL's Table 1; ``models/fedstar.py`` ``FedStarNodeACM``).
+FEATURE_CONVS = ("gin", "acm")
+#: The registry's options of FedStar besides the platform's DP keys.
+OPTIONS = {"feature-conv": "gin", "secure-aggregation": False}
+
+
 def check_feature_channel(cfg: RunConfig) -> None:
     """FedStar's and FedDense's feature channel is a GIN: on graph tasks ``model`` must say
     so (no node backbone is named ``gin``; on node tasks ``model`` is not used)."""
@@ -31,4 +39,13 @@ def check_feature_channel(cfg: RunConfig) -> None:
                           f"is a GIN; model={cfg.model!r} cannot be used: set model=gin.")
 
 
-check_config = check_feature_channel
+def check_config(cfg: RunConfig) -> None:
+    from fgl_flower.datasets.resolve import task_of
+
+    check_feature_channel(cfg)
+    conv = cfg.option("feature-conv")
+    if conv not in FEATURE_CONVS:
+        raise ConfigError(f"fedstar.feature-conv={conv!r}: use one of {', '.join(FEATURE_CONVS)}.")
+    if conv == "acm" and task_of(cfg.dataset) == "graph":
+        raise ConfigError("fedstar.feature-conv=acm is for node tasks (ACM-GCN is a node backbone); "
+                          "graph tasks keep FedStar's GIN: leave fedstar.feature-conv=gin.")

@@ -112,12 +112,17 @@ class FedStarGIN(nn.Module):
         self.struct = StructureChannel(h, h, num_layers)
         self.feat = nn.Module()
         self.feat.init = nn.Linear(in_channels, h)
-        self.feat.convs = nn.ModuleList(gin_conv(2 * h, h, h) for _ in range(num_layers))
+        self.feat.convs = nn.ModuleList(self.feature_conv(2 * h, h) for _ in range(num_layers))
         self.head = GraphHead(2 * h, h, out_channels, dropout)
 
-    def node_states(self, x: Tensor, adj: tuple[Adjacency, Adjacency], stc_enc: Tensor) -> Tensor:
+    @staticmethod
+    def feature_conv(in_channels: int, out_channels: int) -> nn.Module:
+        """One layer of the feature channel: FedStar's GIN."""
+        return gin_conv(in_channels, out_channels, out_channels)
+
+    def node_states(self, x: Tensor, adj: tuple, stc_enc: Tensor) -> Tensor:
         """``[x^(L) || s^(L)]`` ``[N, 2h]``: both channels' last node representations, on
-        the graph's :func:`adjacencies`."""
+        the graph's :func:`adjacencies` (the feature channel's, the structure channel's)."""
         sum_adj, gcn_adj = adj
         s = self.struct(stc_enc, gcn_adj)
         h = self.feat.init(x)
@@ -229,5 +234,32 @@ class FedStarNodeGIN(FedStarGIN):
         xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
         stc = self._cache.get(f"stc_enc/{n}", (edge_index,),
                               lambda: structure_encoding(edge_index.cpu(), n).to(x.device))
-        adj = self._cache.get(f"adjacencies/{n}", (edge_index,), lambda: adjacencies(edge_index, n))
+        adj = self._cache.get(f"adjacencies/{n}", (edge_index,), lambda: self.adjacencies(edge_index, n))
         return self.head(self.node_states(xd, adj, stc))
+
+    @staticmethod
+    def adjacencies(edge_index: Tensor, num_nodes: int) -> tuple:
+        """The feature channel's and the structure channel's propagation (:func:`adjacencies`)."""
+        return adjacencies(edge_index, num_nodes)
+
+
+class FedStarNodeACM(FedStarNodeGIN):
+    r""":class:`FedStarNodeGIN` whose feature channel is ACM-GCN (``fedstar.feature-conv =
+    "acm"``), for a table that runs every method on that backbone (S2FGL's Table 1):
+    :math:`\mathbf x^{(\ell)} = \mathrm{Dropout}(\mathrm{ReLU}(\mathrm{ACM}_\ell(
+    [\mathbf x^{(\ell-1)} \,\|\, \mathbf s^{(\ell-1)}])))` with ACM-GCN's layer
+    (:class:`~fgl_flower.models.acmgcn.ACMConv`: low-pass, high-pass and identity channels
+    mixed per node) on its row-normalised low-pass filter. The structure channel, the head,
+    the parameter names and what is shared (``struct.*``) are FedStar's."""
+
+    @staticmethod
+    def feature_conv(in_channels: int, out_channels: int) -> nn.Module:
+        from fgl_flower.models.acmgcn import ACMConv
+
+        return ACMConv(in_channels, out_channels)
+
+    @staticmethod
+    def adjacencies(edge_index: Tensor, num_nodes: int) -> tuple:
+        from fgl_flower.models.acmgcn import acm_low_pass
+
+        return acm_low_pass(edge_index, num_nodes), adjacencies(edge_index, num_nodes)[1]

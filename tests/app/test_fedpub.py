@@ -92,3 +92,24 @@ def test_evaluating_the_received_personalised_model(pub_flat, tmp_path):
     assert [r["train"]["train_loss"] for r in a] == [r["train"]["train_loss"] for r in b]
     assert received["final"] != trained["final"]
     assert b[-1]["messages_down"] == 2 * a[-1]["messages_down"]  # the last round's evaluate batch
+
+
+def test_masks_on_the_runs_backbone(pub_flat, tmp_path):
+    """fedpub.backbone = model (S2FGL's table, every method on ACM-GCN): the backbone's
+    weights travel (no mask, no bias is masked), the personalisation runs on its embedding."""
+    from fgl_flower.models.acmgcn import ACMGCN
+
+    run_inprocess(dict(pub_flat, **{"model": "acmgcn", "fedpub.backbone": "model"}))
+    recs = rounds(tmp_path / "run")
+    hidden, features, classes = 64, 32, 4
+    net = ACMGCN(features, hidden, classes, 2)
+    weights = sum(p.numel() for p in net.parameters())
+    masks = sum(p.numel() for p in net.parameters() if p.dim() >= 2)
+    slack = 12000  # framing of its 15 arrays and the metrics: far below the masks' bytes
+    assert masks * 4 > 4 * slack
+    for r in recs:
+        up = r["bytes_up"] / 3
+        assert weights * 4 + hidden * 4 < up < weights * 4 + hidden * 4 + slack
+    assert np.allclose(np.array(recs[1]["fedpub"]["weights"]).sum(axis=1), 1.0, atol=1e-5)
+    with pytest.raises(ConfigError, match="embed"):
+        run_inprocess(dict(pub_flat, **{"model": "sgc", "fedpub.backbone": "model"}))

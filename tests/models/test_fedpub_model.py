@@ -54,3 +54,39 @@ def test_the_proxy_graph_is_the_same_for_a_seed_and_has_no_edge_between_its_grap
     assert x.shape == (80, 7) and ei.shape[0] == 2 and ei.shape[1] > 0
     assert torch.equal(ei[0] // 20, ei[1] // 20)  # edges stay inside a graph
     assert not torch.equal(proxy_graph.__wrapped__(4, 7, graphs=4, nodes=20, p=0.2)[0], x)
+
+
+def test_masks_on_another_backbone_compute_with_the_masked_weights():
+    """``MaskedBackbone`` on ACM-GCN: ones leave the backbone's output unchanged; a mask
+    equals multiplying its weight by it (a reference backbone with ``W * M`` loaded); masks
+    below ``l1`` are zeroed at evaluation; biases carry no mask; the backbone's weights are
+    ``net.*`` and the masks stay apart."""
+    from fgl_flower.models.acmgcn import ACMGCN
+    from fgl_flower.models.fedpub import MaskedBackbone, mask_key
+
+    torch.manual_seed(0)
+    net = ACMGCN(5, 8, 3, num_layers=2, dropout=0.0)
+    model = MaskedBackbone(net, l1=0.1).eval()
+    x, ei = _graph()
+    with torch.no_grad():
+        assert torch.allclose(model(x, ei), net(x, ei))
+        assert torch.allclose(model.embed(x, ei), net.embed(x, ei))
+        masked = {n for n, p in net.named_parameters() if p.dim() >= 2}
+        assert set(model.masks) == {mask_key(n) for n in masked}
+        assert "classifier.bias" not in masked and "classifier.weight" in masked
+        assert all(k.startswith(("net.", "masks.")) for k in model.state_dict())
+        m = torch.rand_like(net.convs[0].weight_high) + 0.5
+        model.masks[mask_key("convs.0.weight_high")].copy_(m)
+        ref = ACMGCN(5, 8, 3, num_layers=2, dropout=0.0).eval()
+        ref.load_state_dict(net.state_dict())
+        ref.convs[0].weight_high.mul_(m)
+        assert torch.allclose(model(x, ei), ref(x, ei), atol=1e-6)
+        assert torch.allclose(model.embed(x, ei), ref.embed(x, ei), atol=1e-6)
+        model.masks[mask_key("classifier.weight")].fill_(0.05)  # pruned at evaluation
+        out = model(x, ei)
+        assert torch.allclose(out, net.classifier.bias.expand_as(out))
+        assert model.pruned_share() == net.classifier.weight.numel() / sum(p.numel() for p in model.masks.values())
+    model.train()  # gradients reach both the weights and the masks
+    model(x, ei).sum().backward()
+    assert net.convs[0].weight_low.grad is not None
+    assert model.masks[mask_key("convs.0.weight_low")].grad is not None

@@ -59,3 +59,31 @@ def test_clients_seeded_alike_share_the_structure_channel_whatever_their_data():
     sa, sb = a.state_dict(), b.state_dict()
     shared = [k for k in sa if k.startswith("struct.")]
     assert shared and all(torch.equal(sa[k], sb[k]) for k in shared)
+
+
+def test_the_acm_feature_channel_is_acmgcns_layer_on_x_and_s():
+    """``FedStarNodeACM``: the structure channel and head are FedStar's, the feature channel
+    is ACM-GCN's layer on ``[x || s]`` with its low-pass filter; built from the same seed the
+    shared channel equals the GIN variant's."""
+    from fgl_flower.models.acmgcn import ACMConv, acm_low_pass
+    from fgl_flower.models.fedstar import FedStarNodeACM, FedStarNodeGIN
+
+    torch.manual_seed(1)
+    gin = FedStarNodeGIN(5, 8, 3, num_layers=2, dropout=0.0)
+    torch.manual_seed(1)
+    m = FedStarNodeACM(5, 8, 3, num_layers=2, dropout=0.0).eval()
+    assert all(isinstance(c, ACMConv) for c in m.feat.convs)
+    shared = {k: v for k, v in m.state_dict().items() if k.startswith("struct.")}
+    assert all(torch.equal(v, gin.state_dict()[k]) for k, v in shared.items())
+    edge_index, _ = two_graphs()
+    x = torch.randn(6, 5)
+    with torch.no_grad():
+        from fgl_flower.models.structure import structure_encoding
+
+        s_maps = m.struct(structure_encoding(edge_index, 6), m.adjacencies(edge_index, 6)[1])
+        low = acm_low_pass(edge_index, 6)
+        h = m.feat.init(x)
+        for conv, s in zip(m.feat.convs, s_maps):
+            h = torch.relu(conv(torch.cat([h, s], -1), low))
+        expect = m.head(torch.cat([h, s_maps[-1]], -1))
+        assert torch.allclose(m(x, edge_index), expect, atol=1e-6)
