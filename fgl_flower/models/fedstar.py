@@ -234,7 +234,9 @@ class FedStarNodeGIN(FedStarGIN):
         xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
         stc = self._cache.get(f"stc_enc/{n}", (edge_index,),
                               lambda: structure_encoding(edge_index.cpu(), n).to(x.device))
-        adj = self._cache.get(f"adjacencies/{n}", (edge_index,), lambda: self.adjacencies(edge_index, n))
+        # keyed by class too: the cache is process-wide, and the variants' feature channels differ
+        adj = self._cache.get(f"adjacencies/{type(self).__name__}/{n}", (edge_index,),
+                              lambda: self.adjacencies(edge_index, n))
         return self.head(self.node_states(xd, adj, stc))
 
     @staticmethod

@@ -102,6 +102,8 @@ def test_resources_are_reported_once_per_client_and_change_no_number(graph_flat,
     ({"method": "gcfl", "gcfl.split-after": 0}, "gcfl.split-after"),
     ({"method": "gcfl", "gcfl.eps1": -1.0}, "non-negative"),
     ({"method": "fedstar", "fedprox.mu": 0.5}, "option of method 'fedprox'"),
+    ({"method": "fedstar", "fedstar.feature-conv": "gcn"}, "use one of gin, acm"),
+    ({"method": "fedstar", "fedstar.feature-conv": "acm"}, "for node tasks"),
 ])
 def test_bad_options_stop_before_training(graph_flat, update, match):
     with pytest.raises(ConfigError, match=match):
@@ -183,19 +185,20 @@ def test_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path, method, opt
             assert float(loss) == pytest.approx(ours[rnd - 1][str(k)]["test_loss"], rel=1e-4)
 
 
-@pytest.mark.parametrize("method,task,eval_dropout", [
-    ("fedstar", "graph", False), ("feddense", "graph", False), ("fedstar", "node", False),
-    ("feddense", "graph", True),
+@pytest.mark.parametrize("method,task,eval_dropout,options", [
+    ("fedstar", "graph", False, {}), ("feddense", "graph", False, {}), ("fedstar", "node", False, {}),
+    ("fedstar", "node", False, {"fedstar.feature-conv": "acm"}), ("feddense", "graph", True, {}),
 ])
-def test_channel_probes_reach_the_round_records(flat, request, tmp_path, method, task, eval_dropout):
+def test_channel_probes_reach_the_round_records(flat, request, tmp_path, method, task, eval_dropout, options):
     """``struct.norm``, ``feat.norm`` and ``head.dead`` of every client, every round, finite;
-    on MUTAG (graph task, small models), on FedStar's node task (synthetic graph), and with
-    ``eval-dropout`` (an evaluation in train mode: the probes take their own eval-mode pass)."""
+    on MUTAG (graph task, small models), on FedStar's node task (synthetic graph; also with
+    ACM-GCN's layer in the feature channel), and with ``eval-dropout`` (an evaluation in train
+    mode: the probes take their own eval-mode pass)."""
     import math
 
     from fgl_flower.methods import METHODS
 
-    flat.update({"method": method, "num-rounds": 2, "hidden": 16, "eval-dropout": eval_dropout})
+    flat.update({"method": method, "num-rounds": 2, "hidden": 16, "eval-dropout": eval_dropout, **options})
     if task == "graph":
         flat.update(GRAPH_TASK, **{"data-root": str(request.getfixturevalue("data_root"))})
     if method == "feddense":
