@@ -102,3 +102,19 @@ def test_checkpoint_files_round_trip_and_a_truncated_one_is_refused(tmp_path):
     path.write_bytes(path.read_bytes()[:-4])
     with pytest.raises(CheckpointError, match="truncated"):
         read_records(path)
+
+
+@pytest.mark.parametrize("method,options", [
+    ("fedpub", {"model": "acmgcn", "hidden": 16, "fedpub.backbone": "model"}),
+    ("fedstar", {"fedstar.feature-conv": "acm"}),
+])
+def test_resume_of_the_acmgcn_variants(flat, method, options, tmp_path):
+    """S2FGL's Table 1 variants (FED-PUB's masks on ACM-GCN, FedStar's ACM-GCN feature
+    channel): masks and personal channels come back from the client checkpoints."""
+    flat.update({"method": method, "num-rounds": 4, "fraction-train": 0.67, **options})
+    run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    out = tmp_path / "resumed"
+    flat["out-dir"] = str(out)
+    interrupted(flat, fail_round=3, partition=1)
+    run_inprocess({**flat, "resume": True})
+    assert digest(out) == digest(tmp_path / "whole")
