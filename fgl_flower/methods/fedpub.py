@@ -62,7 +62,7 @@ MASK_INITS = ("ones", "xavier")
 
 
 def check_config(cfg: RunConfig) -> None:
-    from fgl_flower.models.registry import MODELS
+    from fgl_flower.models.registry import require_hidden
 
     o = FedPubOptions.from_config(cfg)
     o.require_choice("fedpub", "backbone", BACKBONES)
@@ -71,11 +71,9 @@ def check_config(cfg: RunConfig) -> None:
                           f"linear classifier, models/fedpub.py): leave model=gcn and num-layers=2 "
                           f"(got model={cfg.model!r}, num-layers={cfg.num_layers}), or set "
                           f"fedpub.backbone=model to put its masks on model={cfg.model!r}.")
-    if o.backbone == "model" and cfg.model in MODELS and not MODELS.get(cfg.model).hidden:
-        have = [n for n, s in MODELS.items() if s.hidden and s.task == "node"]
-        raise ConfigError(f"fedpub.backbone=model: FED-PUB's functional embedding reads the backbone's "
-                          f"node representations (embed()), which model={cfg.model!r} does not give. "
-                          f"Use one of: {', '.join(have)}.")
+    if o.backbone == "model":
+        require_hidden(cfg.model, "fedpub", "with backbone=model reads its functional embedding from the "
+                       "backbone's node representations")
     o.require_choice("fedpub", "agg_norm", AGG_NORMS)
     o.require_choice("fedpub", "regularizers", REGULARIZERS)
     o.require_choice("fedpub", "evaluate", EVALUATES)

@@ -68,10 +68,6 @@ class _Masks:
         m = self.masks[key]
         return m if self.training else m.masked_fill(m.abs() < self.l1, 0.0)
 
-    def mask_l1(self) -> Tensor:
-        r""":math:`\sum_l \lVert\mathbf M_l\rVert_1`."""
-        return sum(m.abs().sum() for m in self.masks.values())
-
     def pruned_share(self) -> float:
         """Share of mask entries that evaluation zeroes (``|m| < l1``)."""
         with torch.no_grad():

@@ -264,4 +264,4 @@ class FedStarNodeACM(FedStarNodeGIN):
     def adjacencies(edge_index: Tensor, num_nodes: int) -> tuple:
         from fgl_flower.models.acmgcn import acm_low_pass
 
-        return acm_low_pass(edge_index, num_nodes), adjacencies(edge_index, num_nodes)[1]
+        return acm_low_pass(edge_index, num_nodes), Adjacency.gcn(edge_index, num_nodes)

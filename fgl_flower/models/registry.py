@@ -83,12 +83,20 @@ def build_run_model(cfg: RunConfig, task: str, in_channels: int, out_channels: i
 def require_embeds(model: str, method: str, why: str) -> None:
     """Raise :class:`ConfigError` unless backbone ``model`` has ``embed()`` and a linear
     ``classifier`` (:attr:`ModelSpec.embeds`); ``why`` says what ``method`` needs them for."""
-    if not MODELS.get(model).embeds:
-        have = [n for n, s in MODELS.items() if s.embeds]
-        raise ConfigError(
-            f"{method} {why} (embed() + classifier); model={model!r} has none. Use one of: "
-            f"{', '.join(have)}."
-        )
+    _require(model, "embeds", f"{method} {why} (embed() + classifier)")
+
+
+def require_hidden(model: str, method: str, why: str) -> None:
+    """Raise :class:`ConfigError` unless backbone ``model`` has ``embed()``, the
+    representations its last layer reads (:attr:`ModelSpec.hidden`); ``why`` says what
+    ``method`` needs them for."""
+    _require(model, "hidden", f"{method} {why} (embed())")
+
+
+def _require(model: str, flag: str, needs: str) -> None:
+    if not getattr(MODELS.get(model), flag):
+        have = [n for n, s in MODELS.items() if getattr(s, flag)]
+        raise ConfigError(f"{needs}; model={model!r} has none. Use one of: {', '.join(have)}.")
 
 
 #: Parameter initialisations, selected by the ``model-init`` run-config key.
