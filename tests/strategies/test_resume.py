@@ -19,12 +19,17 @@ def test_interrupted_and_resumed_equals_uninterrupted(flat, method, tmp_path, re
     flat.update({"num-rounds": 4, "fraction-train": 0.67,
                  **({"fedavg.finetune-epochs": 1} if method == "fedavg" else {}), **NEEDS.get(method, {}),
                  **({"fraction-train": 1.0} if method == "opfgl" else {})})
+    assert_resume_equals_uninterrupted(flat, tmp_path, partition=0 if method == "opfgl" else 1)
+
+
+def assert_resume_equals_uninterrupted(flat: dict, tmp_path, partition: int) -> None:
+    """Run ``flat`` whole, then again failing in round 3 (or the last) on ``partition`` and
+    resumed with fresh contexts (client state from the checkpoints): the same records."""
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     out = tmp_path / "resumed"
     flat["out-dir"] = str(out)
-    rounds = int(flat["num-rounds"])
-    interrupted(flat, fail_round=min(3, rounds), partition=0 if method == "opfgl" else 1)
-    run_inprocess({**flat, "resume": True})  # fresh contexts: client state from the checkpoints
+    interrupted(flat, fail_round=min(3, int(flat["num-rounds"])), partition=partition)
+    run_inprocess({**flat, "resume": True})
     assert digest(out) == digest(tmp_path / "whole")
 
 
@@ -112,9 +117,4 @@ def test_resume_of_the_acmgcn_variants(flat, method, options, tmp_path):
     """S2FGL's Table 1 variants (FED-PUB's masks on ACM-GCN, FedStar's ACM-GCN feature
     channel): masks and personal channels come back from the client checkpoints."""
     flat.update({"method": method, "num-rounds": 4, "fraction-train": 0.67, **options})
-    run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
-    out = tmp_path / "resumed"
-    flat["out-dir"] = str(out)
-    interrupted(flat, fail_round=3, partition=1)
-    run_inprocess({**flat, "resume": True})
-    assert digest(out) == digest(tmp_path / "whole")
+    assert_resume_equals_uninterrupted(flat, tmp_path, partition=1)
