@@ -32,6 +32,7 @@ from fgl_flower.config import FOLLOW_FEDERATION, RunConfig
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.parse import parse_run_config
+from fgl_flower.progress import step
 from fgl_flower.protocol import (
     CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID,
     PARTITION_QUERY, RESUME_ROUND, SERVER_ROUND,
@@ -271,6 +272,23 @@ def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
     return mod(msg, context, call_next)
 
 
+#: Seconds one client's handling of a message runs before :func:`progress_mod` reports it.
+CLIENT_REPORT_AFTER_S = 30.0
+
+
+def progress_mod(msg: Message, context: Context, call_next) -> Message:
+    """A line when this client's work on a message (its training, its evaluation) has run
+    :data:`CLIENT_REPORT_AFTER_S`, and one with its time when it ends
+    (:func:`fgl_flower.progress.step`): a round whose clients take minutes (FedLoG's first
+    round on CiteSeer, 100 local epochs on a large graph) says which are at work, while quick
+    clients stay quiet. Off with ``progress=false``; a query passes through."""
+    kind = str(msg.metadata.message_type)
+    if kind not in (MessageType.TRAIN, MessageType.EVALUATE) or not node_run_config(context).progress:
+        return call_next(msg, context)
+    with step(f"client {node_partition(context)[0]}: {kind} of round {_round(msg)}", after=CLIENT_REPORT_AFTER_S):
+        return call_next(msg, context)
+
+
 def query_partition(msg: Message, context: Context) -> Message:
     pid, num = node_partition(context)
     return Message(RecordDict({CONFIG: ConfigRecord({PARTITION_ID: pid, NUM_PARTITIONS: num})}),
@@ -279,8 +297,9 @@ def query_partition(msg: Message, context: Context) -> Message:
 
 def make_app(mods: Sequence[Mod] = ()) -> ClientApp:
     """This package's ClientApp, with Flower ``mods`` wrapped around every handler (e.g.
-    Flower's DP or SecAgg+ client mods, or the fault injection of the tests)."""
-    client_app = ClientApp(mods=list(mods))
+    Flower's DP or SecAgg+ client mods, or the fault injection of the tests), inside
+    :func:`progress_mod`."""
+    client_app = ClientApp(mods=[progress_mod, *mods])
     client_app.train(mods=[secaggplus_mod])(train)  # the mod passes plain train messages through
     client_app.evaluate()(evaluate)
     client_app.query(PARTITION_QUERY)(query_partition)

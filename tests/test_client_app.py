@@ -1,4 +1,6 @@
-"""The ClientApp's own pieces: threads per client and the partition query."""
+"""The ClientApp's own pieces: threads per client, the partition query, the progress mod."""
+
+import logging
 
 import pytest
 from methods_data import NEEDS, for_method
@@ -153,3 +155,24 @@ def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_p
         assert live[key] == fresh[key]
     a, b = (rounds(tmp_path / d) for d in ("live", "fresh"))
     assert [(r["train"], r["clients"]) for r in a] == [(r["train"], r["clients"]) for r in b]
+
+
+@pytest.mark.parametrize("progress", [True, False])
+def test_long_client_work_is_reported_unless_progress_is_off(flat, tmp_path, monkeypatch, caplog, progress):
+    """Every train and evaluate message that runs past the threshold (here 0 s) gets a start
+    line and one with its time; ``progress=false`` silences them."""
+    import fgl_flower.client_app as client_app
+
+    monkeypatch.setattr(client_app, "CLIENT_REPORT_AFTER_S", 0.0)
+    flat = dict(flat, **{"out-dir": str(tmp_path), "progress": progress, "num-rounds": 1,
+                         "fused-evaluation": False})
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        run_inprocess(flat)
+    done = [r.getMessage() for r in caplog.records if ": done in " in r.getMessage()]
+    if not progress:
+        assert done == []
+        return
+    clients = int(flat["num-clients"])
+    for kind in ("train", "evaluate"):
+        ids = sorted(int(m.split()[1].rstrip(":")) for m in done if f": {kind} of round 1: done in" in m)
+        assert ids == list(range(clients)), done

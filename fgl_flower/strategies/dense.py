@@ -25,10 +25,12 @@ The student goes back to the clients, which evaluate fine-tuned copies (``finetu
 from __future__ import annotations
 
 from collections.abc import Iterable
+from logging import INFO
 
 import torch
 import torch.nn.functional as F
 from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.supercore import log
 
 from fgl_flower.device import cpu_seeded, manual_seed, resolve_device
 from fgl_flower.methods.dense import SHAPE, DENSEOptions
@@ -173,10 +175,14 @@ class DENSEStrategy(FedAvgStrategy):
             student.train()
             for batch in student_batches(pool, o.batch_graphs, o.num_gen, order):
                 opt_s.zero_grad()
-                self.kd_loss(student, teachers, batch).backward()
+                kd = self.kd_loss(student, teachers, batch)
+                kd.backward()
                 self.clip_student(student)
                 opt_s.step()
             self.end_epoch(epoch, student, pool)
+            if self.cfg.progress and (epoch + 1) % max(o.epochs // 10, 1) == 0:
+                log(INFO, "%s distillation: epoch %d/%d, the synthesis hits its classes on %.2f of its nodes, "
+                    "the student's last KD loss %.4f", self.cfg.method, epoch + 1, o.epochs, float(fit), kd.item())
         student.eval()
         with torch.no_grad():
             self.last = self.pool_probes(pool, student, float(fit), shape[1])

@@ -1,6 +1,7 @@
 """DENSE: its losses on hand-worked cases, the generator, one round end to end (what travels,
 the probes) and the one-shot rule."""
 
+import logging
 import math
 
 import pytest
@@ -119,9 +120,12 @@ def test_pool_probes_by_hand():
     assert strategy.pool_probes(pool, Student(), 0.75, 2)["dense.live-units"] == pytest.approx(2 / 3)
 
 
-def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path):
-    flat.update(SMALL)
-    summary = run_inprocess(flat)
+def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path, caplog):
+    flat.update(SMALL, progress=True)
+    with caplog.at_level(logging.INFO, logger="flwr"):
+        summary = run_inprocess(flat)
+    epochs = [r.getMessage().split(",")[0] for r in caplog.records if "distillation: epoch" in r.getMessage()]
+    assert epochs == ["dense distillation: epoch 1/3", "dense distillation: epoch 2/3", "dense distillation: epoch 3/3"]
     rec = rounds(tmp_path / "run")[0]
     probes = rec["probes"]
     assert set(probes) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units"}
