@@ -1,8 +1,9 @@
-"""Progress of preparation steps that may take long (partitioning, storing, discovery).
+"""Progress of steps that may take long: preparation (partitioning, storing, discovery) and
+a client's work on one message (:func:`fgl_flower.client_app.progress_mod`).
 
 :func:`step` says nothing about a step that ends within ``after`` seconds; a longer one gets
 a line when it has run that long and one with its time when it ends, so a 10,000-client
-set-up is never silent while small runs stay quiet.
+set-up or a client's minutes-long round is never silent while small runs stay quiet.
 """
 
 from __future__ import annotations
