@@ -7,18 +7,22 @@ Two kinds, both Flower :class:`~flwr.app.RecordDict` s in one file each, written
   ``checkpoint-every``-th round: the round, the flat run config, the global arrays, the
   strategy's state (:attr:`~fgl_flower.strategies.base.FGLStrategy.checkpointed`) and the
   round whose evaluation is still pending (fused evaluation);
-* a **client** checkpoint ``<checkpoint-dir>/clients/partition-<i>/round-<r>.records`` of
-  the client's ``context.state`` after each of its train messages. A resumed run that
-  restarts from server round ``R`` gives each client the newest of its checkpoints of a
-  round ``<= R`` (its state as it was when round ``R`` ended); later ones are from rounds
-  that are trained again. Older files than that one are deleted as rounds go by; a finished
-  run keeps up to ``checkpoint-every + 1`` of them per client (diagnostics read them, e.g.
+* a **client** checkpoint ``<client folder>/partition-<i>/round-<r>.records`` of the
+  client's ``context.state`` after each of its train messages. A resumed run that restarts
+  from server round ``R`` gives each client the newest of its checkpoints of a round
+  ``<= R`` (its state as it was when round ``R`` ended); later ones are from rounds that are
+  trained again. Older files than that one are deleted as rounds go by; a finished run
+  keeps up to ``checkpoint-every + 1`` of them per client (diagnostics read them, e.g.
   ``experiments/feddense/fedstar_head_units.py``).
 
-The client checkpoints are written where the clients run. The server tells the clients
-its ``<checkpoint-dir>`` (one machine, or a shared file system); a SuperNode on another
-machine writes under its own ``--node-config "checkpoint-dir=..."`` instead, and must be
-restarted with it to resume.
+A client's checkpoint holds what it never sends: its trained model before any clipping, its
+optimizer state, its personal parameters. So it is kept apart from the run's results, where
+the client runs, private to the user (folders ``0o700``, files ``0o600``): by default in
+``<cache>/client-checkpoints/<key>/`` of the client's machine (:func:`client_root`: ``key``
+names the run's ``<checkpoint-dir>``, so a resumed run finds it); a SuperNode started with
+``--node-config "checkpoint-dir=..."`` keeps it under that folder's ``clients/`` instead, and
+must be restarted with it to resume. The server's checkpoint holds what the server knows
+anyway and stays with the results.
 
 File format: an 8-byte little-endian header length, a JSON header (per record: its kind,
 and per array its dtype, shape, stype and byte range; config and metric records inline),
@@ -27,7 +31,9 @@ then the arrays' bytes. No pickle.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 import struct
 from pathlib import Path
@@ -47,8 +53,9 @@ class CheckpointError(FGLError):
     """A checkpoint is missing or unreadable."""
 
 
-def write_records(path: Path, records: RecordDict, durable: bool = True) -> None:
-    """Write ``records`` to ``path`` atomically (``durable``: fsync before the rename)."""
+def write_records(path: Path, records: RecordDict, durable: bool = True, private: bool = False) -> None:
+    """Write ``records`` to ``path`` atomically (``durable``: fsync before the rename;
+    ``private``: readable by the user alone)."""
     header: dict[str, Any] = {}
     blobs: list[bytes] = []
     offset = 0
@@ -68,7 +75,7 @@ def write_records(path: Path, records: RecordDict, durable: bool = True) -> None
                 raise CheckpointError(f"Record {name!r} cannot be checkpointed: {e}") from None
             header[name] = {"kind": kind, "items": items}
     head = json.dumps(header).encode()
-    atomic_write_bytes(path, [struct.pack("<Q", len(head)), head, *blobs], durable=durable)
+    atomic_write_bytes(path, [struct.pack("<Q", len(head)), head, *blobs], durable=durable, private=private)
 
 
 def read_records(path: Path) -> RecordDict:
@@ -97,8 +104,29 @@ def read_records(path: Path) -> RecordDict:
 
 
 # -- client checkpoints ----------------------------------------------------------------------
-def client_dir(checkpoint_dir: str | Path, partition_id: int) -> Path:
-    return Path(checkpoint_dir) / "clients" / f"partition-{partition_id}"
+def client_root(checkpoint_dir: str | Path, node_dir: str | Path | None = None) -> Path:
+    """The folder of a run's client checkpoints on this machine: ``<node_dir>/clients`` where
+    a SuperNode names its own folder, else ``<cache>/client-checkpoints/<key>`` with ``key``
+    the first 16 hex digits of the SHA-256 of the run's absolute ``checkpoint_dir``."""
+    if node_dir:
+        return Path(node_dir).expanduser() / "clients"
+    from fgl_flower.datasets.root import cache_dir
+
+    key = hashlib.sha256(str(Path(checkpoint_dir).expanduser().resolve()).encode()).hexdigest()[:16]
+    return cache_dir() / "client-checkpoints" / key
+
+
+def client_dir(checkpoint_dir: str | Path, partition_id: int, node_dir: str | Path | None = None) -> Path:
+    """The folder of one client's checkpoints (:func:`client_root`)."""
+    return client_root(checkpoint_dir, node_dir) / f"partition-{partition_id}"
+
+
+def _private_dirs(root: Path, folder: Path) -> None:
+    """Create ``root`` and ``folder`` (inside it) with mode ``0o700``, their parents as usual."""
+    root.parent.mkdir(parents=True, exist_ok=True)
+    for path in (root, folder):
+        path.mkdir(mode=0o700, exist_ok=True)
+        os.chmod(path, 0o700)  # also one an older version made, and against the umask
 
 
 def _client_files(folder: Path) -> dict[int, Path]:
@@ -108,17 +136,20 @@ def _client_files(folder: Path) -> dict[int, Path]:
 
 
 def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_round: int,
-                      state: RecordDict, every: int, first: bool = False) -> None:
-    """Checkpoint a client's ``state`` after its train message of ``server_round``, and
-    delete the files no resume can need: a server checkpoint (taken every ``every``
-    rounds) is at most the last multiple of ``every`` below ``server_round``, and a
-    resume from it needs the client's newest file up to it. ``first``: the client's first
-    train message of a new (not resumed) run, whose folder may hold another run's files."""
-    folder = client_dir(checkpoint_dir, partition_id)
+                      state: RecordDict, every: int, first: bool = False,
+                      node_dir: str | Path | None = None) -> None:
+    """Checkpoint a client's ``state`` after its train message of ``server_round`` (privately,
+    :func:`client_dir`), and delete the files no resume can need: a server checkpoint (taken
+    every ``every`` rounds) is at most the last multiple of ``every`` below
+    ``server_round``, and a resume from it needs the client's newest file up to it.
+    ``first``: the client's first train message of a new (not resumed) run, whose folder
+    may hold another run's files."""
+    folder = client_dir(checkpoint_dir, partition_id, node_dir)
     if first:
         for old in _client_files(folder).values():
             old.unlink(missing_ok=True)
-    write_records(folder / f"round-{server_round:06d}.records", state, durable=False)
+    _private_dirs(client_root(checkpoint_dir, node_dir), folder)
+    write_records(folder / f"round-{server_round:06d}.records", state, durable=False, private=True)
     oldest_server_round = every * ((server_round - 1) // every)
     files = _client_files(folder)
     older = sorted(r for r in files if r <= oldest_server_round)
@@ -126,10 +157,11 @@ def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_roun
         files[r].unlink(missing_ok=True)
 
 
-def load_client_state(checkpoint_dir: str | Path, partition_id: int, up_to_round: int) -> RecordDict | None:
+def load_client_state(checkpoint_dir: str | Path, partition_id: int, up_to_round: int,
+                      node_dir: str | Path | None = None) -> RecordDict | None:
     """The client's state as it was when ``up_to_round`` ended (``None``: it had not
     trained yet)."""
-    files = {r: p for r, p in _client_files(client_dir(checkpoint_dir, partition_id)).items()
+    files = {r: p for r, p in _client_files(client_dir(checkpoint_dir, partition_id, node_dir)).items()
              if r <= up_to_round}
     return read_records(files[max(files)]) if files else None
 

@@ -163,6 +163,10 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     out = Path(str(flat["out-dir"]))
     print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
           f"({names[engine]}); results in {out}", flush=True)
+    if deploy and not getattr(args, "secure", False):
+        print("Note: this local deployment runs without TLS and without SuperNode authentication "
+              "(plain gRPC on this machine, any process may join as a SuperNode); add --secure for "
+              "both.", flush=True)
     execute(cfg, engine, gpus=gpus, secure=getattr(args, "secure", False),
             ray_address=getattr(args, "ray_address", None))
     print_summary(json.loads((out / "summary.json").read_text()), out)

@@ -176,10 +176,10 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
     items = tuple(sorted(context.run_config.items()))
     cfg = node_run_config(context)
     config = get_record(msg.content, CONFIG, ConfigRecord)
-    folder = _checkpoint_dir(context, cfg)
+    where = _checkpoint_dir(context, cfg)
     resumed = config is not None and RESUME_ROUND in config
-    if folder is not None and resumed and RESTORED not in context.state:
-        _restore_state(context, folder, int(config[RESUME_ROUND]))
+    if where is not None and resumed and RESTORED not in context.state:
+        _restore_state(context, where, int(config[RESUME_ROUND]))
     # this run's first checkpoint of the client: older files are another run's (a query may
     # have filled the state before, e.g. FedSage+'s generator)
     first = not resumed and CHECKPOINTED not in context.state
@@ -188,38 +188,43 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
         reply = _LIVE.serve(key, context, lambda: build_client(context), handle)
     else:
         reply = handle(build_client(context))
-    if folder is not None and msg.metadata.message_type == MessageType.TRAIN:
-        from fgl_flower.checkpoint import save_client_state
+    if where is not None and msg.metadata.message_type == MessageType.TRAIN:
+        from fgl_flower.checkpoint import client_root, save_client_state
 
         state = RecordDict({k: v for k, v in context.state.items() if k not in _NOT_STATE})
         try:
-            save_client_state(folder, node_partition(context)[0], _round(msg), state,
-                              cfg.checkpoint_every, first=first)
+            save_client_state(where[0], node_partition(context)[0], _round(msg), state,
+                              cfg.checkpoint_every, first=first, node_dir=where[1])
             context.state[CHECKPOINTED] = ConfigRecord({"round": _round(msg)})
         except OSError as e:
-            raise FGLError(f"Cannot write the client checkpoint in {folder}: {e}. Give this "
+            raise FGLError(f"Cannot write the client checkpoint in {client_root(*where)}: {e}. Give this "
                            "SuperNode a writable folder (--node-config \"checkpoint-dir=...\"), "
                            "or run without checkpoints (checkpoint-every=0).") from None
     return reply
 
 
-def _checkpoint_dir(context: Context, cfg: RunConfig) -> str | None:
-    """Where this client checkpoints: its node's ``checkpoint-dir``, else the run's
-    (``checkpoint-dir``, or ``<out-dir>/checkpoint``); ``None`` without checkpoints or
-    without either folder (``out-dir`` left to the server)."""
+def _checkpoint_dir(context: Context, cfg: RunConfig) -> tuple[str, str | None] | None:
+    """``(the run's checkpoint folder, this node's own or None)``: the run's is
+    ``checkpoint-dir``, or ``<out-dir>/checkpoint``; the client's checkpoints go to its node's
+    ``checkpoint-dir`` if set, else to a private folder named after the run's
+    (:func:`fgl_flower.checkpoint.client_root`). ``None`` without checkpoints or without a
+    run folder (``out-dir`` left to the server)."""
     if not cfg.checkpoint_every:
         return None
-    folder = context.node_config.get("checkpoint-dir") or cfg.checkpoint_dir
+    folder = cfg.checkpoint_dir
     if not folder and cfg.out_dir:
         folder = str(Path(cfg.out_dir).expanduser() / "checkpoint")
-    return str(folder) if folder else None
+    node = context.node_config.get("checkpoint-dir") or None
+    if not folder and not node:
+        return None
+    return str(folder or node), (str(node) if node else None)
 
 
-def _restore_state(context: Context, folder: str, server_round: int) -> None:
+def _restore_state(context: Context, where: tuple[str, str | None], server_round: int) -> None:
     """Replace ``context.state`` by the client's checkpoint as of ``server_round``."""
     from fgl_flower.checkpoint import load_client_state
 
-    saved = load_client_state(folder, node_partition(context)[0], server_round)
+    saved = load_client_state(where[0], node_partition(context)[0], server_round, node_dir=where[1])
     for key in list(context.state.keys()):
         del context.state[key]
     for key, record in (saved or {}).items():

@@ -56,6 +56,8 @@ CORE_KEYS: dict[str, type] = {
     "eval-weight": str,
     "optimizer": str,
     "agg-weight": str,
+    "aggregation": str,
+    "malicious-clients": int,
     "device": str,
     "cpus-per-client": int,
     "gpus-per-client": float,
@@ -89,6 +91,9 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
     "agg-weight": (("train", "local", "uniform"), "weight each upload in FedAvg-style averaging by "
                    "the client's training examples, by all its local examples (nodes/graphs), or "
                    "equally (what differential privacy needs)"),
+    "aggregation": (("mean", "median", "trimmed-mean", "krum", "multi-krum"), "the FedAvg family's "
+                    "rule for combining the uploads: the weighted mean, or a rule robust to "
+                    "malicious-clients arbitrary uploads (fgl_flower.strategies.robust)"),
     "on-nonfinite": (("stop", "skip"), "a client reporting a NaN or infinite loss or metric "
                      "stops the run, or is left out of its round (recorded)"),
     "untrained-classes": (("stop", "allow"), "a class with no training example on any client "
@@ -138,6 +143,8 @@ class RunConfig:
     eval_dropout: bool = False
     optimizer: str = "adam"
     agg_weight: str = "train"
+    aggregation: str = "mean"
+    malicious_clients: int = 1
     device: str = "auto"
     cpus_per_client: int = 1
     gpus_per_client: float = 0.0

@@ -149,6 +149,8 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         eval_dropout=bool(core["eval-dropout"]),
         optimizer=str(core["optimizer"]),
         agg_weight=str(core["agg-weight"]),
+        aggregation=str(core["aggregation"]),
+        malicious_clients=int(core["malicious-clients"]),
         device=device,
         cpus_per_client=int(core["cpus-per-client"]),
         gpus_per_client=float(core["gpus-per-client"]),
@@ -177,7 +179,30 @@ def parse_run_config(flat: Mapping[str, Any]) -> RunConfig:
         spec.check(cfg)
     _check_secure_aggregation(cfg)
     check_dp(cfg)
+    _check_aggregation(cfg, spec)
     return cfg
+
+
+def _check_aggregation(cfg: RunConfig, spec) -> None:
+    """A robust ``aggregation`` rule needs a method whose server averages through it, and
+    neither DP (its noise is sized for the mean) nor SecAgg+ (the server sees only sums)."""
+    if int(cfg.malicious_clients) < 0:
+        raise ConfigError(f"malicious-clients must be non-negative (got {cfg.malicious_clients}).")
+    if cfg.aggregation == "mean":
+        return
+    from fgl_flower.dp.options import dp_settings
+    from fgl_flower.secagg.protocol import SECURE_AGGREGATION
+
+    if not spec.robust_aggregation:
+        able = sorted(name for name, s in METHODS.items() if s.robust_aggregation)
+        raise ConfigError(f"aggregation={cfg.aggregation!r}: {cfg.method}'s server does not average through "
+                          f"the robust rules; methods that do: {', '.join(able)}.")
+    if dp_settings(cfg) is not None:
+        raise ConfigError(f"aggregation={cfg.aggregation!r} with {cfg.method}.dp-clip: the DP noise is sized "
+                          "for the mean of clipped updates; use aggregation=mean under DP.")
+    if dict(cfg.method_options).get(SECURE_AGGREGATION):
+        raise ConfigError(f"aggregation={cfg.aggregation!r} with {cfg.method}.{SECURE_AGGREGATION}: the server "
+                          "sees only the sum of the uploads; a robust rule needs each one.")
 
 
 def _check_secure_aggregation(cfg: RunConfig) -> None:

@@ -26,6 +26,11 @@ PARTITION_QUERY = "partition"
 #: Config key of every message of a resumed run: the server round it resumed after; a
 #: client whose state is not restored yet loads its checkpoint of that round first.
 RESUME_ROUND = "resume-round"
+#: Record of a train reply in a round whose message carried no global arrays (round 1: the
+#: client built the start model from the run seed), where the server needs that start model
+#: :math:`w_0` (FedNova's normalized update; DP's bound and zero update): the client's copy of
+#: it, which the server takes from a strict majority of the replies.
+START = "start"
 #: Prefix of the resource metrics (``res.params``, ``res.shared-params``, ``res.flops``)
 #: that a client's first train reply of a run carries.
 RESOURCES = "res."

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from logging import INFO
+from logging import INFO, WARNING
 from pathlib import Path
 
 from flwr.app import Context
@@ -60,6 +60,23 @@ def follow_federation(grid: Grid, cfg: RunConfig) -> RunConfig:
     return parse_run_config({**cfg.flat(), "num-clients": num})
 
 
+def warn_client_checkpoints(cfg: RunConfig, checkpoint_dir: Path) -> None:
+    """Under SecAgg+ or DP, say where the clients keep what those protect: each client's
+    checkpoint holds its trained model before masking or clipping."""
+    from fgl_flower.checkpoint import client_root
+    from fgl_flower.dp.options import dp_settings
+    from fgl_flower.secagg.protocol import SECURE_AGGREGATION
+
+    protected = [name for name, on in (("SecAgg+", dict(cfg.method_options).get(SECURE_AGGREGATION)),
+                                       ("differential privacy", dp_settings(cfg) is not None)) if on]
+    if protected:
+        log(WARNING, "%s protect what the clients send, not what they keep: each client checkpoints its "
+            "trained model (before masking and clipping) and optimizer state privately, on its own machine "
+            "(here: %s, mode 700; a SuperNode's --node-config checkpoint-dir instead), apart from the results. "
+            "Delete that folder when the run is done, or run with checkpoint-every=0 (no resume).",
+            " and ".join(protected), client_root(checkpoint_dir))
+
+
 def run(grid: Grid, cfg: RunConfig) -> dict:
     """Run ``cfg`` on ``grid`` and write its results; returns the summary. A ``num-clients``
     left to follow the federation (the app's default) is read from the SuperNodes first."""
@@ -77,6 +94,7 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
     checkpointer = None
     if cfg.checkpoint_every and (cfg.checkpoint_dir or cfg.out_dir):
         checkpointer = Checkpointer(cfg.checkpoint_dir or out_dir / "checkpoint", cfg.checkpoint_every)
+        warn_client_checkpoints(cfg, checkpointer.directory)
     elif cfg.checkpoint_every:  # the clients cannot know the folder the server picked
         log(INFO, "No checkpoints: set out-dir (or checkpoint-dir) to make the run resumable.")
     try:

@@ -6,7 +6,8 @@ hidden layer are positive for at least one test graph. All dead means constant l
     python experiments/feddense/fedstar_head_units.py runs/feddense/tu-cross-diff-per-dataset-8-fedstar-gin/seed1 --client 2
 
 Needs a run folder with ``checkpoint/`` (a run of ``checkpoint-every > 0``; the last few
-rounds' client files are kept) and the run's data under ``FGL_DATA_ROOT``.
+rounds' client files are kept, privately in this machine's cache:
+:func:`fgl_flower.checkpoint.client_dir`) and the run's data under ``FGL_DATA_ROOT``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ def main() -> None:
     p.add_argument("--client", type=int, default=2, help="partition id (2 = COLLAB in tu-cross-diff)")
     args = p.parse_args()
 
-    from fgl_flower.checkpoint import SERVER_FILE, read_records, run_checkpoint_dir
+    from fgl_flower.checkpoint import SERVER_FILE, client_dir, read_records, run_checkpoint_dir
     from fgl_flower.datasets.encodings import attach_graph_inputs
     from fgl_flower.datasets.federated import load_client_data
     from fgl_flower.models.fedstar import FedStarGIN
@@ -39,7 +40,7 @@ def main() -> None:
     data = load_client_data(cfg.data_config(), args.client)
     attach_graph_inputs(data, FedStarGIN.graph_inputs)
     model = FedStarGIN(data.num_features, cfg.hidden, data.num_classes, cfg.num_layers, cfg.dropout)
-    files = sorted((ckpt / "clients" / f"partition-{args.client}").glob("round-*.records"))
+    files = sorted(client_dir(ckpt, args.client).glob("round-*.records"))
     print(f"client {args.client}: {data.dataset}, {len(data.test)} test graphs, {len(files)} checkpointed rounds")
     print("round  acc    alive  |h|       |g|")
     for f in files:

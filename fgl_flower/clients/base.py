@@ -21,7 +21,7 @@ from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.dp.options import dp_settings
 from fgl_flower.errors import FGLError
 from fgl_flower.probes import as_metrics
-from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID, START
 from fgl_flower.records import get_record, record_torch, torch_record
 from fgl_flower.seeds import derive_seed
 
@@ -115,6 +115,10 @@ class LearnerClient(FGLClient):
     to federate only part of it).
     """
 
+    #: Whether the server needs the round's start model even without DP (FedNova): a round
+    #: that received no global arrays sends it back (:data:`~fgl_flower.protocol.START`).
+    sends_start: bool = False
+
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.learner: Learner = make_learner(self.cfg, self.data, self.device,
@@ -122,6 +126,7 @@ class LearnerClient(FGLClient):
         self.learner.restore(self.state)
         self._loaded: tuple | None = None  # (record, parameter versions, tensors) last loaded
         self.dp = dp_settings(self.cfg)  # client-level DP (fgl_flower.dp): None without
+        self.global_received = False  # whether the last message carried global arrays
 
     def model_builder(self) -> ModelBuilder | None:
         """``build(num_features, num_classes)`` of this method's model (default ``None``:
@@ -136,15 +141,21 @@ class LearnerClient(FGLClient):
     def refresh(self) -> None:
         if not self.cfg.keep_optimizer_state:
             self.learner.reset_optimizer()
+        # a new message: a server that sends the same record object again (a round that kept
+        # its model) must find it loaded again, since the fused Adam kernel changes the
+        # parameters without bumping their version counters
+        self._loaded = None
 
     def load_global(self, content: RecordDict) -> dict[str, torch.Tensor]:
         """Load the server's arrays (if any) into the shared parameters; returns them.
 
-        Loading the same record again while the parameters are unchanged (a fused message
-        evaluates, then trains from the same arrays) is skipped: in-place changes bump the
-        tensors' version counters.
+        Loading the same record again within one message while the parameters are unchanged
+        (a fused message evaluates, then trains from the same arrays) is skipped: in-place
+        changes by autograd-tracked ops bump the tensors' version counters, and every new
+        message loads afresh (:meth:`refresh`).
         """
         record = get_record(content, ARRAYS, ArrayRecord)
+        self.global_received = record is not None and len(record) > 0
         if record is not None and self._loaded is not None and self._loaded[0] is record \
                 and self._loaded[1] == self._shared_versions():
             return self._loaded[2]
@@ -174,17 +185,23 @@ class LearnerClient(FGLClient):
         """A detached copy of the shared parameters as they are now (e.g. the round's start)."""
         return {k: v.detach().clone() for k, v in self.learner.get_shared().items()}
 
-    def dp_reference(self) -> dict[str, torch.Tensor] | None:
-        """With client-level DP, a copy of the shared parameters the round starts from (call
-        it after :meth:`load_global`): what :meth:`training_reply` clips the update against."""
-        return None if self.dp is None else self.shared_snapshot()
+    def round_start(self) -> dict[str, torch.Tensor] | None:
+        """A copy of the shared parameters the round starts from (call it after
+        :meth:`load_global`) where the reply needs it: under client-level DP (the update is
+        clipped against it), and in a round that received no global arrays when the server
+        needs the start model (:attr:`sends_start`, or DP): ``None`` otherwise."""
+        if self.dp is not None or (self.sends_start and not self.global_received):
+            return self.shared_snapshot()
+        return None
 
     def training_reply(self, train_metrics: dict[str, float], upload: bool = True,
                        reference: dict[str, torch.Tensor] | None = None) -> RecordDict:
         """Persist the learner and reply with its shared arrays (or none); the client's
         first reply of a run also reports its resources (:mod:`~fgl_flower.clients.resources`).
-        With a DP ``reference`` (:meth:`dp_reference`) the arrays are the clipped update's
-        (:func:`~fgl_flower.dp.clipping.clipped_upload`, with its metrics)."""
+        ``reference`` is the round's start (:meth:`round_start`): under DP the arrays are the
+        clipped update's (:func:`~fgl_flower.dp.clipping.clipped_upload`, with its metrics),
+        and in a round that received no global arrays the reply also carries it
+        (:data:`~fgl_flower.protocol.START`) for a server that needs it."""
         if RESOURCES_REPORTED not in self.state:
             from fgl_flower.clients.resources import resource_metrics
 
@@ -192,15 +209,16 @@ class LearnerClient(FGLClient):
             self.state.set_json(RESOURCES_REPORTED, True)
         self.learner.save(self.state)
         shared = self.learner.get_shared() if upload else {}
-        if upload and reference is not None:
+        if upload and reference is not None and self.dp is not None:
             from fgl_flower.dp.clipping import clipped_upload
 
             shared, dp_metrics = clipped_upload(shared, reference, self.dp.clip)
             train_metrics = {**train_metrics, **dp_metrics}
         arrays = torch_record(shared) if upload else ArrayRecord()
-        return RecordDict(
-            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.aggregation_weight())}
-        )
+        reply = RecordDict({ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.aggregation_weight())})
+        if reference is not None and not self.global_received and (self.dp is not None or self.sends_start):
+            reply[START] = torch_record(reference)
+        return reply
 
     def aggregation_weight(self) -> float:
         """This client's ``num-examples``, its weight in the server's average (default: the

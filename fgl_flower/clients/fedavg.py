@@ -22,7 +22,7 @@ class FedAvgClient(LearnerClient):
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
-        reference = self.dp_reference()
+        reference = self.round_start()
         self.before_fit()
         self.seed_round(server_round)
         res = self.learner.fit(self.cfg.local_epochs, extra_loss=self.extra_loss(content))

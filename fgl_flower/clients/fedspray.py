@@ -59,7 +59,7 @@ from fgl_flower.dp.options import dp_settings
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.probes import as_metrics
-from fgl_flower.protocol import ARRAYS, METRICS
+from fgl_flower.protocol import ARRAYS, METRICS, START
 from fgl_flower.records import get_record, torch_record
 
 #: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
@@ -280,11 +280,15 @@ class FedSprayClient(FGLClient):
             **as_metrics(probes),
         }
         if self.dp is not None:  # encoder and proxies: one clipped update, averaged equally
+            reference = {**start, DP_PROXIES: S}
             upload, dp_metrics = clipped_upload(
                 {**self.encoder.state_dict(), DP_PROXIES: torch.where((counts > 0).unsqueeze(1), local_S, S)},
-                {**start, DP_PROXIES: S}, self.dp.clip)
-            return RecordDict({ARRAYS: torch_record(upload),
-                               METRICS: self.metrics({**metrics, **dp_metrics}, 1)})
+                reference, self.dp.clip)
+            reply = RecordDict({ARRAYS: torch_record(upload), METRICS: self.metrics({**metrics, **dp_metrics}, 1)})
+            received = get_record(content, ARRAYS, ArrayRecord)
+            if received is None or not len(received):  # round 1: the server's w0 (fgl_flower.protocol.START)
+                reply[START] = torch_record(reference)
+            return reply
         return RecordDict({
             ARRAYS: torch_record(self.encoder.state_dict()),
             PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),

@@ -1,23 +1,24 @@
 r"""The server's half of client-level DP: Gaussian noise on the mean, and the accountant.
 
 Each round samples a fixed, public number :math:`\bar k` of clients (``fraction-train``,
-``min-train-clients``). The mean of their clipped uploads changes by at most
-:math:`C/\bar k` when one client's update is replaced by no update (the *zero-out* relation
-of DP-FedAvg, accounted like add-or-remove-one), so the server adds
-:math:`\mathcal N(0, (zC/\bar k)^2)` to each floating-point entry of the mean. A round in
-which fewer than :math:`\bar k` clients replied (failures with ``accept-failures``) releases
-nothing: the global model stays as it was and no budget is spent.
+``min-train-clients``). The server averages their clipped uploads over :math:`\bar k`
+whatever number :math:`m` of them it accepted: a client that failed, or whose reply the
+server refused, counts as no update (its :math:`w_0`; the *zero-out* relation of DP-FedAvg,
+whose fixed-denominator estimator this is). The mean then changes by at most
+:math:`C/\bar k` when one client's update is replaced by no update, so the server adds
+:math:`\mathcal N(0, (zC/\bar k)^2)` to each floating-point entry. A round whose secure sum
+the server must refuse (:meth:`CentralDP.withhold`) releases nothing: the global model stays
+as it was and no budget is spent.
 
-The noise comes from the operating system's entropy, so nobody can regenerate it; with
-``<method>.dp-seeded-noise`` it comes from the run seed and the round instead (reruns
-repeat it), for experiments only: anyone who knows the seed can subtract it. Noise
-multiplier 0 adds nothing: the mean stays bit for bit.
+The noise comes from the operating system's CSPRNG (:mod:`fgl_flower.dp.noise`), so nobody
+can regenerate it; with ``<method>.dp-seeded-noise`` it comes from the run seed and the
+round instead (reruns repeat it), for experiments only: anyone who knows the seed can
+subtract it. Noise multiplier 0 adds nothing: the mean stays bit for bit.
 """
 
 from __future__ import annotations
 
 import math
-import secrets
 from logging import INFO, WARNING
 
 import numpy as np
@@ -25,6 +26,7 @@ from flwr.app import Array, ArrayRecord
 from flwr.common.logger import log
 
 from fgl_flower.dp.accountant import make_accountant, noise_for_epsilon, release
+from fgl_flower.dp.noise import secure_normal
 from fgl_flower.dp.options import DPSettings, dp_settings
 from fgl_flower.seeds import derive_seed
 
@@ -66,29 +68,34 @@ class CentralDP:
         cohort = sample_size(cfg.num_clients, cfg.fraction_train, cfg.min_train_clients)
         return cls(settings, cfg.num_clients, cfg.num_rounds, cfg.seed, cohort)
 
-    def privatize(self, server_round: int, mean: ArrayRecord, clients: int) -> ArrayRecord | None:
-        """``mean`` of ``clients`` clipped uploads plus the round's noise, one release; ``None``
-        (nothing released) when fewer than the cohort replied."""
-        if clients < self.cohort:
-            log(WARNING, "DP: round %d has %d of its %d clients; it releases nothing (the global model "
-                "stays), since a mean over fewer would exceed the noise's bound.", server_round, clients,
-                self.cohort)
-            self._last = {"released": False, "clients": clients}
-            return None
+    def privatize(self, server_round: int, mean: ArrayRecord, clients: int) -> ArrayRecord:
+        """``mean`` (over the cohort, ``clients`` of whose updates it holds; the others count
+        as none) plus the round's noise: one release."""
         std = self.noise * self.settings.clip / self.cohort
         out = mean
         if std > 0:
-            seed = derive_seed(self.seed, server_round, "dp-noise") if self.settings.seeded else secrets.randbits(128)
-            rng = np.random.default_rng(seed)
+            if self.settings.seeded:  # one stream over the arrays, as the tables' runs drew it
+                rng = np.random.default_rng(derive_seed(self.seed, server_round, "dp-noise"))
+                draw = lambda shape: rng.normal(0.0, std, shape)  # noqa: E731
+            else:
+                draw = lambda shape: std * secure_normal(shape)  # noqa: E731
             out = ArrayRecord()
             for key, arr in mean.items():
                 a = arr.numpy()
                 if np.issubdtype(a.dtype, np.floating):
-                    a = (a.astype(np.float64) + rng.normal(0.0, std, a.shape)).astype(a.dtype)
+                    a = (a.astype(np.float64) + draw(a.shape)).astype(a.dtype)
                 out[key] = Array(a)
+        if clients < self.cohort:
+            log(WARNING, "DP: round %d has %d of its %d clients; the others count as no update (the mean "
+                "stays over %d).", server_round, clients, self.cohort, self.cohort)
         self._compose(clients)
         self._last = {"released": True, "noise_std": std, "clients": clients}
         return out
+
+    def withhold(self, server_round: int, clients: int, why: str) -> None:
+        """Record a round that releases nothing (its global model stays): ``why``."""
+        log(WARNING, "DP: round %d releases nothing: %s.", server_round, why)
+        self._last = {"released": False, "clients": clients, "withheld": why}
 
     def _compose(self, clients: int) -> None:
         self.releases = np.concatenate([self.releases, [[self.noise, clients]]])

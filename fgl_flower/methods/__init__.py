@@ -64,6 +64,9 @@ class MethodSpec:
         own_init: Its client builds its own model and initialises it as the method's code
             does, so the run's ``model-init`` does not reach it: a run that sets another
             ``model-init`` than ``default`` stops before training instead of ignoring it.
+        robust_aggregation: Its server combines the uploads by FedAvg's
+            :meth:`~fgl_flower.strategies.fedavg.FedAvgStrategy.average` and nothing else,
+            so the run's ``aggregation`` rule (median, trimmed mean, Krum) replaces the mean.
     """
 
     name: str
@@ -79,6 +82,7 @@ class MethodSpec:
     probes: tuple[Probe, ...] = ()
     defaults: Mapping[str, Scalar] = field(default_factory=dict)
     own_init: bool = False
+    robust_aggregation: bool = False
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)
@@ -127,6 +131,7 @@ for _spec in (
         summary="Average of the shared parameters weighted by training examples.",
         reference="McMahan et al., AISTATS 2017",
         options={"finetune-epochs": 0, "secure-aggregation": False, **DP_OPTIONS},
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="fedprox",
@@ -136,6 +141,7 @@ for _spec in (
         summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
         reference="Li et al., MLSys 2020",
         options={"mu": 0.01, "finetune-epochs": 0, "secure-aggregation": False, **DP_OPTIONS},
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="apfl",
@@ -148,6 +154,7 @@ for _spec in (
         options=apfl.APFLOptions.defaults(),
         check=apfl.check_config,
         probes=apfl.PROBES,
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="fednova",
@@ -262,6 +269,7 @@ for _spec in (
         own_init=True,
         probes=fedstar.PROBES,
         defaults={"num-layers": 3, "lr": 0.001, "local-epochs": 1},
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="gcfl",
@@ -288,6 +296,7 @@ for _spec in (
         own_init=True,
         probes=feddense.PROBES,
         defaults={"dataset": "synthetic-graphs", "partition": "random", "model": "gin"},
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="fedhero",
@@ -302,6 +311,7 @@ for _spec in (
         own_init=True,
         probes=fedhero.PROBES,
         defaults={"lr": 0.005, "local-epochs": 1},
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="fedlit",
@@ -382,6 +392,7 @@ for _spec in (
         check=fgssl.check_config,
         probes=fgssl.PROBES,
         defaults={"num-rounds": 100},
+        robust_aggregation=True,
     ),
     MethodSpec(
         name="fedsageplus",

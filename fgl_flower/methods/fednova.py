@@ -1,8 +1,11 @@
-"""FedNova's probe (torch-free): it has no options of its own."""
+"""FedNova's probe and record key (torch-free): it has no options of its own."""
 
 from __future__ import annotations
 
 from fgl_flower.probes import Probe
+
+#: Reply metric: the local optimizer steps :math:`a_k` the client took this round.
+STEPS = "fednova.steps"
 
 PROBES = (
     Probe("steps.spread", "max / min of the round's clients' local steps a_k (server): 1 when every "

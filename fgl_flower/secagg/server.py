@@ -25,9 +25,10 @@ from flwr.common.secure_aggregation.crypto.shamir import combine_shares
 from torch import Tensor
 
 from fgl_flower.errors import FGLError
-from fgl_flower.records import require_record
+from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.encoding import MODULUS, decode
 from fgl_flower.secagg.masks import pairwise_mask, private_mask
+from fgl_flower.strategies.screening import majority
 from fgl_flower.secagg.protocol import (
     ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
     PUBLIC_KEY_1, PUBLIC_KEY_2, QUERY, RECORD, SECAGG, SHARES, SOURCES, STAGE, THRESHOLD, WEIGHT,
@@ -56,6 +57,7 @@ class SecureSum:
     summed: list[int]  # node ids whose vectors are in the sum
     dropped: list[int]  # node ids lost after sharing their keys (recovered from shares)
     replies: list[Message] = field(default_factory=list)  # the collect replies (masked records)
+    refused: dict[int, str] = field(default_factory=dict)  # node id -> why its vector was left out
 
 
 def default_shares(clients: int) -> int:
@@ -93,6 +95,42 @@ def _message(nid: int, fields: dict, content: RecordDict | None = None, message_
 
 def _fields(reply: Message) -> ConfigRecord:
     return require_record(reply.content, SECAGG, ConfigRecord)
+
+
+def declared_layout(reply: Message) -> tuple[tuple[str, tuple[int, ...]], ...] | None:
+    """The layout a collect reply declares for its masked vector (``None``: unreadable)."""
+    try:
+        f = _fields(reply)
+        return tuple((str(k), tuple(int(d) for d in str(s).split(",") if d))
+                     for k, s in zip(f[LAYOUT_KEYS], f[LAYOUT_SHAPES], strict=True))
+    except (FGLError, KeyError, TypeError, ValueError):
+        return None
+
+
+def masked_problem(reply: Message, record: str, layout: Sequence[tuple[str, tuple[int, ...]]]) -> str | None:
+    """Why a collect reply's masked ``record`` cannot enter the sum: a declared layout other
+    than ``layout`` (the server's: what the sum must decode to), or not exactly one ``int64``
+    vector of that layout's length with values in ``[0, 2^62)``; ``None`` if it can."""
+    want = tuple((k, tuple(s)) for k, s in layout)
+    declared = declared_layout(reply)
+    if declared is None:
+        return "no readable layout of its masked vector"
+    if declared != want:
+        return f"its masked vector declares the layout {_brief(declared)}, expected {_brief(want)}"
+    masked = get_record(reply.content, record, ArrayRecord)
+    if masked is None or list(masked.keys()) != [MASKED]:
+        return f"no masked vector (the record holds {sorted(masked.keys()) if masked is not None else 'nothing'})"
+    vector = masked[MASKED].numpy()
+    size = sum(math.prod(s) for _, s in want)
+    if vector.dtype != np.int64 or vector.shape != (size,):
+        return f"its masked vector is {vector.dtype}{vector.shape}, expected int64({size},)"
+    if vector.size and (vector.min() < 0 or vector.max() >= MODULUS):
+        return "its masked vector leaves [0, 2^62)"
+    return None
+
+
+def _brief(layout) -> str:
+    return f"{len(layout)} arrays of {sum(math.prod(s) for _, s in layout)} values"
 
 
 def _need(count: int, threshold: int, what: str) -> None:
@@ -148,17 +186,26 @@ class SecAggPlusRound:
                   CIPHERTEXTS: [c for _, c in mail]}
         return _message(nid, fields, content, message_type)
 
-    def unmask(self, replies: Sequence[Message], record: str, send: Send) -> SecureSum:
-        """Stage 3 on the replies that carry masked ``record``s; the decoded sum."""
+    def unmask(self, replies: Sequence[Message], record: str, send: Send,
+               layout: Sequence[tuple[str, tuple[int, ...]]] | None = None) -> SecureSum:
+        """Stage 3 on the replies that carry masked ``record``s; the decoded sum.
+
+        Each vector must have ``layout`` (default: the one a strict majority of the replies
+        declares) and its length (:func:`masked_problem`); one that has not is left out as
+        if its client had dropped (its pairwise masks removed, its private mask kept), and
+        :attr:`SecureSum.refused` says why."""
+        declared = [declared_layout(r) for r in replies]
+        want = tuple((k, tuple(s)) for k, s in layout) if layout is not None else majority(declared)
+        if want is None:
+            raise FGLError(f"Secure aggregation: the clients' {record!r} records declare different layouts "
+                           "and no majority shares one; nothing tells the honest ones apart.")
+        refused = {r.metadata.src_node_id: why for r in replies if (why := masked_problem(r, record, want))}
         masked = {r.metadata.src_node_id: require_record(r.content, record, ArrayRecord)[MASKED].numpy()
-                  for r in replies}
+                  for r in replies if r.metadata.src_node_id not in refused}
         if not masked:
-            raise FGLError("Secure aggregation: no client sent its masked vector.")
-        layouts = {(tuple(_fields(r)[LAYOUT_KEYS]), tuple(_fields(r)[LAYOUT_SHAPES])) for r in replies}
-        if len(layouts) != 1:
-            raise FGLError(f"Secure aggregation: the clients' {record!r} records differ in keys or shapes.")
-        names, shapes = layouts.pop()
-        layout = [(k, tuple(int(d) for d in s.split(",") if d)) for k, s in zip(names, shapes)]
+            raise FGLError("Secure aggregation: no client sent a usable masked vector"
+                           + (f" ({'; '.join(refused.values())})." if refused else "."))
+        layout = [(k, s) for k, s in want]
         summed, dropped = sorted(masked), sorted(self.shared - masked.keys())
         held: dict[int, list[bytes]] = {}
         for r in send([_message(nid, {STAGE: "unmask", ACTIVE: sorted(self.neighbours[nid] & masked.keys()),
@@ -178,7 +225,7 @@ class SecAggPlusRound:
             for j in sorted(self.neighbours[nid] & masked.keys()):
                 pair = pairwise_mask(sk1, self.keys[j][0], total.shape)
                 total = np.mod(total - pair if j > nid else total + pair, MODULUS)  # j's mask with it
-        return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies))
+        return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies), refused)
 
 
 def secure_sum(send: Send, node_ids: Sequence[int], content: RecordDict, query: str, record: str,

@@ -38,6 +38,9 @@ from fgl_flower.records import get_record, require_record
 from fgl_flower.results import RunRecorder, strict_json
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id, who
 from fgl_flower.strategies.sampling import sample_clients, sample_size
+from fgl_flower.strategies.screening import (
+    Layout, array_problems, layout_of, layout_problem, majority, weight_problem,
+)
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
@@ -59,10 +62,12 @@ def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
 
 def nonfinite_metrics(reply: Message) -> list[str]:
     """``["train_loss=nan", ...]``: the NaN or infinite values of a reply's metric records
-    (probes aside: a probe may be undefined, e.g. the homophily of an empty graph)."""
+    (probes aside: a probe may be undefined, e.g. the homophily of an empty graph; and the
+    weight, ``num-examples``, which no training computes: the server refuses a bad one,
+    :meth:`FGLStrategy.screen`)."""
     return [f"{k}={v}" for rec in reply.content.values() if isinstance(rec, MetricRecord)
             for k, v in rec.items()
-            if isinstance(v, float) and not math.isfinite(v) and not k.startswith(PROBE)]
+            if isinstance(v, float) and not math.isfinite(v) and not k.startswith(PROBE) and k != NUM_EXAMPLES]
 
 
 def client_resources(replies: Iterable[Message]) -> dict[str, dict[str, float]]:
@@ -112,12 +117,19 @@ class FGLStrategy(Strategy):
     #: in the run's checkpoint besides the global arrays (e.g. FedSpray's proxies).
     checkpointed: tuple[str, ...] = ()
 
+    #: The records a reply to each message type must carry because the server aggregates
+    #: them, each with the layout (keys, dtypes, shapes) of its reference (:meth:`screen`),
+    #: e.g. ``{"train": ("arrays",)}``.
+    checked_uploads: dict[str, tuple[str, ...]] = {}
+
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
         self.node_ids: list[int] = []  # the nodes that the next broadcast addresses
         self.nodes: dict[int, int] = {}  # partition id -> node id (from discovery)
         self.selected: list[int] = []  # the partition ids of node_ids
         self.probe_watch = ProbeWatch(METHODS.get(cfg.method).probes)
+        #: the layout each checked upload had to have in the last round that set one
+        self.upload_layouts: dict[str, Layout] = {}
 
     # -- message construction --------------------------------------------------------------
     def broadcast(
@@ -153,15 +165,27 @@ class FGLStrategy(Strategy):
         return None, self.aggregate_train_metrics(replies)
 
     def aggregate_train_metrics(self, replies: Iterable[Message]) -> MetricRecord:
+        """The train metrics' mean over ``replies``, each weighted by :meth:`reply_weight`."""
+        replies = list(replies)
         per_client = list(client_metrics(replies).values())
+        weights = [self.reply_weight(r) for r in replies]
         keys = sorted(
             k for k in {k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES}
             if k not in self.eval_metrics and not k.startswith(("num-", RESOURCES))  # evaluation rides along
         )
-        total = sum(m[NUM_EXAMPLES] for m in per_client) or 1.0
+        total = sum(weights) or 1.0
         return MetricRecord(
-            {k: sum(m[NUM_EXAMPLES] * m.get(k, 0.0) for m in per_client) / total for k in keys}
+            {k: sum(w * m.get(k, 0.0) for w, m in zip(weights, per_client)) / total for k in keys}
         )
+
+    def reply_weight(self, reply: Message) -> float:
+        """A train reply's weight, decided by the server where it can be: 1 under
+        ``agg-weight = uniform`` (which DP requires), whatever the client reports; else the
+        client's ``num-examples`` (:meth:`screen` has refused any that is not a whole number
+        from 1 to :data:`~fgl_flower.strategies.screening.MAX_EXAMPLES`)."""
+        if self.cfg.agg_weight == "uniform":
+            return 1.0
+        return float(require_record(reply.content, METRICS, MetricRecord)[NUM_EXAMPLES])
 
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
@@ -298,6 +322,81 @@ class FGLStrategy(Strategy):
         record.setdefault("nonfinite", {}).update({str(p): ", ".join(v) for p, v in bad.items()})
         return [r for r in replies if reply_partition_id(r) not in bad]
 
+    # -- what the server accepts -----------------------------------------------------------
+    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+        """``{partition id: why}`` of the ``replies`` (to ``messages``) the server refuses
+        (:mod:`~fgl_flower.strategies.screening`): unreadable, non-numeric or non-finite
+        arrays; in a train reply, a weight that is not a whole number from 1 to 2^31 - 1;
+        a record of :attr:`checked_uploads` missing or not in its reference's layout. A
+        method with more to check extends it."""
+        refused = self.screen_replies(replies)
+        refused.update(self.screen_uploads(messages, replies, refused))
+        return refused
+
+    def screen_uploads(self, messages: list[Message], replies: list[Message], refused: dict[int, str],
+                       skip: tuple[tuple[str, str], ...] = ()) -> dict[int, str]:
+        """:meth:`screen_layouts` of every :attr:`checked_uploads` record but the
+        ``(message type, record)`` pairs in ``skip`` (checked otherwise), on the replies
+        not ``refused`` yet."""
+        out: dict[int, str] = {}
+        sent = self.sent_by_partition(messages)
+        for kind, names in self.checked_uploads.items():
+            names = tuple(n for n in names if (kind, n) not in skip)
+            of_kind = [r for r in replies if r.metadata.message_type == kind
+                       and reply_partition_id(r) not in refused and reply_partition_id(r) not in out]
+            if of_kind and names:
+                out.update(self.screen_layouts(of_kind, sent, names))
+        return out
+
+    def screen_replies(self, replies: list[Message]) -> dict[int, str]:
+        """The checks every reply gets: its arrays, and a train reply's weight."""
+        refused = {}
+        for r in replies:
+            why = array_problems(r.content)
+            if why is None and r.metadata.message_type == MessageType.TRAIN:
+                why = weight_problem(get_record(r.content, METRICS, MetricRecord))
+            if why is not None:
+                refused[reply_partition_id(r)] = why
+        return refused
+
+    def sent_by_partition(self, messages: list[Message]) -> dict[int, Message]:
+        """``{partition id: the message sent to it}``."""
+        partition_of = {node: pid for pid, node in self.nodes.items()}
+        return {partition_of[m.metadata.dst_node_id]: m for m in messages if m.metadata.dst_node_id in partition_of}
+
+    def upload_reference(self, name: str, message: Message | None) -> ArrayRecord | None:
+        """The record whose layout a train reply's ``name`` upload must have: by default
+        what ``message`` sent under that name (``None`` when it sent none, or an empty one,
+        as round 1 of the FedAvg family, whose clients build the start model themselves)."""
+        record = None if message is None else get_record(message.content, name, ArrayRecord)
+        return record if record is not None and len(record) else None
+
+    def screen_layouts(self, replies: list[Message], sent: dict[int, Message],
+                       names: Iterable[str]) -> dict[int, str]:
+        """Refuse the ``replies`` whose records ``names`` are missing or differ in layout
+        from their reference: :meth:`upload_reference`, else the layout of an earlier
+        round, else the one a strict majority of these replies share (none: the round
+        stops, since nothing tells the honest clients apart)."""
+        refused: dict[int, str] = {}
+        for name in names:
+            got = {reply_partition_id(r): layout_of(rec) for r in replies
+                   if (rec := get_record(r.content, name, ArrayRecord)) is not None}
+            missing = [reply_partition_id(r) for r in replies if reply_partition_id(r) not in got]
+            refused.update({p: f"no {name!r} record" for p in missing})
+            refs = {p: ref for p in got if (ref := self.upload_reference(name, sent.get(p))) is not None}
+            want = (layout_of(next(iter(refs.values()))) if refs else self.upload_layouts.get(name)
+                    or majority(list(got.values())))
+            if want is None and got:
+                raise ClientFailure(f"the clients' {name!r} uploads differ in layout and no majority shares "
+                                    f"one; nothing tells the honest ones apart: {sorted(set(got.values()))[:3]}")
+            for p, layout in got.items():
+                expected = layout_of(refs[p]) if p in refs else want
+                if (why := layout_problem(layout, expected)) is not None:
+                    refused[p] = f"{name}: {why}"
+            if want is not None:
+                self.upload_layouts[name] = want
+        return refused
+
     # -- checkpoints -----------------------------------------------------------------------
     def checkpoint_records(self, server_round: int, arrays: ArrayRecord, pending: dict | None) -> RecordDict:
         """The server's state after ``server_round``: what :meth:`restore` needs."""
@@ -410,14 +509,16 @@ class FGLStrategy(Strategy):
         def exchange(record: dict, messages: Iterable[Message]) -> list[Message]:
             t0 = time.perf_counter()
             metered.reset()
+            messages = list(messages)
             try:
                 replies = metered.send_and_receive(messages, timeout=timeout)
+                record["time_s"] = record.get("time_s", 0.0) + time.perf_counter() - t0
+                for key in ("bytes_up", "bytes_down", "messages_up", "messages_down"):
+                    record[key] = record.get(key, 0) + getattr(metered, key)
+                replies = self.drop_nonfinite(record, replies)
+                replies = metered.refuse(replies, self.screen(record["round"], messages, replies))
             except ClientFailure as e:
                 raise ClientFailure(f"Round {record['round']}: {e}") from None
-            record["time_s"] = record.get("time_s", 0.0) + time.perf_counter() - t0
-            for key in ("bytes_up", "bytes_down", "messages_up", "messages_down"):
-                record[key] = record.get(key, 0) + getattr(metered, key)
-            replies = self.drop_nonfinite(record, replies)
             if metered.failures:
                 nonlocal lost_nodes
                 lost_nodes = True

@@ -35,7 +35,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 
 from fgl_flower.config import RunConfig
 from fgl_flower.methods.fedlit import CENTROIDS, FedLitOptions
-from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import record_torch, require_record, sub_record, torch_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.grid import reply_partition_id
@@ -107,7 +107,7 @@ class FedLitStrategy(MultiModelStrategy):
         uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         models = [record_torch(u) for u in uploads]
         counts = [record_torch(require_record(r.content, CENTROIDS, ArrayRecord))["train-counts"] for r in replies]
-        sizes = [float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in replies]
+        sizes = [self.reply_weight(r) for r in replies]
         previous = record_torch(sub_record(self.models, GLOBAL))
         centers = previous.get("centroids")
         if centers is None:

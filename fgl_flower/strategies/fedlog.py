@@ -69,6 +69,10 @@ class FedLoGStrategy(FedAvgStrategy):
         self.global_y: np.ndarray | None = None  # [C k]
         self.generators: np.ndarray | None = None  # [C, parameters]
 
+    def uploads_model(self, server_round: int) -> bool:
+        """The last round's clients upload nothing: no round follows to use it."""
+        return server_round < self.cfg.num_rounds
+
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         """Round 1 has no global synthetic data yet: its zero share is recorded, not watched."""
         return ("fedlog.cd-share",) if server_round == 1 else ()

@@ -12,8 +12,9 @@ Client :math:`k` starts from :math:`w`, takes :math:`a_k` local steps (plain SGD
 so a client that took more steps does not pull the model further than one that took fewer
 (FedAvg is the case :math:`a_k` all equal). The server keeps :math:`w` from the arrays it
 sent; in round 1, when clients build :math:`w_0` themselves from the run seed, they send it
-back once (:data:`~fgl_flower.clients.fednova.START`), and the copies must agree. Integer arrays
-(counters) take FedAvg's mean.
+back once (:data:`~fgl_flower.protocol.START`), and a strict majority of the copies must agree
+(:meth:`~fgl_flower.strategies.fedavg.FedAvgStrategy.agreed_start`; a client whose copy
+differs is refused). Integer arrays (counters) take FedAvg's mean.
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 from flwr.app import ArrayRecord, Message, MetricRecord
 
-from fgl_flower.clients.fednova import START, STEPS
 from fgl_flower.errors import FGLError
-from fgl_flower.protocol import ARRAYS, METRICS, PARTITION_ID
+from fgl_flower.methods.fednova import STEPS
+from fgl_flower.protocol import ARRAYS, METRICS
 from fgl_flower.records import array_numpy, array_of, require_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.fedavg import FedAvgStrategy
@@ -63,7 +64,7 @@ class FedNovaStrategy(FedAvgStrategy):
     def aggregate_train(self, server_round: int, replies: Iterable[Message]
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
-        start = self.sent if len(self.sent) else self.start_model(replies)
+        start = self.start_of_round(server_round, replies)
         records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         weights = self.aggregation_weights(server_round, replies)
         steps = [float(require_record(r.content, METRICS, MetricRecord)[STEPS]) for r in replies]
@@ -76,21 +77,9 @@ class FedNovaStrategy(FedAvgStrategy):
         self.spread = max(moved) / min(moved) if moved else 1.0
         return out, self.aggregate_train_metrics(replies)
 
-    @staticmethod
-    def start_model(replies: list[Message]) -> ArrayRecord:
-        """Round 1's :math:`w_0`: the model every client built from the run seed and sent back
-        (:data:`~fgl_flower.clients.fednova.START`); they must agree, or the update
-        :math:`w - w_k` of some client is measured from a model it did not start from."""
-        starts = [require_record(r.content, START, ArrayRecord) for r in replies]
-        pids = [int(require_record(r.content, METRICS, MetricRecord)[PARTITION_ID]) for r in replies]
-        first = {k: array_numpy(v) for k, v in starts[0].items()}
-        for pid, other in zip(pids[1:], starts[1:]):
-            if other.keys() != first.keys() or any(not np.array_equal(first[k], array_numpy(other[k]))
-                                                   for k in first):
-                raise FGLError(f"FedNova: the clients started round 1 from different models (partition "
-                               f"{pid} differs from partition {pids[0]}); each builds it from the run seed, "
-                               "so run every client with the same code and run config.")
-        return starts[0]
+    def needs_start(self) -> bool:
+        """:math:`w` is what every update is measured from: always needed."""
+        return True
 
     def server_probes(self, server_round: int) -> dict[str, float]:
         return {"steps.spread": self.spread}

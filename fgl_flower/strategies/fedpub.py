@@ -31,7 +31,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fedpub import EMBEDDING, FedPubOptions
-from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.grid import reply_partition_id
@@ -79,7 +79,7 @@ class FedPubStrategy(MultiModelStrategy):
                         ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
-        sizes = [float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in replies]
+        sizes = [self.reply_weight(r) for r in replies]
         embeddings = np.stack([array_numpy(require_record(r.content, EMBEDDING, ArrayRecord)["embedding"])
                                for r in replies])
         sim, alpha = personalization_weights(embeddings, self.opts.norm_scale, self.opts.agg_norm)

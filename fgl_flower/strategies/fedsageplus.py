@@ -43,6 +43,10 @@ class FedSagePlusStrategy(FedAvgStrategy):
     def generator_round(self, server_round: int) -> bool:
         return server_round <= self.opts.gen_rounds
 
+    def uploads_model(self, server_round: int) -> bool:
+        """The generators stay on the clients: generator rounds upload no model."""
+        return not self.generator_round(server_round)
+
     def evaluates(self, server_round: int) -> bool:
         """The classifier is evaluated from its first round on: in the generator rounds it is
         the untrained initial model, whose numbers would take part in the best-validation

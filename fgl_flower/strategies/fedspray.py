@@ -79,6 +79,18 @@ class FedSprayStrategy(FedAvgStrategy):
         self.opts = FedSprayOptions.from_config(cfg)
         self.proxies: np.ndarray | None = None  # the global S; None until round 1 ends
 
+    def start_from_sent(self) -> ArrayRecord | None:
+        """Under DP, what a client clips its upload against: the sent encoder (its projector
+        replaced by the classifier in the official variant, whose clients load it so) and
+        the sent proxies, under :data:`~fgl_flower.clients.fedspray.DP_PROXIES`."""
+        if self.dp is None or not len(self.sent) or self.proxies is None:
+            return super().start_from_sent()
+        start = dict(self.sent.items())
+        if self.opts.variant == "official":
+            start.update({"projector." + k.removeprefix("classifier."): v for k, v in self.sent.items()
+                          if k.startswith("classifier.")})
+        return ArrayRecord({**start, DP_PROXIES: Array(self.proxies)})
+
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:

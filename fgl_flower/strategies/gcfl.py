@@ -47,7 +47,7 @@ from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
 from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, run_task
-from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.protocol import ARRAYS, METRICS
 from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import EVAL_METRICS, client_metrics
@@ -176,7 +176,7 @@ class GCFLStrategy(MultiModelStrategy):
         replies = list(replies)
         self.splits, self.norms = [], []
         uploads = {reply_partition_id(r): require_record(r.content, ARRAYS, ArrayRecord) for r in replies}
-        weights = {reply_partition_id(r): float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES])
+        weights = {reply_partition_id(r): self.reply_weight(r)
                    for r in replies}
         if self.plus:
             self._extend_sequences(uploads, replies)

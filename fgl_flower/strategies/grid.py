@@ -6,7 +6,10 @@ arrival order makes float sums differ run to run, so every reply is sorted by th
 A client that replies with an error, does not reply within the timeout, or whose node
 is gone is a failure: the exchange goes on with the other replies while there are at
 most ``accept-failures`` of them, and :attr:`MeteredGrid.failures` says which partition
-failed and why.
+failed and why. So is a reply the server refuses: one that names another partition than
+the one its node serves (a node's partition is what discovery found, never what a reply
+says), and one the strategy's checks refuse (:meth:`MeteredGrid.refuse`,
+:mod:`fgl_flower.strategies.screening`).
 """
 
 from __future__ import annotations
@@ -114,11 +117,31 @@ class PayloadSizer:
 
 
 def reply_partition_id(msg: Message) -> int:
-    """The partition id a client put into any MetricRecord/ConfigRecord of its reply."""
+    """The partition id a client put into any MetricRecord/ConfigRecord of its reply (the
+    grid has checked it against the node's partition before any strategy reads it)."""
+    claimed = claimed_partition(msg)
+    if claimed is None:
+        raise FGLError(f"Reply from node {msg.metadata.src_node_id} carries no {PARTITION_ID!r}.")
+    return claimed
+
+
+def claimed_partition(msg: Message) -> int | None:
+    """The partition id a reply names (in every record that names one), ``None`` if it names
+    none, several, or one that is not a whole number."""
+    named = named_partitions(msg)
+    return named[0] if len(set(named)) == 1 and named[0] is not None else None
+
+
+def named_partitions(msg: Message) -> list[int | None]:
+    """The partition id each MetricRecord/ConfigRecord of a reply names (``None``: not a
+    whole number), in record order."""
+    named = []
     for rec in msg.content.values():
         if isinstance(rec, (MetricRecord, ConfigRecord)) and PARTITION_ID in rec:
-            return int(rec[PARTITION_ID])
-    raise FGLError(f"Reply from node {msg.metadata.src_node_id} carries no {PARTITION_ID!r}.")
+            value = rec[PARTITION_ID]
+            whole = not isinstance(value, bool) and isinstance(value, (int, float)) and value == int(value)
+            named.append(int(value) if whole else None)
+    return named
 
 
 def who(client: int | str) -> str:
@@ -148,6 +171,7 @@ class MeteredGrid:
         self.bytes_down = self.bytes_up = 0
         self.messages_down = self.messages_up = 0
         self.failures: dict[int, str] = {}  # partition id -> why
+        self.sent = 0  # messages of the last exchange
 
     def get_node_ids(self) -> list[int]:
         return sorted(self.grid.get_node_ids())
@@ -238,7 +262,7 @@ class MeteredGrid:
         """``(node id, partition id, num-partitions)`` of each node in ``nodes``."""
         if not nodes:
             return []
-        return [self._answer(r) for r in self._exchange(self._queries(nodes), timeout, strict=True)]
+        return [self._answer(r) for r in self._exchange(self._queries(nodes), timeout, strict=True, identify=False)]
 
     @staticmethod
     def _queries(nodes: list[int]) -> list[Message]:
@@ -332,7 +356,8 @@ class MeteredGrid:
                        message_type=message.metadata.message_type,
                        ttl=message.metadata.ttl, group_id=message.metadata.group_id)
 
-    def _exchange(self, messages: list[Message], timeout: float | None, strict: bool) -> list[Message]:
+    def _exchange(self, messages: list[Message], timeout: float | None, strict: bool,
+                  identify: bool = True) -> list[Message]:
         self.messages_down += len(messages)
         sizes: dict[int, int] = {}  # a broadcast shares one content: serialize it once
         for m in messages:
@@ -349,6 +374,8 @@ class MeteredGrid:
             answered.add(node)
             if r.has_error():
                 failures[self._partition(node)] = r.error.reason or f"error code {r.error.code}"
+            elif identify and (why := self._identity_problem(node, r)):
+                failures[self._partition(node)] = f"refused: {why}"
             else:
                 ok.append(r)
         for m in messages:
@@ -356,11 +383,37 @@ class MeteredGrid:
                 failures[self._partition(m.metadata.dst_node_id)] = (
                     f"no reply within {timeout:.0f} s (round-timeout)" if timeout else "no reply")
         self.failures.update(failures)
+        self.sent = len(messages)
         if failures and (strict or len(failures) > self.accept_failures or not ok):
             raise ClientFailure(self._failure_message(failures, len(messages), strict))
         self.messages_up += len(ok)
         self.bytes_up += sum(self.sizer.size(r.content) for r in ok)
         return sorted(ok, key=reply_partition_id)
+
+    def _identity_problem(self, node: int, reply: Message) -> str | None:
+        """Why ``reply`` from ``node`` cannot be attributed: the node is not one discovery
+        mapped, or the reply names another partition than the node serves."""
+        if node not in self.partitions:
+            return f"a reply from node {node}, which serves no partition of this run"
+        named, own = named_partitions(reply), self.partitions[node]
+        if not named:
+            return f"the reply names no {PARTITION_ID}"
+        if (other := next((p for p in named if p != own), own)) != own:
+            return f"the reply claims partition {other}, but its node serves partition {own}"
+        return None
+
+    def refuse(self, replies: list[Message], reasons: dict[int, str]) -> list[Message]:
+        """``replies`` without those of the partitions in ``reasons`` (``{partition id:
+        why}``), each counted as a failed client of the last exchange ("refused: why"):
+        as with any failure, more than ``accept_failures`` of them, or no reply left,
+        raise :class:`ClientFailure`. Their traffic stays counted: it was received."""
+        if not reasons:
+            return replies
+        self.failures.update({p: f"refused: {why}" for p, why in reasons.items()})
+        kept = [r for r in replies if reply_partition_id(r) not in reasons]
+        if len(self.failures) > self.accept_failures or not kept:
+            raise ClientFailure(self._failure_message(self.failures, self.sent, False))
+        return kept
 
     def _partition(self, node: int) -> int | str:
         return self.partitions.get(node, f"node {node}")
@@ -369,5 +422,5 @@ class MeteredGrid:
         lines = "\n".join(f"  {who(p)}: {why}" for p, why in sorted(failures.items(), key=str))
         allowed = ("every client must reply here" if strict else
                    f"accept-failures={self.accept_failures}; raise it to go on without them"
-                   if len(failures) < sent else "no client replied")
+                   if len(failures) < sent else "no reply to go on with")
         return f"{len(failures)} of {sent} clients failed ({allowed}):\n{lines}"

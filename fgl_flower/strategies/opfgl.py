@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from logging import INFO
+from logging import INFO, WARNING
 
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
@@ -47,7 +47,7 @@ from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
 from fgl_flower.secagg.server import SecAggPlusSettings, secure_sum
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
-from fgl_flower.strategies.grid import ClientFailure
+from fgl_flower.strategies.grid import ClientFailure, who
 
 
 def clear_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
@@ -84,6 +84,9 @@ class OPFGLStrategy(FGLStrategy):
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.opts = OPFGLOptions.from_config(cfg)
+        # the clear statistics share one layout; masked ones are checked as SecAgg+ unmasks them
+        self.checked_uploads = {} if self.opts.secure_aggregation else {f"{MessageType.QUERY}.stats": (STATS,)}
+        self.refused: dict[int, str] = {}  # partition id -> why its masked statistics were left out
 
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         """With ``opfgl.topk = 0`` HRE is off by choice: its share is recorded, not watched."""
@@ -121,6 +124,8 @@ class OPFGLStrategy(FGLStrategy):
         if result.dropped:
             log(INFO, "secure aggregation: %d client(s) dropped after sharing their keys; their masks "
                 "were removed with the others' shares", len(result.dropped))
+        partition_of = {node: pid for pid, node in self.nodes.items()}
+        self.refused = {partition_of.get(n, n): why for n, why in result.refused.items()}
         return result.total
 
     def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:
@@ -165,6 +170,7 @@ class OPFGLStrategy(FGLStrategy):
             metered.reset()
             try:
                 replies = metered.send_and_receive(messages, timeout=timeout)
+                replies = metered.refuse(replies, self.screen(1, messages, replies))
             except ClientFailure as e:
                 raise ClientFailure(f"O-pFGL {name} phase: {e}") from None
             phases[name] = {"time_s": time.perf_counter() - t, "bytes_down": metered.bytes_down,
@@ -175,6 +181,13 @@ class OPFGLStrategy(FGLStrategy):
 
         t0 = time.perf_counter()
         total = self.sum_statistics(RecordDict({CONFIG: config}), exchange)
+        if self.refused:  # masked statistics left out of the sum: failed clients too
+            failures.update({str(p): f"stats: refused: {why}" for p, why in self.refused.items()})
+            log(WARNING, "O-pFGL: %d client(s)' masked statistics refused: %s", len(self.refused),
+                "; ".join(f"{who(p)}: {why}" for p, why in self.refused.items()))
+            if len(failures) > self.cfg.accept_failures:
+                raise ClientFailure(f"O-pFGL stats phase: {len(failures)} clients failed (accept-failures="
+                                    f"{self.cfg.accept_failures}): " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
         stats = pooled_statistics(total)
         t = time.perf_counter()
         graph = self.build_pseudo_graph(stats)

@@ -86,16 +86,43 @@ def test_fresh_noise_by_default_and_seeded_noise_repeated(flat, tmp_path):
     assert c["final"] == d["final"]
 
 
-def test_a_round_with_a_lost_client_releases_nothing(flat, tmp_path):
+def test_a_round_with_a_lost_client_counts_it_as_no_update(flat, tmp_path):
+    """Zero-out: the mean stays over the cohort of 3, the lost client adds its w0; the round
+    is one release like the others (before, it released nothing, and a client that kept
+    failing stalled every DP round)."""
     flat.update({"method": "fedavg", "num-rounds": 3, "accept-failures": 1, "checkpoint-every": 1,
                  **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
     cfg = parse_run_config(flat)
     run(InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {2})])), cfg)
     recs = rounds(tmp_path / "run")
-    assert [r["dp"]["released"] for r in recs] == [True, False, True]
-    assert recs[1]["dp"]["epsilon"] == recs[0]["dp"]["epsilon"] < recs[2]["dp"]["epsilon"]
-    assert recs[2]["dp"]["epsilon"] == pytest.approx(
-        parse_and_spend(cfg, releases=2), rel=1e-12)
+    assert [r["dp"]["released"] for r in recs] == [True, True, True]
+    assert [r["dp"]["clients"] for r in recs] == [3, 2, 3]
+    assert recs[0]["dp"]["epsilon"] < recs[1]["dp"]["epsilon"] < recs[2]["dp"]["epsilon"]
+    assert recs[2]["dp"]["epsilon"] == pytest.approx(parse_and_spend(cfg, releases=3), rel=1e-12)
+    assert recs[1]["dp"]["noise_std"] == recs[0]["dp"]["noise_std"] == pytest.approx(0.8 * 0.5 / 3)
+
+
+def test_the_zero_out_mean_of_a_short_round(flat):
+    """Two of a cohort of three replied: the mean is w0 + (d_0 + d_2) / 3, not their mean."""
+    import torch
+    from flwr.app import Message, MessageType, MetricRecord, RecordDict
+
+    from fgl_flower.protocol import METRICS, NUM_EXAMPLES, PARTITION_ID
+    from fgl_flower.records import record_torch, torch_record
+    from fgl_flower.strategies.fedavg import FedAvgStrategy
+
+    flat.update({"method": "fedavg", **dp("fedavg", 10.0)})
+    InProcessGrid(flat, 1)  # messages need the task identity it sets
+    s = FedAvgStrategy(parse_run_config(flat))
+    s.sent = torch_record({"w": torch.tensor([1.0, 1.0])})
+
+    def reply(pid, w):
+        return Message(content=RecordDict({ARRAYS: torch_record({"w": torch.tensor(w)}),
+                                           METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0})}),
+                       dst_node_id=1, message_type=MessageType.TRAIN)
+
+    out, _ = s.aggregate_train(2, [reply(0, [4.0, 1.0]), reply(2, [1.0, 7.0])])
+    assert record_torch(out)["w"].tolist() == [2.0, 3.0]
 
 
 def parse_and_spend(cfg, releases):

@@ -97,7 +97,8 @@ def test_fedavg_global_model_is_weighted_mean_of_uploads(flat):
     cfg = parse_run_config(flat)
     grid = MeteredGrid(InProcessGrid(flat, cfg.num_clients))
     strategy = FedAvgStrategy(cfg)
-    strategy.node_ids = grid.get_node_ids()  # in-process, every node is there from the start
+    strategy.nodes = grid.discover(cfg.num_clients)  # replies are attributed by node
+    strategy.node_ids = list(strategy.nodes.values())
     from flwr.app import ArrayRecord, ConfigRecord
 
     replies = grid.send_and_receive(strategy.configure_train(1, ArrayRecord(), ConfigRecord(), grid))

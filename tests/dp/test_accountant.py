@@ -61,13 +61,18 @@ def test_the_noise_has_std_z_c_over_k_and_is_fresh_unless_seeded():
     assert not np.array_equal(rerun.privatize(2, mean, clients=4)["w"].numpy(), first)
 
 
-def test_a_round_short_of_its_cohort_releases_nothing_and_spends_nothing():
+def test_a_round_short_of_its_cohort_still_releases_and_a_withheld_round_spends_nothing():
+    """The mean is over the cohort whatever replied (the others count as no update), so the
+    noise keeps its scale and the round is one release; a withheld round is none."""
     dp = CentralDP(DPSettings(clip=1.0, noise=1.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=4)
     mean = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
-    assert dp.privatize(1, mean, clients=3) is None
+    dp.withhold(1, 4, "a client did not clip")
     assert dp.spent() == 0.0 and dp.record()["released"] is False
-    dp.privatize(2, mean, clients=4)
-    assert dp.spent() > 0 and dp.record()["released"] is True
+    assert dp.record()["withheld"] == "a client did not clip"
+    out = dp.privatize(2, mean, clients=3)
+    assert out["w"].numpy().std() > 0  # noised
+    assert dp.spent() > 0 and dp.record()["released"] is True and dp.record()["clients"] == 3
+    assert dp.record()["noise_std"] == 1.0 / 4
 
 
 def test_no_noise_leaves_the_mean_bit_for_bit_and_epsilon_infinite():

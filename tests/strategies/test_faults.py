@@ -58,7 +58,7 @@ def test_more_failures_than_accepted_stop_the_run_naming_round_partition_and_cau
 
 def test_a_round_where_every_client_fails_stops_the_run(flat):
     mods = [fail_partition(p, {1}) for p in range(3)]
-    with pytest.raises(ClientFailure, match="3 of 3 clients failed \\(no client replied\\)"):
+    with pytest.raises(ClientFailure, match="3 of 3 clients failed \\(no reply to go on with\\)"):
         _run(flat, mods, **{"accept-failures": 5})
 
 

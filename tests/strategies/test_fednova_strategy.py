@@ -9,14 +9,14 @@ from flwr.app import Message, MessageType, MetricRecord, RecordDict
 from methods_data import GRAPH_TASK
 from run_records import rounds
 
-from fgl_flower.clients.fednova import START, STEPS
 from fgl_flower.datasets import load_client_data
-from fgl_flower.errors import FGLError
+from fgl_flower.methods.fednova import STEPS
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.parse import parse_run_config
-from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES, PARTITION_ID, START
 from fgl_flower.records import record_torch, torch_record
 from fgl_flower.strategies.fednova import FedNovaStrategy, nova_average
+from fgl_flower.strategies.grid import ClientFailure
 
 
 def test_normalized_average_by_hand():
@@ -85,9 +85,13 @@ def test_the_strategy_over_two_rounds_with_unequal_steps_and_weights(flat, messa
     assert record_torch(out)["w"].tolist() == [1.40625, -1.4375]
 
 
-def test_clients_that_started_from_different_models_stop_the_run(flat, messages):
+def test_clients_that_started_from_different_models_stop_the_run_or_the_odd_one_is_refused(flat, messages):
     flat.update({"method": "fednova"})
     s = FedNovaStrategy(parse_run_config(flat))
-    with pytest.raises(FGLError, match="partition 1 differs from partition 0"):
+    with pytest.raises(ClientFailure, match="started round 1 from different models"):
         s.aggregate_train(1, [nova_reply(0, [2.0, 0.0], 1, 2, start=[0.0, 0.0]),
                               nova_reply(1, [0.0, 3.0], 3, 1, start=[0.0, 1.0])])
+    replies = [nova_reply(p, [2.0, 0.0], 1, 2, start=[0.0, float(p == 1)]) for p in range(3)]
+    start, refused = s.agreed_start(1, replies)
+    assert record_torch(start)["w"].tolist() == [0.0, 0.0]
+    assert refused == {1: "its start model (round 1's w0) differs from the other clients'"}

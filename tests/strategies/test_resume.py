@@ -6,7 +6,7 @@ from faults import interrupted
 from methods_data import NEEDS, for_method
 from run_records import digest
 
-from fgl_flower.checkpoint import CheckpointError
+from fgl_flower.checkpoint import CheckpointError, client_dir
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods import METHODS
@@ -40,7 +40,7 @@ def test_resume_from_an_older_checkpoint_with_checkpoint_every(flat, tmp_path):
     flat["out-dir"] = str(tmp_path / "resumed")
     interrupted(flat, fail_round=4)  # the server's checkpoint is round 2
     # partition 0 trained round 4 before partition 1 failed: a file the resume must ignore
-    checkpoints = tmp_path / "resumed" / "checkpoint" / "clients" / "partition-0"
+    checkpoints = client_dir(tmp_path / "resumed" / "checkpoint", 0)
     assert sorted(p.name for p in checkpoints.iterdir()) == [
         "round-000002.records", "round-000003.records", "round-000004.records"]
     run_inprocess({**flat, "resume": True})
@@ -72,11 +72,37 @@ def test_resume_refuses_another_config_and_a_folder_without_checkpoint(flat, tmp
 
 def test_a_new_run_in_a_used_folder_starts_without_the_old_client_checkpoints(flat, tmp_path):
     """Files of an earlier run must never be taken for this run's state on resume."""
-    folder = tmp_path / "run" / "checkpoint" / "clients" / "partition-0"
+    folder = client_dir(tmp_path / "run" / "checkpoint", 0)
     run_inprocess({**flat, "num-rounds": 4})
     assert sorted(p.name for p in folder.iterdir()) == ["round-000003.records", "round-000004.records"]
     run_inprocess({**flat, "num-rounds": 1, "seed": 1})
     assert sorted(p.name for p in folder.iterdir()) == ["round-000001.records"]
+
+
+def test_client_checkpoints_are_private_and_apart_from_the_results_which_are_not(flat, tmp_path):
+    """A client checkpoint holds the client's unclipped, unmasked model: it stays out of the
+    run folder, readable by the user alone; the results get the user's ordinary permissions
+    (config.json and summary.json were 0o600 before, the others 0o644)."""
+    import os
+    import stat
+
+    from fgl_flower.datasets.root import cache_dir
+
+    old = os.umask(0o022)
+    try:
+        run_inprocess({**flat, "num-rounds": 2})
+    finally:
+        os.umask(old)
+    run = tmp_path / "run"
+    assert not (run / "checkpoint" / "clients").exists()
+    folder = client_dir(run / "checkpoint", 0)
+    assert cache_dir() in folder.parents and folder.is_dir()
+    mode = lambda p: stat.S_IMODE(p.stat().st_mode)  # noqa: E731
+    assert mode(folder) == mode(folder.parent) == 0o700
+    assert {mode(p) for p in folder.iterdir()} == {0o600}
+    written = [p for p in run.rglob("*") if p.is_file()]
+    assert {"config.json", "summary.json", "rounds.jsonl", "server.records"} <= {p.name for p in written}
+    assert {p.name: mode(p) for p in written} == {p.name: 0o644 for p in written}
 
 
 def test_resume_drops_a_round_line_cut_short_by_the_crash(flat, tmp_path):

@@ -1,0 +1,153 @@
+r"""What a client's reply must be before the server uses it.
+
+The server trusts no client (``docs/privacy.md``, threat model): a reply that is malformed
+or lies is refused, as a failed client (:meth:`~fgl_flower.strategies.grid.MeteredGrid.refuse`),
+before it can touch the global model, the round's metrics or the privacy bound. This module
+holds the checks themselves, each a pure function of records that returns the reason a
+reply is refused (``None``: accepted); the strategies decide which apply:
+
+- :func:`array_problems`: every array readable as its declared dtype and shape, of a numeric
+  dtype, and finite (no NaN, no :math:`\pm\infty`);
+- :func:`layout_problem`: an uploaded record has the keys, dtypes and shapes of its
+  reference (what the server sent under that name, or what the round's honest majority
+  uploads: :func:`majority`);
+- :func:`weight_problem`: a train reply's ``num-examples`` is a whole number in
+  :math:`[1, 2^{31} - 1]`;
+- :func:`update_norm_problem`: under DP, :math:`\lVert w_k - w_0\rVert_2 \le C` for the
+  upload :math:`w_k` and the round's start :math:`w_0` (integer arrays unchanged).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import TypeVar
+
+import numpy as np
+from flwr.app import ArrayRecord, MetricRecord, RecordDict
+
+from fgl_flower.protocol import NUM_EXAMPLES
+from fgl_flower.records import array_numpy
+
+T = TypeVar("T", bound=Hashable)
+
+#: One record's layout: ``((key, dtype, shape), ...)`` in the record's key order.
+Layout = tuple[tuple[str, str, tuple[int, ...]], ...]
+
+#: The largest ``num-examples`` a reply may claim: more nodes or graphs than any graph in
+#: reach has (ogbn-papers100M: 1.1e8); a larger count is a lie or a bug.
+MAX_EXAMPLES = 2**31 - 1
+
+#: Relative slack of the DP bound check: a client clips in float64 and casts back to
+#: float32, which can lengthen the update by about one ulp (relative 6e-8).
+NORM_SLACK = 1e-6
+
+#: Array dtypes a reply may carry (NumPy's names): numbers, nothing that pickles.
+NUMERIC_KINDS = "biuf"
+
+
+def layout_of(record: ArrayRecord) -> Layout:
+    """The keys, dtypes and shapes of ``record``'s arrays, in its order."""
+    return tuple((key, str(a.dtype), tuple(int(d) for d in a.shape)) for key, a in record.items())
+
+
+def layout_problem(got: Layout, want: Layout) -> str | None:
+    """How ``got`` differs from ``want`` (missing or extra keys, another dtype or shape),
+    or ``None`` when they are equal."""
+    if got == want:
+        return None
+    have, need = {k: (d, s) for k, d, s in got}, {k: (d, s) for k, d, s in want}
+    if missing := [k for k in need if k not in have]:
+        return f"missing key(s) {_few(missing)}"
+    if extra := [k for k in have if k not in need]:
+        return f"unexpected key(s) {_few(extra)}"
+    for key, (dtype, shape) in need.items():
+        if have[key][1] != shape:
+            return f"{key!r} has shape {have[key][1]}, expected {shape}"
+        if have[key][0] != dtype:
+            return f"{key!r} has dtype {have[key][0]}, expected {dtype}"
+    return "keys in another order"
+
+
+def array_problems(content: RecordDict) -> str | None:
+    """Why the arrays of ``content`` cannot be used: an array whose bytes do not hold its
+    declared dtype and shape, a non-numeric dtype, or non-finite values; ``None`` if none."""
+    for name, record in content.items():
+        if not isinstance(record, ArrayRecord):
+            continue
+        for key, array in record.items():
+            where = f"{name}/{key}"
+            try:
+                dtype = np.dtype(array.dtype)
+                if dtype.kind not in NUMERIC_KINDS:
+                    return f"{where} has dtype {array.dtype}, not a number"
+                values = array_numpy(array)
+            except (TypeError, ValueError) as e:
+                return f"{where} is unreadable as {array.dtype}{tuple(array.shape)} ({e})"
+            if values.shape != tuple(array.shape):
+                return f"{where} holds shape {values.shape}, declared {tuple(array.shape)}"
+            if dtype.kind == "f" and not np.isfinite(values).all():
+                bad = values[~np.isfinite(values)]
+                return f"{where} has {int(np.isnan(bad).sum())} NaN and {int(np.isinf(bad).sum())} infinite value(s)"
+    return None
+
+
+def weight_problem(metrics: MetricRecord | None) -> str | None:
+    """Why a train reply's ``num-examples`` (its weight) is refused, or ``None``."""
+    if metrics is None or NUM_EXAMPLES not in metrics:
+        return f"no {NUM_EXAMPLES}"
+    value = metrics[NUM_EXAMPLES]
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return f"{NUM_EXAMPLES} is not a number ({value!r})"
+    value = float(value)
+    if not math.isfinite(value) or value < 1 or value > MAX_EXAMPLES or value != int(value):
+        return f"{NUM_EXAMPLES}={value:g} is not a whole number from 1 to {MAX_EXAMPLES}"
+    return None
+
+
+def update_norm(upload: ArrayRecord, start: ArrayRecord) -> tuple[float, list[str]]:
+    r"""``(``:math:`\lVert w - w_0\rVert_2` over the floating-point arrays (float64)``, the
+    integer arrays that differ from the start)``; both records have one layout."""
+    total, changed = 0.0, []
+    for key, array in upload.items():
+        w, w0 = array_numpy(array), array_numpy(start[key])
+        if np.issubdtype(w.dtype, np.floating):
+            total += float(((w.astype(np.float64) - w0.astype(np.float64)) ** 2).sum())
+        elif not np.array_equal(w, w0):
+            changed.append(key)
+    return math.sqrt(total), changed
+
+
+def update_norm_problem(upload: ArrayRecord, start: ArrayRecord, clip: float) -> str | None:
+    r"""Why a DP upload is refused: an update longer than the clipping norm ``clip`` (up to
+    :data:`NORM_SLACK`), or an integer array (a counter) that is not the start's."""
+    norm, changed = update_norm(upload, start)
+    if changed:
+        return f"integer array(s) {_few(changed)} changed (a clipped upload keeps them)"
+    if norm > clip * (1 + NORM_SLACK):
+        return f"its update has norm {norm:.6g}, above dp-clip={clip:g} (it was not clipped)"
+    return None
+
+
+def majority(values: Sequence[T]) -> T | None:
+    """The value more than half of ``values`` share, or ``None`` when none does."""
+    if not values:
+        return None
+    value, count = Counter(values).most_common(1)[0]
+    return value if 2 * count > len(values) else None
+
+
+def record_digest(record: ArrayRecord) -> tuple:
+    """A hashable identity of ``record``'s layout and bytes (equal records, equal digests)."""
+    return tuple((k, a.dtype, tuple(a.shape), a.data) for k, a in record.items())
+
+
+def _few(keys: Iterable[str], n: int = 4) -> str:
+    keys = list(keys)
+    return ", ".join(map(repr, keys[:n])) + (f" and {len(keys) - n} more" if len(keys) > n else "")
+
+
+def refusal_text(refused: Mapping[int, str]) -> str:
+    """``"partition 2: ...; partition 5: ..."``."""
+    return "; ".join(f"partition {p}: {why}" for p, why in sorted(refused.items()))
