@@ -35,14 +35,16 @@ from fgl_flower.records import array_numpy, get_record
 Rewrite = Callable[[Message, Message], None]
 
 
-def malicious(partitions: Collection[int], rewrite: Rewrite, rounds: Collection[int] | None = None):
-    """A client mod: the train replies of ``partitions`` (in ``rounds``, default all) go out
-    rewritten by ``rewrite``; every other message passes through."""
+def malicious(partitions: Collection[int], rewrite: Rewrite, rounds: Collection[int] | None = None,
+              message_type: str = MessageType.TRAIN):
+    """A client mod: the replies of ``partitions`` to ``message_type`` messages (train by
+    default; in ``rounds``, default all) go out rewritten by ``rewrite``; every other message
+    passes through."""
     chosen = {int(p) for p in partitions}
 
     def mod(msg: Message, context: Context, call_next) -> Message:
         reply = call_next(msg, context)
-        if (msg.metadata.message_type != MessageType.TRAIN or reply.has_error()
+        if (msg.metadata.message_type != message_type or reply.has_error()
                 or int(context.node_config[PARTITION_ID]) not in chosen):
             return reply
         config = get_record(msg.content, CONFIG, ConfigRecord)
@@ -130,14 +132,14 @@ def nonfinite(value: float = float("nan")) -> Rewrite:
     return _edit_arrays(edit)
 
 
-def reshaped(shape: tuple[int, ...] = (1, 1)) -> Rewrite:
-    """The first floating-point array replaced by ones of ``shape`` (NumPy would broadcast a
-    ``(1, 1)`` array into a mean)."""
-    def edit(record: ArrayRecord) -> ArrayRecord:
-        key = _first_float(record)
-        return ArrayRecord({**record, key: Array(np.ones(shape, dtype=array_numpy(record[key]).dtype))})
+def reshaped(shape: tuple[int, ...] = (1, 1), record: str = ARRAYS) -> Rewrite:
+    """The first floating-point array of ``record`` replaced by ones of ``shape`` (NumPy
+    would broadcast a ``(1, 1)`` array into a mean)."""
+    def edit(arrays: ArrayRecord) -> ArrayRecord:
+        key = _first_float(arrays)
+        return ArrayRecord({**arrays, key: Array(np.ones(shape, dtype=array_numpy(arrays[key]).dtype))})
 
-    return _edit_arrays(edit)
+    return _edit_arrays(edit, record)
 
 
 def huge(values: int = 20_000_000) -> Rewrite:
@@ -173,12 +175,17 @@ def claim_partition(partition: int) -> Rewrite:
     return rewrite
 
 
-def masked_length(extra: int = 1) -> Rewrite:
-    """A SecAgg+ upload whose masked vector has ``extra`` more values than its layout."""
+def masked_length(extra: int = 1, record: str = ARRAYS) -> Rewrite:
+    """A SecAgg+ upload whose masked vector (in ``record``: the FedAvg family's ``arrays``,
+    O-pFGL's ``stats``) has ``extra`` more values than its layout; replies without one (the
+    protocol's other stages) go out as they are."""
     from fgl_flower.secagg.protocol import MASKED
 
-    def edit(record: ArrayRecord) -> ArrayRecord:
-        vector = array_numpy(record[MASKED])
-        return ArrayRecord({MASKED: Array(np.concatenate([vector, np.zeros(extra, dtype=vector.dtype)]))})
+    def rewrite(msg: Message, reply: Message) -> None:
+        masked = get_record(reply.content, record, ArrayRecord)
+        if masked is not None and MASKED in masked:
+            vector = array_numpy(masked[MASKED])
+            reply.content[record] = ArrayRecord(
+                {MASKED: Array(np.concatenate([vector, np.zeros(extra, dtype=vector.dtype)]))})
 
-    return _edit_arrays(edit)
+    return rewrite

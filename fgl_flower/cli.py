@@ -129,6 +129,9 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
         spent = f"epsilon {dp['epsilon']:.2f}" if "epsilon" in dp else "no noise (epsilon infinite)"
         print(f"differential privacy: {spent} at delta {dp['delta']:g} (clip {dp['clip']:g}, "
               f"noise multiplier {dp['noise_multiplier']:.3f})")
+    for pid, failed in summary.get("failures", {}).items():
+        refused = f", refused in {failed['refused']}" if failed["refused"] else ""
+        print(f"client {pid} failed in {failed['rounds']} round(s){refused}; last: {failed['last']}")
     print(f"results: {out}")
 
 

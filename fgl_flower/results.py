@@ -134,10 +134,26 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
         out["resources"] = resources
     if dp := rounds[-1].get("dp"):  # differential privacy: the budget the whole run spent
         out["dp"] = dp
+    if failed := summarize_failures(rounds):
+        out["failures"] = failed
     if probes := final.get("probes"):  # the mechanism's state at the end (fgl_flower.probes)
         out["probes"] = {k: {s: v[s] for s in ("mean", "min", "max")} for k, v in probes.items()}
         out["probes_dead"] = final.get("probes_dead", {})
     return out
+
+
+def summarize_failures(rounds: list[Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """``{partition: {"rounds": n, "refused": n, "last": why}}``: the clients that failed in
+    some round (``failures`` of the round records), how often, how often because the server
+    refused their reply, and the last reason."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in rounds:
+        for pid, why in r.get("failures", {}).items():
+            entry = out.setdefault(str(pid), {"rounds": 0, "refused": 0, "last": ""})
+            entry["rounds"] += 1
+            entry["refused"] += str(why).startswith("refused: ")
+            entry["last"] = f"round {r['round']}: {why}"
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0]) if kv[0].isdigit() else 1 << 30))
 
 
 def summarize_resources(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:

@@ -54,13 +54,25 @@ def test_a_lying_reply_is_refused_named_and_the_run_goes_on_as_without_the_liar(
     rewrite, why = PROTOCOL_ATTACKS[attack]
     flat.update({"method": "fedavg", "num-rounds": 3, "accept-failures": 1})
     _run({**flat, "out-dir": str(tmp_path / "failed")}, fail_partition(LIAR, {1, 2, 3}))
-    _run(flat, attacks.malicious([LIAR], rewrite))
+    summary = _run(flat, attacks.malicious([LIAR], rewrite))
     recs = rounds(tmp_path / "run")
     for r in recs:
         assert list(r["failures"]) == [str(LIAR)]
         assert r["failures"][str(LIAR)].startswith("refused: ") and why in r["failures"][str(LIAR)]
     # a refused client is a failed client: the honest clients' numbers are the same
     assert _honest_part(recs) == _honest_part(rounds(tmp_path / "failed"))
+    assert summary["failures"] == {str(LIAR): {"rounds": 3, "refused": 3,
+                                               "last": f"round 3: {recs[-1]['failures'][str(LIAR)]}"}}
+
+
+def test_the_run_summary_names_the_refused_client(flat, tmp_path, capsys):
+    from fgl_flower.cli import print_summary
+
+    flat.update({"method": "fedavg", "num-rounds": 2, "accept-failures": 1})
+    summary = _run(flat, attacks.malicious([LIAR], attacks.nonfinite()))
+    print_summary(summary, tmp_path / "run")
+    assert ("client 2 failed in 2 round(s), refused in 2; last: round 2: refused: arrays/"
+            in capsys.readouterr().out)
 
 
 def test_without_accept_failures_a_lying_reply_stops_the_run_naming_it(flat):

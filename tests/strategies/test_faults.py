@@ -82,7 +82,7 @@ class _Grid:
         return replies
 
 
-def test_missing_and_superlink_error_replies_are_failures_of_their_partitions():
+def test_missing_and_superlink_error_replies_are_failures_of_their_partitions(messages):
     grid = MeteredGrid(_Grid(), accept_failures=2)
     grid.partitions = {10: 0, 11: 1, 12: 2}
     msgs = [Message(RecordDict({"config": ConfigRecord()}), dst_node_id=n, message_type="train")
@@ -90,6 +90,33 @@ def test_missing_and_superlink_error_replies_are_failures_of_their_partitions():
     replies = grid.send_and_receive(msgs, timeout=5)
     assert len(replies) == 1
     assert grid.failures == {1: "no reply within 5 s (round-timeout)", 2: "Error: Node Unavailable"}
+
+
+class _ClaimingGrid:
+    """A deployment-like grid (message ids, replies to them) whose node 11 answers in the
+    name of partition 0 and whose node 12 names none."""
+
+    def get_node_ids(self):
+        return [10, 11, 12]
+
+    def send_and_receive(self, messages, timeout=None):
+        replies = []
+        for m in messages:
+            m.metadata.__dict__["_message_id"] = f"m{m.metadata.dst_node_id}"
+            named = {10: {"partition-id": 0}, 11: {"partition-id": 0}, 12: {}}[m.metadata.dst_node_id]
+            replies.append(Message(RecordDict({"metrics": MetricRecord({"train_loss": 1.0, **named})}), reply_to=m))
+        return replies
+
+
+def test_a_reply_belongs_to_the_partition_its_node_serves_not_the_one_it_names(messages):
+    grid = MeteredGrid(_ClaimingGrid(), accept_failures=2)
+    grid.partitions = {10: 0, 11: 1, 12: 2}  # what discovery found
+    msgs = [Message(RecordDict({"config": ConfigRecord()}), dst_node_id=n, message_type="train")
+            for n in (10, 11, 12)]
+    replies = grid.send_and_receive(msgs, timeout=5)
+    assert [r.metadata.src_node_id for r in replies] == [10]
+    assert grid.failures == {1: "refused: the reply claims partition 0, but its node serves partition 1",
+                             2: "refused: the reply names no partition-id"}
 
 
 def _diverging(flat, **overrides):
