@@ -33,8 +33,11 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "results"
 
 
 def attacks_of(scale: float, flip: float) -> dict[str, tuple[str, float, int]]:
-    """``{column: (attack, factor, attackers)}``, the clean run first."""
+    """``{column: (attack, factor, attackers)}``, the clean run first; the "absent" columns
+    (the attackers never reply: what the others reach without them) for the mean only."""
     return {"clean": ("none", 0.0, 0),
+            "1 client absent": ("absent", 0.0, 1),
+            "2 clients absent": ("absent", 0.0, 2),
             f"scaled x{scale:g}, 1 client": ("scaled", scale, 1),
             f"scaled x{scale:g}, 2 clients": ("scaled", scale, 2),
             f"sign-flipped x{flip:g}, 1 client": ("sign-flipped", flip, 1),
@@ -54,9 +57,11 @@ def one_run(job: dict) -> dict:
     flat.update({"method": "fedavg", "dataset": job["dataset"], "partition": job["partition"],
                  "num-clients": job["clients"], "num-rounds": job["rounds"], "seed": job["seed"],
                  "aggregation": job["rule"], "malicious-clients": 2, "checkpoint-every": 0,
-                 "progress": False, "accept-failures": 0, "out-dir": job["out"]})
+                 "progress": False, "accept-failures": 2, "out-dir": job["out"]})
     mods = []
-    if job["attackers"]:
+    if job["attack"] == "absent":
+        mods = [absent(range(job["attackers"]))]
+    elif job["attackers"]:
         rewrite = (attacks.scaled if job["attack"] == "scaled" else attacks.sign_flipped)(job["factor"])
         mods = [attacks.malicious(range(job["attackers"]), rewrite)]
     try:
@@ -73,6 +78,18 @@ def one_run(job: dict) -> dict:
             "final_test_acc": summary["final"]["test_acc"], "attackers_kept": kept}
 
 
+def absent(partitions):
+    """A client mod: ``partitions`` fail every train message (the run goes on without them)."""
+    chosen = set(partitions)
+
+    def mod(msg, context, call_next):
+        if msg.metadata.message_type == "train" and int(context.node_config["partition-id"]) in chosen:
+            raise RuntimeError("absent")
+        return call_next(msg, context)
+
+    return mod
+
+
 def run_all(args) -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -82,7 +99,7 @@ def run_all(args) -> None:
              "dataset": args.dataset, "partition": args.partition, "clients": args.clients, "rounds": args.rounds,
              "out": str(out / f"{rule}-{column.replace(' ', '').replace(',', '-')}-s{seed}")}
             for seed in args.seeds for column, (attack, factor, n) in attacks_of(args.scale, args.flip).items()
-            for rule in RULES if (rule, column, seed) not in done]
+            for rule in RULES if (rule, column, seed) not in done and (attack != "absent" or rule == "mean")]
     print(f"{len(jobs)} runs to go ({len(done)} done) -> {records}", flush=True)
     with ProcessPoolExecutor(args.jobs) as pool:
         for result in pool.map(one_run, jobs):
@@ -98,11 +115,15 @@ def _read(path: Path) -> list[dict]:
 
 
 def cell(values: list[float]) -> str:
+    if not values:
+        return "—"
     m = statistics.mean(values)
     return f"{100 * m:.2f} ± {100 * statistics.stdev(values):.2f}" if len(values) > 1 else f"{100 * m:.2f}"
 
 
 def paired(values: list[float], clean: list[float]) -> str:
+    if not values:
+        return "—"
     d = [a - b for a, b in zip(values, clean)]
     m = statistics.mean(d)
     if len(d) < 2:
@@ -121,7 +142,8 @@ def render(folder: Path) -> None:
     columns = list(dict.fromkeys(r["column"] for r in runs))
     seeds = sorted({r["seed"] for r in runs})
     by = {(r["rule"], r["column"], r["seed"]): r for r in runs}
-    complete = all((rule, c, s) in by for rule in RULES for c in columns for s in seeds)
+    complete = all((rule, c, s) in by for rule in RULES for c in columns for s in seeds
+                   if "absent" not in c or rule == "mean")
 
     def values(rule, column, key):
         return [by[(rule, column, s)][key] for s in seeds if (rule, column, s) in by]
@@ -133,7 +155,9 @@ def render(folder: Path) -> None:
         f"seeds {', '.join(map(str, seeds))}; best-validation test accuracy (%), mean ± std over the seeds. "
         "The attackers (partition 0; 0 and 1) train honestly and upload a scaled update `w0 + λ·dw` or a "
         "sign-flipped one `w0 − λ·dw` from round 2 on; the server assumes `malicious-clients = 2` in every "
-        "run. Produced by `experiments/robustness/poisoning.py` (command below); each run's numbers are in "
+        "run. The \"absent\" columns are FedAvg without those clients (they never reply): the most a "
+        "defence can give back is what the others reach alone. Produced by "
+        "`experiments/robustness/poisoning.py` (command below); each run's numbers are in "
         "`robustness.runs.jsonl`." + ("" if complete else " **Incomplete: some runs are missing.**"),
         "",
         "| rule | " + " | ".join(columns) + " |",
@@ -157,6 +181,8 @@ def render(folder: Path) -> None:
     if kept:
         lines += ["", "Rounds in which Multi-Krum kept an attacker's upload: " + "; ".join(
             f"{c}: {100 * k:.0f} %" for c, k in kept) + "."]
+    figure(columns, seeds, values, DOC / "robustness.png")
+    lines[4:4] = ["![best-validation test accuracy per rule and attack](robustness.png)", ""]
     lines += ["", "Command:", "", "```bash",
               f"FGL_DATA_ROOT=../shared/data python experiments/robustness/poisoning.py --dataset {first['dataset']} "
               f"--partition {first['partition']} --clients {first['clients']} --rounds {first['rounds']} "
@@ -167,6 +193,34 @@ def render(folder: Path) -> None:
     (DOC / "robustness.runs.jsonl").write_text("".join(json.dumps(r) + "\n" for r in sorted(
         runs, key=lambda r: (RULES.index(r["rule"]), columns.index(r["column"]), r["seed"]))))
     print(f"wrote {DOC / 'robustness.md'}")
+
+
+def figure(columns: list[str], seeds: list[int], values, path: Path) -> None:
+    """Grouped bars: per attack, each rule's mean best-validation accuracy with the seeds'
+    std; the clean mean's level as a line."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    attacked = [c for c in columns if c != "clean" and "absent" not in c]
+    fig, ax = plt.subplots(figsize=(10, 4.2))
+    width = 0.8 / len(RULES)
+    for i, rule in enumerate(RULES):
+        means = [100 * statistics.mean(v) if (v := values(rule, c, "best_val_test_acc")) else float("nan")
+                 for c in ["clean", *attacked]]
+        stds = [100 * statistics.stdev(v) if len(v := values(rule, c, "best_val_test_acc")) > 1 else 0.0
+                for c in ["clean", *attacked]]
+        ax.bar([j + (i - (len(RULES) - 1) / 2) * width for j in range(len(means))], means, width, yerr=stds,
+               label=rule, capsize=2)
+    ax.set_xticks(range(len(attacked) + 1), ["clean", *attacked], fontsize=8)
+    ax.set_ylabel("best-val test accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.legend(ncol=len(RULES), fontsize=8, loc="lower left")
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def _factor(runs: list[dict], attack: str) -> str:

@@ -18,7 +18,7 @@ def weighted_mean_arrays(records: Sequence[ArrayRecord], weights: Sequence[float
         \bar w = \sum_k \frac{n_k}{\sum_j n_j}\, w_k
 
     Accumulates in float64 in the given order and casts back to each array's dtype.
-    All records must have identical keys and shapes.
+    All records must hold the same keys (in any order) and shapes.
     """
     if not records:
         raise FGLError("Nothing to aggregate: no client uploaded arrays.")
@@ -27,7 +27,7 @@ def weighted_mean_arrays(records: Sequence[ArrayRecord], weights: Sequence[float
         raise FGLError("Aggregation weights sum to zero (no client has training examples).")
     keys = list(records[0].keys())
     for r in records[1:]:
-        if list(r.keys()) != keys:
+        if sorted(r.keys()) != sorted(keys):
             raise FGLError("Clients uploaded different parameter sets; cannot average them.")
     out: dict[str, Array] = {}
     for key in keys:

@@ -15,6 +15,7 @@ from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType
 from flwr.serverapp import Grid
 
 from fgl_flower.config import RunConfig
+from fgl_flower.protocol import ARRAYS
 from fgl_flower.strategies.base import FGLStrategy
 
 
@@ -24,7 +25,10 @@ def client_owner(partition_id: int) -> str:
 
 
 class MultiModelStrategy(FGLStrategy):
-    """Per-client messages from the record of every model (module docstring)."""
+    """Per-client messages from the record of every model (module docstring). Each client's
+    upload must have the layout of the model it was sent (:meth:`~FGLStrategy.screen`)."""
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS,)}
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

@@ -54,8 +54,8 @@ def layout_of(record: ArrayRecord) -> Layout:
 
 def layout_problem(got: Layout, want: Layout) -> str | None:
     """How ``got`` differs from ``want`` (missing or extra keys, another dtype or shape),
-    or ``None`` when they are equal."""
-    if got == want:
+    or ``None`` when they hold the same arrays (in any order: arrays are taken by key)."""
+    if got == want or sorted(got) == sorted(want):
         return None
     have, need = {k: (d, s) for k, d, s in got}, {k: (d, s) for k, d, s in want}
     if missing := [k for k in need if k not in have]:
@@ -67,7 +67,7 @@ def layout_problem(got: Layout, want: Layout) -> str | None:
             return f"{key!r} has shape {have[key][1]}, expected {shape}"
         if have[key][0] != dtype:
             return f"{key!r} has dtype {have[key][0]}, expected {dtype}"
-    return "keys in another order"
+    return None
 
 
 def array_problems(content: RecordDict) -> str | None:

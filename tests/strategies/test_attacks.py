@@ -92,10 +92,14 @@ def test_a_claimed_partition_does_not_replace_the_honest_clients_record(flat, tm
 
 
 @pytest.mark.parametrize("method", ["gcfl", "fedpub"])
-def test_servers_that_key_state_by_partition_refuse_a_claimed_one(flat, tmp_path, method):
+@pytest.mark.parametrize(("rewrite", "why"), [(attacks.claim_partition(0), "claims partition 0"),
+                                              (attacks.reshaped((1, 1)), "has shape (1, 1), expected")])
+def test_servers_with_a_model_per_client_refuse_claims_and_other_layouts(flat, tmp_path, method, rewrite, why):
+    """GCFL and FED-PUB key server state by partition and send each client its own model:
+    a claimed partition is refused, and so is an upload that is not in its model's layout."""
     flat.update({"method": method, "num-rounds": 2, "accept-failures": 1})
-    _run(flat, attacks.malicious([LIAR], attacks.claim_partition(0)))
-    assert all("claims partition 0" in r["failures"][str(LIAR)] for r in rounds(tmp_path / "run"))
+    _run(flat, attacks.malicious([LIAR], rewrite))
+    assert all(why in r["failures"][str(LIAR)] for r in rounds(tmp_path / "run"))
 
 
 class Recorder:
