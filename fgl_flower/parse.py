@@ -203,6 +203,16 @@ def _check_aggregation(cfg: RunConfig, spec) -> None:
     if dict(cfg.method_options).get(SECURE_AGGREGATION):
         raise ConfigError(f"aggregation={cfg.aggregation!r} with {cfg.method}.{SECURE_AGGREGATION}: the server "
                           "sees only the sum of the uploads; a robust rule needs each one.")
+    if cfg.num_clients < 1:
+        return  # the count is resolved later (fgl run), and parsed again then
+    from fgl_flower.strategies.robust import needed
+    from fgl_flower.strategies.sampling import sample_size
+
+    fewest = sample_size(cfg.num_clients, cfg.fraction_train, cfg.min_train_clients) - cfg.accept_failures
+    if fewest < (need := needed(cfg.aggregation, cfg.malicious_clients)):
+        raise ConfigError(f"aggregation={cfg.aggregation!r} with malicious-clients={cfg.malicious_clients} needs "
+                          f"{need} uploads a round, but a round may keep only {fewest} (the clients it samples "
+                          "less accept-failures): lower malicious-clients or accept-failures, or add clients.")
 
 
 def _check_secure_aggregation(cfg: RunConfig) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import tempfile
+import uuid
 from collections.abc import Iterable, Mapping
 from logging import INFO
 from pathlib import Path
@@ -54,23 +54,15 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def _umask() -> int:
-    """The process's umask (read by setting it and back: there is no getter)."""
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write_bytes(path: Path, chunks: Iterable[bytes], durable: bool = True, private: bool = False) -> None:
     """Write ``chunks`` to ``path`` via a temporary file and ``os.replace`` (``durable``:
     fsync before the rename, so the file also survives a crash of the machine). The file
     gets the permissions of any file the user creates (``0o666`` less the umask), or
     ``0o600`` if ``private`` (a client's checkpoint)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
     try:
-        if not private:  # mkstemp makes the file private (0o600)
-            os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             for chunk in chunks:
                 f.write(chunk)

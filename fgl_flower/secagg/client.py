@@ -11,6 +11,7 @@ sum does not depend on them.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import cast
 
@@ -30,7 +31,7 @@ from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.encoding import MODULUS, encode, layout_of
 from fgl_flower.secagg.masks import pairwise_mask, private_mask
 from fgl_flower.secagg.protocol import (
-    ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
+    ACTIVE, CIPHERTEXTS, CLIENTS, COMMITMENT, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
     PUBLIC_KEY_1, PUBLIC_KEY_2, RECORD, SECAGG, SECAGG_STATE, SHARES, SOURCES, STAGE, STAGES, THRESHOLD, WEIGHT,
     WEIGHT_KEY,
 )
@@ -119,7 +120,7 @@ def _share_keys(state: dict, cfg: ConfigRecord, me: int) -> dict:
         dsts.append(nid)
         cts.append(encrypt(key, share_keys_plaintext_concat(me, nid, seed_share, key_share)))
     state.update({"rd-seed": rd_seed, "ids": ids, "pk1s": list(pk1s), "pk2s": list(pk2s), "threshold": threshold})
-    return {DESTINATIONS: dsts, CIPHERTEXTS: cts}
+    return {DESTINATIONS: dsts, CIPHERTEXTS: cts, COMMITMENT: hashlib.sha256(rd_seed).digest()}
 
 
 def _collect(state: dict, cfg: ConfigRecord, me: int, content: RecordDict) -> dict:

@@ -21,6 +21,9 @@ IDS, THRESHOLD = "ids", "threshold"
 #: share-keys reply: the encrypted shares and their destinations; collect message: those for
 #: this client and their sources
 DESTINATIONS, SOURCES, CIPHERTEXTS = "destinations", "sources", "ciphertexts"
+#: share-keys reply: SHA-256 of the client's private mask seed, against which the server checks
+#: the seed it rebuilds from the neighbours' shares (a share that does not fit is found and named)
+COMMITMENT = "seed-sha256"
 #: collect message: the wrapped query's action ("" when the message is itself the train
 #: message whose reply is summed), the record of its reply to mask, the
 #: fixed-point fraction bits and the number of clients summed (the encoding's range check)

@@ -14,6 +14,8 @@ the run stops.
 
 from __future__ import annotations
 
+import hashlib
+import itertools
 import math
 import random
 from collections.abc import Callable, Sequence
@@ -22,6 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.crypto.shamir import combine_shares
+from flwr.supercore.primitives.asymmetric import bytes_to_private_key, bytes_to_public_key, public_key_to_bytes
 from torch import Tensor
 
 from fgl_flower.errors import FGLError
@@ -30,7 +33,7 @@ from fgl_flower.secagg.encoding import MODULUS, decode
 from fgl_flower.secagg.masks import pairwise_mask, private_mask
 from fgl_flower.strategies.screening import majority
 from fgl_flower.secagg.protocol import (
-    ACTIVE, CIPHERTEXTS, CLIENTS, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
+    ACTIVE, CIPHERTEXTS, CLIENTS, COMMITMENT, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
     PUBLIC_KEY_1, PUBLIC_KEY_2, QUERY, RECORD, SECAGG, SHARES, SOURCES, STAGE, THRESHOLD, WEIGHT,
 )
 
@@ -129,6 +132,91 @@ def masked_problem(reply: Message, record: str, layout: Sequence[tuple[str, tupl
     return None
 
 
+#: The most subsets of ``threshold`` shares :func:`recover_secret` tries to find the wrong ones.
+MAX_SHARE_SUBSETS = 5000
+
+
+def recover_secret(shares: dict[int, bytes], threshold: int,
+                   verify: Callable[[bytes], bool]) -> tuple[bytes | None, set[int]]:
+    """``(the secret, the holders whose share is wrong)`` from Shamir ``shares`` (by holder):
+    all of them if they rebuild a secret that ``verify`` accepts, else the first subset of
+    ``threshold`` that does (at most :data:`MAX_SHARE_SUBSETS` tried), every other share
+    then checked against it; ``(None, set())`` when none is found."""
+    holders = sorted(shares)
+
+    def rebuild(subset) -> bytes | None:
+        try:
+            secret = combine_shares([shares[h] for h in subset])
+        except Exception:  # noqa: BLE001 - a malformed share is a wrong one
+            return None
+        return secret if verify(secret) else None
+
+    if (secret := rebuild(holders)) is not None:
+        return secret, set()
+    for subset in itertools.islice(itertools.combinations(holders, threshold), MAX_SHARE_SUBSETS):
+        if (secret := rebuild(subset)) is not None:
+            base = list(subset[:threshold - 1])
+            return secret, {h for h in holders if h not in subset and rebuild([*base, h]) is None}
+    return None, set()
+
+
+def _public_key_of(secret_key: bytes) -> bytes | None:
+    try:
+        return public_key_to_bytes(bytes_to_private_key(secret_key).public_key())
+    except Exception:  # noqa: BLE001 - not a key
+        return None
+
+
+def _is_public_key(value) -> bool:
+    try:
+        bytes_to_public_key(bytes(value))
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _keys_problem(reply: Message) -> str | None:
+    """Why a setup reply's public keys cannot be used."""
+    try:
+        f = _fields(reply)
+        keys = (f[PUBLIC_KEY_1], f[PUBLIC_KEY_2])
+    except (FGLError, KeyError):
+        return "no public keys"
+    if not all(isinstance(k, bytes) and _is_public_key(k) for k in keys) or keys[0] == keys[1]:
+        return "its public keys are not two distinct public keys"
+    return None
+
+
+def _shares_sent_problem(reply: Message, neighbours: set[int]) -> str | None:
+    """Why a share-keys reply cannot be forwarded: not one encrypted share per neighbour, or
+    no 32-byte seed commitment."""
+    try:
+        f = _fields(reply)
+        dsts, cts, commitment = list(f[DESTINATIONS]), list(f[CIPHERTEXTS]), f[COMMITMENT]
+    except (FGLError, KeyError, TypeError):
+        return "no destinations, ciphertexts or seed commitment"
+    if not isinstance(commitment, bytes) or len(commitment) != 32:
+        return "its seed commitment is not 32 bytes"
+    if len(dsts) != len(cts) or not all(isinstance(c, bytes) for c in cts) or sorted(map(int, dsts)) != sorted(neighbours):
+        return "not one encrypted share for each of its neighbours"
+    return None
+
+
+def _shares_returned_problem(reply: Message, asked: set[int]) -> str | None:
+    """Why an unmask reply's shares cannot be used: not one byte string for each of some
+    of the owners asked about."""
+    try:
+        f = _fields(reply)
+        ids, shares = list(f[IDS]), list(f[SHARES])
+    except (FGLError, KeyError, TypeError):
+        return "no ids or shares"
+    if len(ids) != len(shares) or not all(isinstance(s, bytes) and len(s) >= 20 for s in shares):
+        return "its shares are not one byte string for each id"
+    if not {int(i) for i in ids} <= asked or len(set(ids)) != len(ids):
+        return "shares of nodes it was not asked about"
+    return None
+
+
 def _brief(layout) -> str:
     return f"{len(layout)} arrays of {sum(math.prod(s) for _, s in layout)} values"
 
@@ -154,11 +242,19 @@ class SecAggPlusRound:
         self.keys: dict[int, tuple[bytes, bytes]] = {}
         self.inbox: dict[int, list[tuple[int, bytes]]] = {}
         self.shared: set[int] = set()
+        self.commitments: dict[int, bytes] = {}  # node -> SHA-256 of its private mask seed
+        self.refused: dict[int, str] = {}  # node -> why a reply of it was left out or its shares ignored
 
     def share_keys(self, send: Send) -> set[int]:
-        """Stages 0 and 1; returns the nodes that shared their keys."""
-        self.keys = {r.metadata.src_node_id: (_fields(r)[PUBLIC_KEY_1], _fields(r)[PUBLIC_KEY_2])
-                     for r in send([_message(nid, {STAGE: "setup"}) for nid in self.node_ids])}
+        """Stages 0 and 1; returns the nodes that shared their keys. A reply whose fields are
+        malformed (keys that are not public keys, shares sent to nodes that are not the
+        sender's neighbours, no seed commitment) leaves its node out, named in
+        :attr:`refused`."""
+        for r in send([_message(nid, {STAGE: "setup"}) for nid in self.node_ids]):
+            if (why := _keys_problem(r)) is None:
+                self.keys[r.metadata.src_node_id] = (_fields(r)[PUBLIC_KEY_1], _fields(r)[PUBLIC_KEY_2])
+            else:
+                self.refused[r.metadata.src_node_id] = f"setup: {why}"
         messages = []
         for nid in self.keys:
             near = sorted(self.neighbours[nid] & self.keys.keys())
@@ -167,8 +263,13 @@ class SecAggPlusRound:
                                            PUBLIC_KEY_1: [self.keys[j][0] for j in near],
                                            PUBLIC_KEY_2: [self.keys[j][1] for j in near]}))
         for r in send(messages):
-            f, src = _fields(r), r.metadata.src_node_id
+            src = r.metadata.src_node_id
+            if (why := _shares_sent_problem(r, self.neighbours[src] & self.keys.keys() - {src})) is not None:
+                self.refused[src] = f"share-keys: {why}"
+                continue
+            f = _fields(r)
             self.shared.add(src)
+            self.commitments[src] = bytes(f[COMMITMENT])
             for dst, ct in zip(f[DESTINATIONS], f[CIPHERTEXTS]):
                 self.inbox.setdefault(int(dst), []).append((src, ct))
         return set(self.shared)
@@ -207,25 +308,44 @@ class SecAggPlusRound:
                            + (f" ({'; '.join(refused.values())})." if refused else "."))
         layout = [(k, s) for k, s in want]
         summed, dropped = sorted(masked), sorted(self.shared - masked.keys())
-        held: dict[int, list[bytes]] = {}
+        held: dict[int, dict[int, bytes]] = {}  # owner -> {holder: its share of the owner's secret}
         for r in send([_message(nid, {STAGE: "unmask", ACTIVE: sorted(self.neighbours[nid] & masked.keys()),
                                       DEAD: sorted(self.neighbours[nid] & set(dropped))}) for nid in summed]):
+            holder = r.metadata.src_node_id
+            asked = self.neighbours[holder] & (masked.keys() | set(dropped))
+            if (why := _shares_returned_problem(r, asked)) is not None:
+                self.refused[holder] = f"unmask: {why}"
+                continue
             f = _fields(r)
             for owner, share in zip(f[IDS], f[SHARES]):
-                held.setdefault(int(owner), []).append(share)
+                held.setdefault(int(owner), {})[holder] = bytes(share)
         total = np.zeros_like(next(iter(masked.values())))
         for vector in masked.values():
             total = np.mod(total + vector, MODULUS)
         for nid in summed:
-            _need(len(held.get(nid, [])), self.threshold, f"shares of node {nid}'s mask seed")
-            total = np.mod(total - private_mask(combine_shares(held[nid]), total.shape), MODULUS)
+            seed = self._recover(held.get(nid, {}), f"node {nid}'s mask seed",
+                                 lambda secret, nid=nid: hashlib.sha256(secret).digest() == self.commitments[nid])
+            total = np.mod(total - private_mask(seed, total.shape), MODULUS)
         for nid in dropped:
-            _need(len(held.get(nid, [])), self.threshold, f"shares of dropped node {nid}'s key")
-            sk1 = combine_shares(held[nid])
+            sk1 = self._recover(held.get(nid, {}), f"dropped node {nid}'s key",
+                                lambda secret, nid=nid: _public_key_of(secret) == self.keys[nid][0])
             for j in sorted(self.neighbours[nid] & masked.keys()):
                 pair = pairwise_mask(sk1, self.keys[j][0], total.shape)
                 total = np.mod(total - pair if j > nid else total + pair, MODULUS)  # j's mask with it
-        return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies), refused)
+        return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies),
+                         {**self.refused, **refused})
+
+    def _recover(self, shares: dict[int, bytes], what: str, verify: Callable[[bytes], bool]) -> bytes:
+        """The secret ``shares`` (by holder) rebuild, checked by ``verify``; holders whose share
+        does not fit the others' are named in :attr:`refused` and left out."""
+        _need(len(shares), self.threshold, f"shares of {what}")
+        secret, liars = recover_secret(shares, self.threshold, verify)
+        for holder in liars:
+            self.refused[holder] = f"unmask: its share of {what} does not fit the others'"
+        if secret is None:
+            raise FGLError(f"Secure aggregation: the shares of {what} do not rebuild it (holders "
+                           f"{sorted(shares)}; too many wrong ones to find which): the round's sum is lost.")
+        return secret
 
 
 def secure_sum(send: Send, node_ids: Sequence[int], content: RecordDict, query: str, record: str,

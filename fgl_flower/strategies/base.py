@@ -39,7 +39,7 @@ from fgl_flower.results import RunRecorder, strict_json
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id, who
 from fgl_flower.strategies.sampling import sample_clients, sample_size
 from fgl_flower.strategies.screening import (
-    Layout, array_problems, layout_of, layout_problem, majority, weight_problem,
+    Layout, array_problems, layout_of, layout_problem, majority, metric_problems, minority, weight_problem,
 )
 
 #: Per-client evaluation metrics and the count each is weighted by.
@@ -331,7 +331,29 @@ class FGLStrategy(Strategy):
         method with more to check extends it."""
         refused = self.screen_replies(replies)
         refused.update(self.screen_uploads(messages, replies, refused))
+        refused.update(self.screen_own(server_round, replies, refused))
         return refused
+
+    def screen_own(self, server_round: int, replies: list[Message], refused: dict[int, str]) -> dict[int, str]:
+        """:meth:`reply_problem` of each reply not ``refused`` yet."""
+        return {p: why for r in replies if (p := reply_partition_id(r)) not in refused
+                and (why := self.reply_problem(server_round, r)) is not None}
+
+    def screen_agreement(self, replies: list[Message], refused: dict[int, str], kind: str,
+                         value_of: Callable[[Message], object], what: str) -> dict[int, str]:
+        """Refuse the ``kind`` replies not ``refused`` yet whose ``value_of`` differs from the
+        strict majority's (what every client knows alike, e.g. the dataset's dimensions)."""
+        values = {reply_partition_id(r): value_of(r) for r in replies
+                  if r.metadata.message_type == kind and reply_partition_id(r) not in refused}
+        try:
+            return minority(values, what)
+        except ValueError as e:
+            raise ClientFailure(str(e)) from None
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        """Why a reply's method records (beyond layouts) cannot be used: a weight or count
+        they carry out of range (e.g. FedSpray's class ratios); default none."""
+        return None
 
     def screen_uploads(self, messages: list[Message], replies: list[Message], refused: dict[int, str],
                        skip: tuple[tuple[str, str], ...] = ()) -> dict[int, str]:
@@ -349,14 +371,22 @@ class FGLStrategy(Strategy):
         return out
 
     def screen_replies(self, replies: list[Message]) -> dict[int, str]:
-        """The checks every reply gets: its arrays, and a train reply's weight."""
+        """The checks every reply gets: its arrays, its metric records (a train or evaluate
+        reply must have one; :func:`~fgl_flower.strategies.screening.metric_problems`), and a
+        train reply's weight."""
         refused = {}
         for r in replies:
+            pid, kind = reply_partition_id(r), r.metadata.message_type
             why = array_problems(r.content)
-            if why is None and r.metadata.message_type == MessageType.TRAIN:
+            for name in (METRICS, EVALUATION):
+                metrics = get_record(r.content, name, MetricRecord)
+                if why is None and (metrics is not None or (name == METRICS and kind in (
+                        MessageType.TRAIN, MessageType.EVALUATE))):
+                    why = metric_problems(name, metrics, pid)
+            if why is None and kind == MessageType.TRAIN:
                 why = weight_problem(get_record(r.content, METRICS, MetricRecord))
             if why is not None:
-                refused[reply_partition_id(r)] = why
+                refused[pid] = why
         return refused
 
     def sent_by_partition(self, messages: list[Message]) -> dict[int, Message]:
@@ -387,8 +417,9 @@ class FGLStrategy(Strategy):
             want = (layout_of(next(iter(refs.values()))) if refs else self.upload_layouts.get(name)
                     or majority(list(got.values())))
             if want is None and got:
-                raise ClientFailure(f"the clients' {name!r} uploads differ in layout and no majority shares "
-                                    f"one; nothing tells the honest ones apart: {sorted(set(got.values()))[:3]}")
+                raise ClientFailure(f"the clients' {name!r} uploads come in {len(set(got.values()))} layouts "
+                                    f"and no majority of the {len(got)} shares one; nothing tells the honest "
+                                    "ones apart")
             for p, layout in got.items():
                 expected = layout_of(refs[p]) if p in refs else want
                 if (why := layout_problem(layout, expected)) is not None:

@@ -29,7 +29,7 @@ from logging import INFO
 
 import torch
 import torch.nn.functional as F
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
 from flwr.supercore import log
 
 from fgl_flower.device import cpu_seeded, manual_seed, resolve_device
@@ -38,9 +38,10 @@ from fgl_flower.models import build_run_model
 from fgl_flower.models.dense import FeatureGenerator, adversarial_loss, kd_loss
 from fgl_flower.models.fedtad import knn_graph
 from fgl_flower.protocol import ARRAYS
-from fgl_flower.records import record_torch, require_record, torch_record
+from fgl_flower.records import get_record, record_torch, require_record, torch_record
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.screening import values_of
 
 
 def union(pool: list[dict], entries: list[int]) -> dict:
@@ -90,6 +91,18 @@ class DENSEStrategy(FedAvgStrategy):
     steps a variant changes are methods (Co-Boost: :mod:`fgl_flower.strategies.coboost`)."""
 
     options_class = DENSEOptions
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS, SHAPE)}
+
+    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+        """FedAvg's checks, and every client must report the dataset's shape alike (the
+        server builds its generator and student from it)."""
+        refused = super().screen(server_round, messages, replies)
+        refused.update(self.screen_agreement(
+            replies, refused, MessageType.TRAIN,
+            lambda r: tuple(values_of(get_record(r.content, SHAPE, ArrayRecord), "shape").tolist()),
+            f"{SHAPE}/shape"))
+        return refused
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)

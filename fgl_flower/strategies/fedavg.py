@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from logging import WARNING
 
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.supercore import log
 
 from fgl_flower.dp.server import CentralDP
 from fgl_flower.errors import FGLError
@@ -135,14 +137,16 @@ class FedAvgStrategy(FGLStrategy):
         first where nothing was sent); under SecAgg+, a masked vector of that layout's
         length (:func:`~fgl_flower.secagg.server.masked_problem`)."""
         refused = self.screen_replies(replies)
-        refused.update(self.screen_uploads(messages, replies, refused, skip=((MessageType.TRAIN, ARRAYS),)))
         train = [r for r in replies if r.metadata.message_type == MessageType.TRAIN
                  and reply_partition_id(r) not in refused]
-        if not train:
-            return refused
-        if not self.uploads_model(server_round):  # nothing to average: an upload is a lie
+        if train and not self.uploads_model(server_round):  # nothing to average: an upload is a lie
             refused.update({reply_partition_id(r): f"{ARRAYS}: an upload in a round that averages none"
                             for r in train if len(get_record(r.content, ARRAYS, ArrayRecord) or ())})
+            return refused
+        refused.update(self.screen_uploads(messages, replies, refused, skip=((MessageType.TRAIN, ARRAYS),)))
+        refused.update(self.screen_own(server_round, replies, refused))
+        train = [r for r in train if reply_partition_id(r) not in refused]
+        if not train:
             return refused
         if self.needs_start():
             start, disagree = self.agreed_start(server_round, train)
@@ -214,8 +218,13 @@ class FedAvgStrategy(FGLStrategy):
         round keeps the model it started from (and, under DP, releases nothing)."""
         if not self.secure:
             return
-        total = self._secagg.unmask(replies, ARRAYS, send).total
-        self._secagg = None
+        result = self._secagg.unmask(replies, ARRAYS, send)
+        total, self._secagg = result.total, None
+        if result.refused:  # the protocol's own replies that were malformed or did not fit
+            partition_of = {node: pid for pid, node in self.nodes.items()}
+            self._note["secagg_refused"] = {str(partition_of.get(n, n)): why for n, why in result.refused.items()}
+            log(WARNING, "Round %d: SecAgg+ left out or corrected: %s", server_round, "; ".join(
+                f"partition {p}: {why}" for p, why in self._note["secagg_refused"].items()))
         weight = float(total.pop(WEIGHT_KEY)[0])
         expected = sum(self.reply_weight(r) for r in replies)
         m = len(replies)
@@ -295,7 +304,8 @@ class FedAvgStrategy(FGLStrategy):
 
     def round_record(self, server_round: int) -> dict:
         """With DP: the budget spent after this round and its noise (``dp``); a robust rule's
-        choice (``aggregation``); a refused secure sum (``refused_sum``)."""
+        choice (``aggregation``); a refused secure sum (``refused_sum``); clients whose SecAgg+
+        replies were malformed or whose shares did not fit (``secagg_refused``)."""
         out = dict(self._note)
         self._note = {}
         if self.dp is not None:

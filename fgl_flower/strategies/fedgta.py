@@ -24,16 +24,17 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
 
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fedgta import STATISTICS, FedGTAOptions
 from fgl_flower.protocol import ARRAYS
-from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
+from fgl_flower.records import array_numpy, get_record, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.grid import reply_partition_id
 from fgl_flower.strategies.multi_model import MultiModelStrategy, client_owner
+from fgl_flower.strategies.screening import nonnegative_problem, values_of
 
 
 def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
@@ -50,6 +51,17 @@ def aggregation_sets(similarity: np.ndarray, accept: float) -> list[list[int]]:
 
 class FedGTAStrategy(MultiModelStrategy):
     """Topology-aware personalised averaging (module docstring)."""
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS, STATISTICS)}
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        """The smoothing confidence (the clients' averaging weight) must be at least 0; its
+        size is the client's word (it grows with the client's degrees, which the server
+        does not know)."""
+        if reply.metadata.message_type != MessageType.TRAIN:
+            return None
+        return nonnegative_problem(values_of(get_record(reply.content, STATISTICS, ArrayRecord), "confidence"),
+                                   f"{STATISTICS}/confidence")
 
     #: Round ``r``'s evaluation of client ``i`` is of the model its round ``r + 1`` train
     #: message carries, :math:`\bar{\mathbf W}_i`, loaded before it trains.

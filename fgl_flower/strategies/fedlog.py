@@ -37,6 +37,7 @@ from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import array_numpy, get_record, require_record
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.screening import shares_problem, values_of
 
 
 def class_weights(rates: np.ndarray) -> np.ndarray:
@@ -61,6 +62,15 @@ class FedLoGStrategy(FedAvgStrategy):
     evaluates_in_train = True
 
     checkpointed = FedAvgStrategy.checkpointed + ("global_x", "global_y", "generators")
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS, SYNTHETIC)}
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        """The class rates (the synthetic nodes' weights) must be shares of one whole."""
+        if reply.metadata.message_type != MessageType.TRAIN:
+            return None
+        return shares_problem(values_of(get_record(reply.content, SYNTHETIC, ArrayRecord), "class-rate"),
+                              f"{SYNTHETIC}/class-rate")
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)

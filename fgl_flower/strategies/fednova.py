@@ -19,17 +19,20 @@ differs is refused). Integer arrays (counters) take FedAvg's mean.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
 
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fednova import STEPS
-from fgl_flower.protocol import ARRAYS, METRICS
+from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
 from fgl_flower.records import array_numpy, array_of, require_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.grid import reply_partition_id
+from fgl_flower.strategies.screening import MAX_EXAMPLES
 
 
 def nova_average(current: dict[str, np.ndarray], uploads: Sequence[dict[str, np.ndarray]],
@@ -76,6 +79,40 @@ class FedNovaStrategy(FedAvgStrategy):
         moved = [s for s in steps if s > 0]
         self.spread = max(moved) / min(moved) if moved else 1.0
         return out, self.aggregate_train_metrics(replies)
+
+    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+        """FedAvg's checks, and each train reply's step count :math:`a_k` (it scales every
+        client's update through :math:`\tau_{eff}`): on node tasks (full batch) exactly
+        ``local-epochs``; on graph tasks ``local-epochs`` times the batches of the client's
+        training examples where ``agg-weight = train`` reports them, else a whole multiple of
+        ``local-epochs`` up to that of :data:`~fgl_flower.strategies.screening.MAX_EXAMPLES`
+        examples (the client's word)."""
+        refused = super().screen(server_round, messages, replies)
+        for r in replies:
+            pid = reply_partition_id(r)
+            if pid in refused or r.metadata.message_type != MessageType.TRAIN:
+                continue
+            if (why := self.steps_problem(require_record(r.content, METRICS, MetricRecord))) is not None:
+                refused[pid] = why
+        return refused
+
+    def steps_problem(self, metrics: MetricRecord) -> str | None:
+        """Why a reply's :data:`~fgl_flower.methods.fednova.STEPS` cannot be right, or ``None``."""
+        from fgl_flower.datasets.resolve import task_of
+
+        steps, epochs = metrics.get(STEPS), self.cfg.local_epochs
+        if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not math.isfinite(steps):
+            return f"{STEPS} is missing or not a finite number"
+        if task_of(self.cfg.dataset) == "node":
+            expected = epochs  # full batch: one step an epoch
+        elif self.cfg.agg_weight == "train":
+            expected = epochs * math.ceil(float(metrics[NUM_EXAMPLES]) / self.cfg.batch_size)
+        else:
+            most = epochs * math.ceil(MAX_EXAMPLES / self.cfg.batch_size)
+            if steps <= 0 or steps > most or steps % epochs:
+                return f"{STEPS}={steps:g} is not a multiple of local-epochs={epochs} from {epochs} to {most}"
+            return None
+        return None if steps == expected else f"{STEPS}={steps:g}, but this run takes {expected} local steps"
 
     def needs_start(self) -> bool:
         """:math:`w` is what every update is measured from: always needed."""

@@ -26,7 +26,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
 
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import FGLError
@@ -58,6 +58,8 @@ def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp
 
 class FedPubStrategy(MultiModelStrategy):
     """Personalised averages by functional-embedding similarity (module docstring)."""
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS, EMBEDDING)}
 
     evaluates_in_train = True  # a client evaluates the model it trained (the code's log)
     #: ``fedpub.evaluate = "received"``: round ``r``'s evaluation is of the personalised model

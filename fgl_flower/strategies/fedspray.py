@@ -32,8 +32,10 @@ from fgl_flower.clients.fedspray import DP_PROXIES, PROXIES
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies
-from fgl_flower.records import require_record
+from fgl_flower.protocol import ARRAYS
+from fgl_flower.records import get_record, require_record
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.screening import shares_problem, values_of
 
 
 def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray) -> np.ndarray:
@@ -78,6 +80,20 @@ class FedSprayStrategy(FedAvgStrategy):
         super().__init__(cfg)
         self.opts = FedSprayOptions.from_config(cfg)
         self.proxies: np.ndarray | None = None  # the global S; None until round 1 ends
+        if self.dp is None:  # in clear the proxies and class ratios come apart from the encoder
+            self.checked_uploads = {MessageType.TRAIN: (ARRAYS, PROXIES)}
+
+    def upload_reference(self, name: str, message: Message | None) -> ArrayRecord | None:
+        """The proxies go down as ``S`` alone and come up with the class ratios: their layout
+        is the one the round's majority (and then every later round) uploads."""
+        return None if name == PROXIES else super().upload_reference(name, message)
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        """In clear, the class ratios (Eq. 15's weights) must be shares of one whole."""
+        if self.dp is not None or reply.metadata.message_type != MessageType.TRAIN:
+            return None
+        return shares_problem(values_of(get_record(reply.content, PROXIES, ArrayRecord), "class-ratio"),
+                              f"{PROXIES}/class-ratio")
 
     def start_from_sent(self) -> ArrayRecord | None:
         """Under DP, what a client clips its upload against: the sent encoder (its projector

@@ -38,7 +38,7 @@ from collections.abc import Iterable
 import numpy as np
 import torch
 import torch.nn.functional as F
-from flwr.app import ArrayRecord, Message, MetricRecord
+from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
 
 from fgl_flower.config import RunConfig
 from fgl_flower.device import manual_seed, resolve_device
@@ -46,9 +46,10 @@ from fgl_flower.methods.fedtad import RELIABILITY, FedTADOptions
 from fgl_flower.models import build_run_model
 from fgl_flower.models.fedtad import ConditionalGenerator, class_labels, diversity_loss, knn_graph
 from fgl_flower.protocol import ARRAYS
-from fgl_flower.records import record_torch, require_record, torch_record
+from fgl_flower.records import get_record, record_torch, require_record, torch_record
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.screening import nonnegative_problem, values_of
 
 
 def class_weights(ckr: torch.Tensor) -> torch.Tensor:
@@ -83,6 +84,24 @@ class FedTADStrategy(FedAvgStrategy):
     """FedAvg plus the server's data-free distillation (module docstring)."""
 
     checkpointed = ("server_state",)
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS, RELIABILITY)}
+
+    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+        """FedAvg's checks; the class reliabilities (the distillation's class weights) must be
+        at least 0, and every client must report the dataset's shape alike."""
+        refused = super().screen(server_round, messages, replies)
+        refused.update(self.screen_agreement(
+            replies, refused, MessageType.TRAIN,
+            lambda r: tuple(values_of(get_record(r.content, RELIABILITY, ArrayRecord), "shape").tolist()),
+            f"{RELIABILITY}/shape"))
+        return refused
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        if reply.metadata.message_type != MessageType.TRAIN:
+            return None
+        return nonnegative_problem(values_of(get_record(reply.content, RELIABILITY, ArrayRecord), "ckr"),
+                                   f"{RELIABILITY}/ckr")
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

@@ -20,13 +20,14 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MetricRecord, RecordDict
+from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
 from fgl_flower.methods.fggp import MEMORY, PROTOTYPES, FGGPOptions
-from fgl_flower.records import array_numpy, require_record
+from fgl_flower.records import array_numpy, get_record, require_record
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.screening import counts_problem, values_of
 
 
 def first_neighbour_partition(points: np.ndarray) -> np.ndarray:
@@ -96,6 +97,30 @@ class FGGPStrategy(FedAvgStrategy):
     """FedAvg plus the prototype memory (module docstring)."""
 
     checkpointed = ("memory", "memory_classes")
+
+    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+        """FedAvg's checks; every client must report the number of classes alike, and its
+        prototypes must be one row per distinct class below it."""
+        refused = super().screen(server_round, messages, replies)
+        refused.update(self.screen_agreement(
+            replies, refused, MessageType.TRAIN,
+            lambda r: tuple(values_of(get_record(r.content, PROTOTYPES, ArrayRecord), "num-classes").tolist()),
+            f"{PROTOTYPES}/num-classes"))
+        return refused
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        if reply.metadata.message_type != MessageType.TRAIN:
+            return None
+        record = get_record(reply.content, PROTOTYPES, ArrayRecord)
+        classes, protos, num = (values_of(record, k) for k in ("classes", "prototypes", "num-classes"))
+        if classes is None or protos is None or num is None or num.shape != (1,) or protos.ndim != 2:
+            return f"{PROTOTYPES}: not prototypes [classes, d], classes and num-classes [1]"
+        if (why := counts_problem(classes, f"{PROTOTYPES}/classes")) is not None:
+            return why
+        if len(np.unique(classes)) != classes.size or classes.size != protos.shape[0] or (
+                classes.size and classes.max() >= num[0]):
+            return f"{PROTOTYPES}: classes are not {protos.shape[0]} distinct ids below num-classes={num[0]:g}"
+        return None
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)

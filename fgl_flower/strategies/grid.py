@@ -14,6 +14,7 @@ says), and one the strategy's checks refuse (:meth:`MeteredGrid.refuse`,
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Iterable
 from logging import INFO, WARNING
@@ -139,7 +140,8 @@ def named_partitions(msg: Message) -> list[int | None]:
     for rec in msg.content.values():
         if isinstance(rec, (MetricRecord, ConfigRecord)) and PARTITION_ID in rec:
             value = rec[PARTITION_ID]
-            whole = not isinstance(value, bool) and isinstance(value, (int, float)) and value == int(value)
+            whole = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
+                     and value == int(value))
             named.append(int(value) if whole else None)
     return named
 
@@ -274,8 +276,12 @@ class MeteredGrid:
     @staticmethod
     def _answer(reply: Message) -> tuple[int, int, int]:
         """``(node id, partition id, num-partitions)`` of a ``query.partition`` reply."""
-        rec = require_record(reply.content, CONFIG, ConfigRecord)
-        return reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+        try:
+            rec = require_record(reply.content, CONFIG, ConfigRecord)
+            return reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
+        except (FGLError, KeyError, TypeError, ValueError, OverflowError):
+            raise ConfigError(f"Node {reply.metadata.src_node_id} answered the partition query without a "
+                              f"whole {PARTITION_ID} and {NUM_PARTITIONS}: is it running this app?") from None
 
     @staticmethod
     def _check_partition(node: int, pid: int, num: int, num_clients: int, owners: dict[int, int]) -> None:
@@ -303,11 +309,18 @@ class MeteredGrid:
             found = self._ask_partitions(new, timeout)
         except ClientFailure:
             return owners  # a node that cannot answer now is asked again after the next failure
+        live = set(self.get_node_ids())
         for node, pid, num in found:
-            if num == num_clients and 0 <= pid < num_clients:
-                log(INFO, "Partition %d is now served by node %d", pid, node)
-                owners[pid] = node
-                self.partitions[node] = pid
+            if num != num_clients or not 0 <= pid < num_clients:
+                continue
+            if owners.get(pid) in live:  # a partition's node is still there: a second claim
+                log(WARNING, "Node %d claims partition %d, whose node %d is still connected: ignored",
+                    node, pid, owners[pid])
+                continue
+            log(INFO, "Partition %d is now served by node %d", pid, node)
+            self.partitions.pop(owners.get(pid), None)
+            owners[pid] = node
+            self.partitions[node] = pid
         return dict(sorted(owners.items()))
 
     def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None,
@@ -398,6 +411,8 @@ class MeteredGrid:
         named, own = named_partitions(reply), self.partitions[node]
         if not named:
             return f"the reply names no {PARTITION_ID}"
+        if None in named:
+            return f"the reply names a {PARTITION_ID} that is not a whole number"
         if (other := next((p for p in named if p != own), own)) != own:
             return f"the reply claims partition {other}, but its node serves partition {own}"
         return None

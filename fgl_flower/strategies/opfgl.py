@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from logging import INFO, WARNING
 
+import numpy as np
 import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
@@ -38,16 +39,18 @@ from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
+from fgl_flower.errors import FGLError
 from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.models.opfgl import (
     ClassStatistics, PseudoGraph, aligned_share, condense, synthetic_class_sizes,
 )
-from fgl_flower.protocol import CONFIG, SERVER_ROUND
+from fgl_flower.protocol import CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
 from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
 from fgl_flower.secagg.server import SecAggPlusSettings, secure_sum
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
 from fgl_flower.strategies.grid import ClientFailure, who
+from fgl_flower.strategies.screening import counts_problem
 
 
 def clear_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
@@ -56,6 +59,23 @@ def clear_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
     if not records:
         raise ValueError("clear_sum needs at least one record.")
     return {k: torch.stack([r[k].double() for r in records]).sum(0) for k in (*STAT_KEYS, HRE)}
+
+
+def statistics_problem(stats: Mapping[str, Tensor], labelled: float, clients: int = 1) -> str | None:
+    """Why a statistics record (or the sum of ``clients`` of them, ``labelled`` their clients'
+    labelled counts) cannot be counts of ``labelled`` labelled nodes, or ``None``."""
+    counts = {k: stats[k].double().numpy() for k in ("cnt", "present", "orig_cnt", HRE)}
+    for key, values in counts.items():
+        if (why := counts_problem(values, f"stats/{key}")) is not None:
+            return why
+    cnt, present, orig, (added, correct) = counts["cnt"], counts["present"], counts["orig_cnt"], counts[HRE]
+    if correct > added or (orig > cnt).any() or present.max(initial=0) > clients:
+        return "stats: more correct, labelled or present than counted"
+    if clients == 1 and not np.array_equal(present, (cnt >= 2).astype(present.dtype)):
+        return "stats: present is not 1 exactly where a class counts two nodes or more"
+    if orig.sum() > labelled or cnt.sum() > labelled + added:
+        return f"stats: {orig.sum():g} labelled and {cnt.sum():g} counted nodes, {labelled:g} labelled reported"
+    return None
 
 
 def pooled_statistics(total: Mapping[str, Tensor]) -> ClassStatistics:
@@ -87,6 +107,16 @@ class OPFGLStrategy(FGLStrategy):
         # the clear statistics share one layout; masked ones are checked as SecAgg+ unmasks them
         self.checked_uploads = {} if self.opts.secure_aggregation else {f"{MessageType.QUERY}.stats": (STATS,)}
         self.refused: dict[int, str] = {}  # partition id -> why its masked statistics were left out
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        """Clear statistics must be consistent counts: whole numbers, ``present`` 1 exactly
+        where ``cnt >= 2``, ``orig_cnt <= cnt``, HRE's correct <= added, and no more labelled
+        nodes than the reply's ``num-examples`` (its labelled count) nor more nodes than those
+        plus HRE's. (The counts themselves are the client's word.)"""
+        if reply.metadata.message_type != f"{MessageType.QUERY}.stats" or self.opts.secure_aggregation:
+            return None
+        return statistics_problem(require_record(reply.content, STATS, ArrayRecord).to_torch_state_dict(),
+                                  float(require_record(reply.content, METRICS, MetricRecord)[NUM_EXAMPLES]))
 
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         """With ``opfgl.topk = 0`` HRE is off by choice: its share is recorded, not watched."""
@@ -126,6 +156,12 @@ class OPFGLStrategy(FGLStrategy):
                 "were removed with the others' shares", len(result.dropped))
         partition_of = {node: pid for pid, node in self.nodes.items()}
         self.refused = {partition_of.get(n, n): why for n, why in result.refused.items()}
+        summed = [r for r in result.replies if r.metadata.src_node_id in result.summed]
+        labelled = sum(float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in summed)
+        if (why := statistics_problem(result.total, labelled, len(summed))) is not None:
+            raise FGLError(f"O-pFGL: the secure sum of the statistics is not counts of the clients' "
+                           f"labelled nodes ({why}): a client masked statistics other than those it "
+                           "reports; the one shot cannot go on.")
         return result.total
 
     def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:

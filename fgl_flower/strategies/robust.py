@@ -13,10 +13,11 @@ to this project's records in partition-id order:
   :math:`f` largest and the :math:`f` smallest (Yin et al.); needs :math:`n > 2f`;
 - ``krum``: the upload whose :math:`n - f - 2` nearest uploads are nearest in summed squared
   L2 distance (Blanchard et al., NeurIPS 2017);
-- ``multi-krum``: the weighted mean of the :math:`n - f` uploads with the best Krum scores.
+- ``multi-krum``: the mean of the :math:`n - f` uploads with the best Krum scores
+  (unweighted, as Blanchard et al.'s; Flower's ``MultiKrum`` weighs them by size).
 
-The robust rules ignore the weights (``multi-krum`` weighs the uploads it keeps), so a
-client's claimed size buys it nothing; each array comes back in its own dtype.
+The robust rules ignore the weights, so a client's claimed size buys it nothing; each array
+comes back in its own dtype. Their sizes (:func:`needed`) are checked before a run starts.
 """
 
 from __future__ import annotations
@@ -81,9 +82,8 @@ def _krum(records, weights, f):
 
 
 def _multi_krum(records, weights, f):
-    keep = max(1, len(records) - f)
-    best = sorted(np.argsort(_krum_scores(records, f), kind="stable")[:keep])
-    return weighted_mean_arrays([records[i] for i in best], [weights[i] for i in best])
+    best = selected_by("multi-krum", records, f)
+    return weighted_mean_arrays([records[i] for i in best], [1.0] * len(best))
 
 
 _RULES: dict[str, Callable[[Sequence[ArrayRecord], Sequence[float], int], ArrayRecord]] = {
@@ -93,6 +93,14 @@ _RULES: dict[str, Callable[[Sequence[ArrayRecord], Sequence[float], int], ArrayR
     "krum": _krum,
     "multi-krum": _multi_krum,
 }
+
+
+def needed(rule: str, malicious: int) -> int:
+    """The fewest uploads ``rule`` needs to tolerate ``malicious`` arbitrary ones: more than
+    :math:`2f` for the trimmed mean (something is left after the cuts), :math:`2f + 3` for
+    Krum and Multi-Krum (Blanchard et al.'s condition), one otherwise."""
+    return {"trimmed-mean": 2 * malicious + 1, "krum": 2 * malicious + 3,
+            "multi-krum": 2 * malicious + 3}.get(rule, 1)
 
 
 def aggregate(rule: str, records: Sequence[ArrayRecord], weights: Sequence[float], malicious: int) -> ArrayRecord:

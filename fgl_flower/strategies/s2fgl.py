@@ -30,14 +30,25 @@ from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY
 from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.config import RunConfig
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository
-from fgl_flower.records import require_record
+from fgl_flower.protocol import ARRAYS
+from fgl_flower.records import get_record, require_record
 from fgl_flower.strategies.fedavg import FedAvgStrategy
+from fgl_flower.strategies.screening import counts_problem, values_of
 
 
 class S2FGLStrategy(FedAvgStrategy):
     """FedAvg plus the NLIR knowledge repository, rebuilt every round."""
 
     checkpointed = ("repository",)
+
+    checked_uploads = {MessageType.TRAIN: (ARRAYS, PROTOTYPES)}
+
+    def reply_problem(self, server_round: int, reply: Message) -> str | None:
+        """The prototypes' class counts (their weights in the repository) must be counts."""
+        if reply.metadata.message_type != MessageType.TRAIN:
+            return None
+        return counts_problem(values_of(get_record(reply.content, PROTOTYPES, ArrayRecord), "counts"),
+                              f"{PROTOTYPES}/counts")
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)

@@ -27,7 +27,8 @@ from typing import TypeVar
 import numpy as np
 from flwr.app import ArrayRecord, MetricRecord, RecordDict
 
-from fgl_flower.protocol import NUM_EXAMPLES
+from fgl_flower.probes import PROBE
+from fgl_flower.protocol import NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import array_numpy
 
 T = TypeVar("T", bound=Hashable)
@@ -82,14 +83,44 @@ def array_problems(content: RecordDict) -> str | None:
                 dtype = np.dtype(array.dtype)
                 if dtype.kind not in NUMERIC_KINDS:
                     return f"{where} has dtype {array.dtype}, not a number"
+                if array.stype != "numpy.ndarray":
+                    return f"{where} has stype {array.stype!r}, not numpy.ndarray"
                 values = array_numpy(array)
-            except (TypeError, ValueError) as e:
-                return f"{where} is unreadable as {array.dtype}{tuple(array.shape)} ({e})"
+            except Exception as e:  # noqa: BLE001 - whatever the bytes make a parser raise is a refusal
+                return f"{where} is unreadable as {array.dtype}{tuple(array.shape)} ({type(e).__name__}: {e})"
             if values.shape != tuple(array.shape):
                 return f"{where} holds shape {values.shape}, declared {tuple(array.shape)}"
             if dtype.kind == "f" and not np.isfinite(values).all():
                 bad = values[~np.isfinite(values)]
                 return f"{where} has {int(np.isnan(bad).sum())} NaN and {int(np.isinf(bad).sum())} infinite value(s)"
+    return None
+
+
+#: Evaluation metrics that are shares (accuracies, F1 scores): in ``[0, 1]``.
+SHARE_SUFFIXES = ("_acc", "_f1", "_f1_all")
+
+
+def metric_problems(name: str, metrics: MetricRecord | None, partition_id: int) -> str | None:
+    """Why a reply's metric record ``name`` (``metrics``; its evaluation record too) cannot
+    be read: missing, without the reply's ``partition-id``, a value that is not a number, a share (``*_acc``, ``*_f1``) outside
+    ``[0, 1]``, a loss below 0, or a count (``num-*``) that is not a whole number from 0 to
+    :data:`MAX_EXAMPLES`. The server cannot tell a plausible lie from the truth: a client's
+    evaluation within these ranges is its word."""
+    if metrics is None:
+        return f"no {name!r} record"
+    if PARTITION_ID not in metrics or metrics[PARTITION_ID] != partition_id:
+        return f"{name}: no {PARTITION_ID} {partition_id}"
+    for key, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return f"{name}: {key} is not a number ({type(value).__name__})"
+        if not math.isfinite(value) or key.startswith(PROBE):
+            continue  # on-nonfinite decides (fgl_flower.strategies.base.drop_nonfinite); probes are free
+        if key.endswith(SHARE_SUFFIXES) and not 0.0 <= value <= 1.0:
+            return f"{name}: {key}={value:g} outside [0, 1]"
+        if key.endswith("_loss") and value < 0:
+            return f"{name}: {key}={value:g} is negative"
+        if key.startswith("num-") and key != NUM_EXAMPLES and (value < 0 or value > MAX_EXAMPLES or value != int(value)):
+            return f"{name}: {key}={value:g} is not a whole number from 0 to {MAX_EXAMPLES}"
     return None
 
 
@@ -128,6 +159,48 @@ def update_norm_problem(upload: ArrayRecord, start: ArrayRecord, clip: float) ->
     if norm > clip * (1 + NORM_SLACK):
         return f"its update has norm {norm:.6g}, above dp-clip={clip:g} (it was not clipped)"
     return None
+
+
+def values_of(record: ArrayRecord | None, key: str) -> np.ndarray | None:
+    """The array ``key`` of ``record`` as float64 values, ``None`` if either is missing."""
+    if record is None or key not in record:
+        return None
+    return array_numpy(record[key]).astype(np.float64)
+
+
+def shares_problem(values: np.ndarray | None, what: str) -> str | None:
+    """Why ``values`` are not shares of one whole (each in ``[0, 1]``, summing to at most 1)."""
+    if values is None:
+        return f"no {what}"
+    if values.size and (values.min() < 0 or values.max() > 1 or values.sum() > 1 + 1e-6):
+        return f"{what} are not shares of one whole (min {values.min():g}, max {values.max():g}, sum {values.sum():g})"
+    return None
+
+
+def counts_problem(values: np.ndarray | None, what: str) -> str | None:
+    """Why ``values`` are not counts (whole numbers from 0 to :data:`MAX_EXAMPLES`)."""
+    if values is None:
+        return f"no {what}"
+    if values.size and (values.min() < 0 or values.max() > MAX_EXAMPLES or not np.array_equal(values, np.round(values))):
+        return f"{what} are not whole numbers from 0 to {MAX_EXAMPLES}"
+    return None
+
+
+def nonnegative_problem(values: np.ndarray | None, what: str) -> str | None:
+    """Why ``values`` are not all at least 0."""
+    if values is None:
+        return f"no {what}"
+    return f"{what} below 0 ({values.min():g})" if values.size and values.min() < 0 else None
+
+
+def minority(values: dict[int, Hashable], what: str) -> dict[int, str]:
+    """``{partition: why}`` of the replies whose value (``values``: by partition) is not the
+    one a strict majority reports, e.g. a dataset's dimensions every client knows alike;
+    without a majority the round stops (:class:`ValueError`, the caller names it)."""
+    agreed = majority(list(values.values()))
+    if agreed is None and values:
+        raise ValueError(f"the clients disagree on {what} and no majority agrees")
+    return {p: f"{what} {v} differs from the other clients' {agreed}" for p, v in values.items() if v != agreed}
 
 
 def majority(values: Sequence[T]) -> T | None:

@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from faults import fail_partition
+from methods_data import NEEDS
 from flwr.app import ArrayRecord, Context, Message, MessageType
 from run_records import rounds
 
@@ -37,6 +38,9 @@ PROTOCOL_ATTACKS = {
     "a NaN weight": (attacks.weight(float("nan")), "num-examples=nan is not a whole number"),
     "another client's partition": (attacks.claim_partition(0), "claims partition 0, but its node serves partition 2"),
     "a partition that does not exist": (attacks.claim_partition(99), "claims partition 99"),
+    "a partition id that is not a number": (
+        lambda msg, reply: reply.content["metrics"].__setitem__("partition-id", float("nan")),
+        "names a partition-id that is not a whole number"),
 }
 
 
@@ -206,3 +210,98 @@ def test_under_secagg_and_dp_an_unclipped_client_makes_the_round_release_nothing
     assert "did not clip" in recs[1]["refused_sum"] and "did not clip" in recs[1]["dp"]["withheld"]
     moves = recorder.moves()
     assert moves[1] == 0.0 and all(m <= 1 + 1e-5 for m in moves)
+
+
+def _flip_shares(msg, reply):
+    """An unmask reply whose every share has one bit flipped."""
+    from fgl_flower.secagg.protocol import SECAGG, SHARES, STAGE
+
+    if str(msg.content[SECAGG][STAGE]) == "unmask":
+        fields = reply.content[SECAGG]
+        fields[SHARES] = [s[:4] + bytes([s[4] ^ 1]) + s[5:] for s in fields[SHARES]]
+
+
+def _drop_keys(msg, reply):
+    """A setup reply without its public keys."""
+    from fgl_flower.secagg.protocol import PUBLIC_KEY_1, SECAGG, STAGE
+
+    if str(msg.content[SECAGG][STAGE]) == "setup":
+        del reply.content[SECAGG][PUBLIC_KEY_1]
+
+
+def test_wrong_unmask_shares_are_found_named_and_the_sum_stays_right(flat, tmp_path):
+    """Each secret is checked when rebuilt (a mask seed against the commitment its owner
+    sent, a dropped client's key against its public key); a share that does not fit is
+    found among the others and left out. Before, one client flipping a bit of its shares
+    froze the model for the whole run without being named."""
+    flat = _secure(flat)
+    _run({**flat, "out-dir": str(tmp_path / "honest")})
+    _run(flat, attacks.malicious([LIAR], _flip_shares, message_type="query.secagg"))
+    recs = rounds(tmp_path / "run")
+    assert all("share of node" in r["secagg_refused"][str(LIAR)] for r in recs)
+    assert [r["eval"] for r in recs] == [r["eval"] for r in rounds(tmp_path / "honest")]
+
+
+def test_a_malformed_protocol_reply_leaves_its_client_out_of_the_round(flat, tmp_path):
+    _run(_secure(flat), attacks.malicious([LIAR], _drop_keys, message_type="query.secagg"))
+    recs = rounds(tmp_path / "run")
+    assert all(r["secagg_refused"] == {str(LIAR): "setup: no public keys"} for r in recs)
+    # it was never asked to train, so its evaluation (which rides in the next train message) is missing
+    assert all(LIAR not in r["eval_clients"] for r in recs[:-1])
+
+
+def _set(record, key, value):
+    """A rewrite: ``record/key`` of the reply set to ``value`` (an array or a metric)."""
+    def rewrite(msg, reply):
+        target = reply.content[record]
+        if isinstance(target, ArrayRecord):
+            target[key] = type(next(iter(target.values())))(np.asarray(value))
+        else:
+            target[key] = value
+
+    return rewrite
+
+
+def _drop(record, key):
+    def rewrite(msg, reply):
+        del reply.content[record][key]
+
+    return rewrite
+
+
+def _bad_bytes(data):
+    """The first array of the upload with ``data`` for its bytes (a parser's worst case)."""
+    from flwr.app import Array
+
+    def rewrite(msg, reply):
+        arrays = reply.content[ARRAYS]
+        key, first = next(iter(arrays.items()))
+        arrays[key] = Array(dtype=first.dtype, shape=tuple(first.shape), stype=first.stype, data=data)
+
+    return rewrite
+
+
+#: (method, attack, what the refusal says): the checks the second outside review asked for
+RECORD_ATTACKS = {
+    "truncated array bytes": ("fedavg", _bad_bytes(b"\x93NUMPY\x01"), "is unreadable as float32"),
+    "zip bytes": ("fedavg", _bad_bytes(b"PK\x03\x04" + bytes(60)), "is unreadable as float32"),
+    "no partition id in the metrics": ("fedavg", _drop("metrics", "partition-id"), "metrics: no partition-id 2"),
+    "a metric that is a list": ("fedavg", _set("metrics", "train_loss", [1.0, 2.0]), "train_loss is not a number"),
+    "an accuracy above 1": ("fedavg", _set("evaluation", "test_acc", 1e6), "test_acc=1e+06 outside [0, 1]"),
+    "FedNova's step count": ("fednova", _set("metrics", "fednova.steps", 1e9), "but this run takes 3 local steps"),
+    "FedSpray's class ratios": ("fedspray", _set("proxies", "class-ratio", np.full(4, 1e30, np.float32)),
+                                "class-ratio are not shares of one whole"),
+    "FedLoG's class rates missing": ("fedlog", _drop("fedlog.synthetic", "class-rate"),
+                                     "fedlog.synthetic: missing key(s) 'class-rate'"),
+    "FedGTA's confidence": ("fedgta", _set("fedgta.statistics", "confidence", np.array([-5.0], np.float32)),
+                            "confidence below 0"),
+}
+
+
+@pytest.mark.parametrize("attack", list(RECORD_ATTACKS))
+def test_method_records_and_metrics_are_screened(flat, tmp_path, attack):
+    method, rewrite, why = RECORD_ATTACKS[attack]
+    flat.update({"method": method, **NEEDS.get(method, {}), "num-rounds": 3, "accept-failures": 1})
+    _run(flat, attacks.malicious([LIAR], rewrite, rounds={2}))
+    recs = rounds(tmp_path / "run")
+    assert "failures" not in recs[0] and why in recs[1]["failures"][str(LIAR)], recs[1].get("failures")

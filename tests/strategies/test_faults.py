@@ -161,3 +161,29 @@ def test_model_selection_ignores_rounds_with_nonfinite_metrics():
     assert summarize_rounds(records, "val_loss")["best_val"]["round"] == 3
     assert summarize_rounds(records, "val_acc")["best_val"]["round"] == 3
     assert "val_loss" not in summarize_rounds(records, "val_acc")["last"]  # a NaN in the tail
+
+
+class _JoiningGrid:
+    """Nodes 10 and 11 serve partitions 0 and 1; node 12 joins claiming partition 1."""
+
+    def __init__(self, live):
+        self.live = live
+
+    def get_node_ids(self):
+        return self.live
+
+    def send_and_receive(self, messages, timeout=None):
+        return [Message(RecordDict({"config": ConfigRecord({"partition-id": 1, "num-partitions": 2})}), reply_to=m)
+                for m in messages if m.metadata.dst_node_id == 12]
+
+
+def test_a_joining_node_takes_over_a_partition_only_when_its_node_is_gone(messages):
+    """A restarted SuperNode gets its partition back; a second node claiming a partition
+    whose node is still connected is ignored (it could otherwise hold two partitions)."""
+    grid = MeteredGrid(_JoiningGrid([10, 11, 12]))
+    grid.partitions = {10: 0, 11: 1}
+    assert grid.rediscover({0: 10, 1: 11}, 2, 5) == {0: 10, 1: 11}
+    grid = MeteredGrid(_JoiningGrid([10, 12]))
+    grid.partitions = {10: 0, 11: 1}
+    assert grid.rediscover({0: 10, 1: 11}, 2, 5) == {0: 10, 1: 12}
+    assert grid.partitions == {10: 0, 12: 1}

@@ -54,8 +54,8 @@ def test_krum_picks_an_honest_upload_and_multi_krum_averages_the_honest_ones():
     assert robust.selected_by("krum", records, 1) == [1]
     assert _w(robust.aggregate("krum", records, [1] * 5, 1)) == [2.0, 1.0]
     assert robust.selected_by("multi-krum", records, 1) == [0, 1, 2, 3]
-    # the kept uploads weighted by the server's weights: (1 + 2 + 3 + 5 * 4) / 8
-    assert _w(robust.aggregate("multi-krum", records, [1, 1, 1, 5, 1], 1)) == pytest.approx([3.25, 2.25])
+    # the kept uploads' plain mean: a claimed size (here 5) buys nothing
+    assert _w(robust.aggregate("multi-krum", records, [1, 1, 1, 5, 1], 1)) == pytest.approx([2.5, 1.5])
 
 
 def test_the_methods_that_offer_it_average_through_fedavgs_rule():
@@ -70,10 +70,14 @@ def test_the_methods_that_offer_it_average_through_fedavgs_rule():
     ({"fedavg.dp-clip": 1.0, "agg-weight": "uniform"}, "the DP noise is sized for the mean"),
     ({"fedavg.secure-aggregation": True}, "the server sees only the sum"),
     ({"malicious-clients": -1}, "malicious-clients must be non-negative"),
+    ({"aggregation": "trimmed-mean", "accept-failures": 1},
+     "needs 3 uploads a round, but a round may keep only 2"),
+    ({"aggregation": "krum", "num-clients": 4}, "needs 5 uploads a round, but a round may keep only 4"),
 ])
 def test_combinations_it_cannot_serve_stop_before_training(flat, more, why):
     with pytest.raises(ConfigError, match=why):
         parse_run_config({**flat, "method": "fedavg", "aggregation": "median", **more})
+    assert robust.needed("median", 2) == 1 and robust.needed("multi-krum", 2) == 7
 
 
 def test_aggregation_names_its_choices(flat):
