@@ -10,8 +10,10 @@ run; best-validation and final test accuracy over seeds, in-process.
 Every run's summary numbers go to ``<out>/runs.jsonl`` (one line per run, appended as runs
 finish; a run already there is not run again, so an interrupted benchmark resumes);
 ``--render`` writes ``docs/results/robustness.md`` and its records
-``docs/results/robustness.runs.jsonl`` from it. The attackers are the lowest partition ids
-(0; 0 and 1); the server assumes ``malicious-clients = 2`` in every run, clean or not (it
+``docs/results/robustness.runs.jsonl`` from it. The attackers are drawn per seed
+(:func:`attackers_for`: the first one, or the first two, of a permutation of the partitions
+seeded with the run seed), so that no rule is judged on one pair of clients that happens to
+be unusual; the server assumes ``malicious-clients = 2`` in every run, clean or not (it
 does not know how many attack). An attacker trains honestly and uploads
 ``w0 + scale * dw`` (scaled) or ``w0 - flip * dw`` (sign-flipped) from round 2 on (round 1's
 start is built by each client, so the attack has no ``w0`` to measure from).
@@ -44,6 +46,14 @@ def attacks_of(scale: float, flip: float) -> dict[str, tuple[str, float, int]]:
             f"sign-flipped x{flip:g}, 2 clients": ("sign-flipped", flip, 2)}
 
 
+def attackers_for(seed: int, clients: int, count: int) -> list[int]:
+    """The ``count`` attacking partitions of a seed's runs (the one attacker is the first of
+    the two)."""
+    import numpy as np
+
+    return sorted(int(p) for p in np.random.default_rng([seed, 81]).permutation(clients)[:count])
+
+
 def one_run(job: dict) -> dict:
     """Run one (rule, attack, seed) in this process; its numbers."""
     from fgl_flower import attacks
@@ -59,11 +69,12 @@ def one_run(job: dict) -> dict:
                  "aggregation": job["rule"], "malicious-clients": 2, "checkpoint-every": 0,
                  "progress": False, "accept-failures": 2, "out-dir": job["out"]})
     mods = []
+    chosen = attackers_for(job["seed"], job["clients"], job["attackers"])
     if job["attack"] == "absent":
-        mods = [absent(range(job["attackers"]))]
+        mods = [absent(chosen)]
     elif job["attackers"]:
         rewrite = (attacks.scaled if job["attack"] == "scaled" else attacks.sign_flipped)(job["factor"])
-        mods = [attacks.malicious(range(job["attackers"]), rewrite)]
+        mods = [attacks.malicious(chosen, rewrite)]
     try:
         summary = run(InProcessGrid(flat, job["clients"], client_app=make_app(mods)), parse_run_config(flat))
     finally:
@@ -71,9 +82,9 @@ def one_run(job: dict) -> dict:
     kept = None
     if job["rule"] in ("krum", "multi-krum"):  # how often the attackers were kept
         recs = [json.loads(line) for line in (Path(job["out"]) / "rounds.jsonl").read_text().splitlines()]
-        kept = sum(any(p < job["attackers"] for p in r["aggregation"]["kept"]) for r in recs[1:]) / max(1, len(recs) - 1)
+        kept = sum(any(p in chosen for p in r["aggregation"]["kept"]) for r in recs[1:]) / max(1, len(recs) - 1)
     return {**{k: job[k] for k in ("rule", "column", "attack", "factor", "attackers", "seed", "dataset",
-                                   "partition", "clients", "rounds")},
+                                   "partition", "clients", "rounds")}, "attacker_ids": chosen,
             "best_val_test_acc": summary["best_val"]["test_acc"], "best_val_round": summary["best_val"]["round"],
             "final_test_acc": summary["final"]["test_acc"], "attackers_kept": kept}
 
@@ -153,9 +164,12 @@ def render(folder: Path) -> None:
         "",
         f"{first['dataset']} ({first['partition']}, {first['clients']} clients), GCN, {first['rounds']} rounds, "
         f"seeds {', '.join(map(str, seeds))}; best-validation test accuracy (%), mean ± std over the seeds. "
-        "The attackers (partition 0; 0 and 1) train honestly and upload a scaled update `w0 + λ·dw` or a "
-        "sign-flipped one `w0 − λ·dw` from round 2 on; the server assumes `malicious-clients = 2` in every "
-        "run. The \"absent\" columns are FedAvg without those clients (they never reply): the most a "
+        "The attacking partitions are drawn per seed (" + "; ".join(
+            f"seed {s}: {attackers_for(s, first['clients'], 1)[0]} alone, "
+            f"{' and '.join(map(str, attackers_for(s, first['clients'], 2)))} together" for s in seeds)
+        + "); they train honestly and upload a scaled update `w0 + λ·dw` "
+        "or a sign-flipped one `w0 − λ·dw` from round 2 on; the server assumes `malicious-clients = 2` in "
+        "every run. The \"absent\" columns are FedAvg without those clients (they never reply): the most a "
         "defence can give back is what the others reach alone. Produced by "
         "`experiments/robustness/poisoning.py` (command below); each run's numbers are in "
         "`robustness.runs.jsonl`." + ("" if complete else " **Incomplete: some runs are missing.**"),

@@ -38,7 +38,7 @@ from fgl_flower.strategies import robust
 from fgl_flower.strategies.base import FGLStrategy
 from fgl_flower.strategies.grid import ClientFailure, reply_partition_id
 from fgl_flower.strategies.screening import (
-    NORM_SLACK, layout_of, majority, record_digest, update_norm, update_norm_problem,
+    layout_of, majority, record_digest, rounding_norm, update_norm, update_norm_problem,
 )
 
 
@@ -238,7 +238,10 @@ class FedAvgStrategy(FGLStrategy):
             scaled = ArrayRecord({k: array_of(start[k].numpy().astype(np.float64) * m) for k in start.keys()})
             norm, _ = update_norm(summed, scaled)
             d = sum(int(np.prod(start[k].shape)) for k in start.keys())
-            bound = m * (self.dp.settings.clip * (1 + NORM_SLACK) + math.sqrt(d) * 2.0 ** -33)
+            # each client's clip, its upload's rounding to float32 (entries within C of w0) and
+            # the fixed point's rounding
+            clip = self.dp.settings.clip
+            bound = m * (clip + rounding_norm(start, clip) + math.sqrt(d) * 2.0 ** -33)
             if norm > bound:
                 why = (f"the sum of the {m} updates has norm {norm:.6g}, above {m} x dp-clip={self.dp.settings.clip:g} "
                        "(a client did not clip)")

@@ -40,9 +40,6 @@ Layout = tuple[tuple[str, str, tuple[int, ...]], ...]
 #: reach has (ogbn-papers100M: 1.1e8); a larger count is a lie or a bug.
 MAX_EXAMPLES = 2**31 - 1
 
-#: Relative slack of the DP bound check: a client clips in float64 and casts back to
-#: float32, which can lengthen the update by about one ulp (relative 6e-8).
-NORM_SLACK = 1e-6
 
 #: Array dtypes a reply may carry (NumPy's names): numbers, nothing that pickles.
 NUMERIC_KINDS = "biuf"
@@ -150,14 +147,29 @@ def update_norm(upload: ArrayRecord, start: ArrayRecord) -> tuple[float, list[st
     return math.sqrt(total), changed
 
 
+def rounding_norm(record: ArrayRecord, margin: float = 0.0) -> float:
+    r""":math:`\lVert \mathrm{ulp}(|w| + \text{margin})\rVert_2` over the floating-point
+    arrays: how far rounding values of that size to their dtype can move them, at most (a
+    full unit in the last place per entry, twice the rounding's half)."""
+    total = 0.0
+    for array in record.values():
+        w = array_numpy(array)
+        if np.issubdtype(w.dtype, np.floating):
+            total += float((np.spacing((np.abs(w) + margin).astype(w.dtype)).astype(np.float64) ** 2).sum())
+    return math.sqrt(total)
+
+
 def update_norm_problem(upload: ArrayRecord, start: ArrayRecord, clip: float) -> str | None:
-    r"""Why a DP upload is refused: an update longer than the clipping norm ``clip`` (up to
-    :data:`NORM_SLACK`), or an integer array (a counter) that is not the start's."""
+    r"""Why a DP upload is refused: an update longer than the clipping norm ``clip`` plus the
+    rounding of the upload to its dtype (:func:`rounding_norm`: a client clips in float64 and
+    casts :math:`w_0 + \Delta` back, which moves each entry by up to half a unit in its last
+    place, far more than ``clip`` allows for when the model's values are large), or an
+    integer array (a counter) that is not the start's."""
     norm, changed = update_norm(upload, start)
     if changed:
         return f"integer array(s) {_few(changed)} changed (a clipped upload keeps them)"
-    if norm > clip * (1 + NORM_SLACK):
-        return f"its update has norm {norm:.6g}, above dp-clip={clip:g} (it was not clipped)"
+    if norm > (bound := clip + rounding_norm(upload)):
+        return f"its update has norm {norm:.6g}, above dp-clip={clip:g} (to {bound:.6g} with rounding; it was not clipped)"
     return None
 
 
