@@ -95,13 +95,15 @@ def array_problems(content: RecordDict) -> str | None:
 
 #: Evaluation metrics that are shares (accuracies, F1 scores): in ``[0, 1]``.
 SHARE_SUFFIXES = ("_acc", "_f1", "_f1_all")
+#: Evaluation losses (cross-entropies, which ``select-by = val_loss`` reads): at least 0.
+EVAL_LOSSES = ("val_loss", "test_loss")
 
 
 def metric_problems(name: str, metrics: MetricRecord | None, partition_id: int) -> str | None:
     """Why a reply's metric record ``name`` (``metrics``; its evaluation record too) cannot
-    be read: missing, without the reply's ``partition-id``, a value that is not a number, a share (``*_acc``, ``*_f1``) outside
-    ``[0, 1]``, a loss below 0, or a count (``num-*``) that is not a whole number from 0 to
-    :data:`MAX_EXAMPLES`. The server cannot tell a plausible lie from the truth: a client's
+    be read: missing, without the reply's ``partition-id``, a value that is not a number, a
+    share (``*_acc``, ``*_f1``) outside ``[0, 1]``, an evaluation loss below 0, or a count
+    (``num-*``) that is not a whole number from 0 to :data:`MAX_EXAMPLES`. The server cannot tell a plausible lie from the truth: a client's
     evaluation within these ranges is its word."""
     if metrics is None:
         return f"no {name!r} record"
@@ -114,7 +116,7 @@ def metric_problems(name: str, metrics: MetricRecord | None, partition_id: int) 
             continue  # on-nonfinite decides (fgl_flower.strategies.base.drop_nonfinite); probes are free
         if key.endswith(SHARE_SUFFIXES) and not 0.0 <= value <= 1.0:
             return f"{name}: {key}={value:g} outside [0, 1]"
-        if key.endswith("_loss") and value < 0:
+        if key in EVAL_LOSSES and value < -1e-6:  # cross-entropies (selection reads them)
             return f"{name}: {key}={value:g} is negative"
         if key.startswith("num-") and key != NUM_EXAMPLES and (value < 0 or value > MAX_EXAMPLES or value != int(value)):
             return f"{name}: {key}={value:g} is not a whole number from 0 to {MAX_EXAMPLES}"

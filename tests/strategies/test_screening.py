@@ -35,6 +35,7 @@ def test_metric_records_name_the_partition_and_keep_to_their_ranges():
     assert metric_problems("metrics", MetricRecord(good), 1) == "metrics: no partition-id 1"
     assert "outside [0, 1]" in metric_problems("metrics", MetricRecord({**good, "test_acc": 1.5}), 2)
     assert "is negative" in metric_problems("metrics", MetricRecord({**good, "val_loss": -1.0}), 2)
+    assert metric_problems("metrics", MetricRecord({**good, "contrast_loss": -1e-9}), 2) is None  # a KL rounded
     assert "whole number" in metric_problems("metrics", MetricRecord({**good, "num-test": 2.5}), 2)
     assert metric_problems("metrics", MetricRecord({**good, "val_acc": float("nan")}), 2) is None  # on-nonfinite's
 
