@@ -151,7 +151,10 @@ def run(method: str = "fedavg", *, dataset: str | None = None, partition: str | 
     Args:
         method: A registered method (``fgl methods``), including one registered in this
             process with :func:`~fgl_flower.methods.register_method` (in-process only).
-        dataset, partition, clients, rounds: As ``fgl run``'s flags (app defaults if None).
+        dataset: As ``fgl run --dataset`` (the app default if None).
+        partition: As ``fgl run --partition``.
+        clients: As ``fgl run --clients``.
+        rounds: As ``fgl run --rounds``.
         backend: ``"inprocess"`` (the clients one after another in this process),
             ``"simulation"`` (``flwr run`` on Ray) or ``"deployment"`` (a local SuperLink
             and SuperNodes, started and stopped here).

@@ -4,6 +4,8 @@
 ``fgl deploy-local``   the same on a local SuperLink + N SuperNodes (real deployment path)
 ``fgl datasets``       list datasets and whether their files are present offline
 ``fgl methods``        list registered methods
+``fgl new-method NAME`` write a runnable method from a template (spec, server, client, test, page)
+``fgl config``         every run-config key with its default and meaning
 ``fgl partition-stats`` per-client nodes, edges, class counts and homophily (mean ± std over clients)
 ``fgl bench``          run an experiment file (rows x seeds) and write its results table
 
@@ -132,6 +134,9 @@ def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     for pid, failed in summary.get("failures", {}).items():
         refused = f", refused in {failed['refused']}" if failed["refused"] else ""
         print(f"client {pid} failed in {failed['rounds']} round(s){refused}; last: {failed['last']}")
+    for probe, clients in summary.get("probes_dead", {}).items():
+        print(f"probe {probe} dead at the end on {', '.join(map(str, clients))}: the method's "
+              "mechanism is not working there (the round log says why)")
     print(f"results: {out}")
 
 
@@ -212,9 +217,24 @@ def cmd_datasets(args: argparse.Namespace) -> int:
 def cmd_methods(args: argparse.Namespace) -> int:
     from fgl_flower.methods import METHODS
 
+    width = max(len(name) for name in METHODS) + 2
     for name, spec in METHODS.items():
         opts = ", ".join(f"{name}.{k}={v}" for k, v in spec.options.items())
-        print(f"{name:10}{'/'.join(spec.tasks):12}{spec.summary}" + (f"  [{opts}]" if opts else ""))
+        print(f"{name:{width}}{'/'.join(spec.tasks):12}{spec.summary}" + (f"  [{opts}]" if opts else ""))
+    return 0
+
+
+def cmd_new_method(args: argparse.Namespace) -> int:
+    from fgl_flower.authoring import new_method
+
+    written = new_method(args.name)
+    root = written[0].parents[2]
+    print(f"wrote {args.name}, a FedAvg variant with a server learning rate, to edit:")
+    for path in written:
+        print(f"  {path.relative_to(root)}")
+    print("and regenerated pyproject.toml's app config and the methods tables. Next:\n"
+          f"  pytest tests/methods/test_{args.name}.py\n"
+          f"  fgl run --inprocess --method {args.name} --rounds 3")
     return 0
 
 
@@ -413,6 +433,9 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("datasets", help="list datasets and offline availability")
     p.add_argument("--data-root")
     p.set_defaults(fn=cmd_datasets)
+    p = sub.add_parser("new-method", help="write a runnable method from a template (a source checkout)")
+    p.add_argument("name", help="the new method's name: lowercase letters and digits")
+    p.set_defaults(fn=cmd_new_method)
     p = sub.add_parser("methods", help="list methods")
     p.set_defaults(fn=cmd_methods)
     p = sub.add_parser("config", help="list every run-config key with its default and meaning")

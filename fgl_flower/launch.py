@@ -47,7 +47,8 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
 
     A one-shot method (O-pFGL) gets its fixed number of rounds unless ``num-rounds`` is
     overridden; a method's ``defaults`` (:class:`~fgl_flower.methods.MethodSpec`) fill the
-    keys not overridden (``partition`` only with ``dataset``); a ``model`` left unset that does
+    keys not overridden (``partition`` only with ``dataset``), and its ``demo`` values too in
+    a run that names no dataset; a ``model`` left unset that does
     not serve the dataset's task becomes that task's backbone (``gin`` on graphs); a dataset group gets
     ``partition = per-dataset`` and its natural client count unless they are given; a
     ``num-clients`` left to follow the federation becomes :data:`OWN_FEDERATION_CLIENTS`
@@ -73,6 +74,8 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
     for key, value in spec.defaults.items():  # the method's demo where the user said nothing
         if key not in overrides and (key != "partition" or "dataset" not in overrides):
             flat[key] = value
+    if "dataset" not in overrides:  # the no-option demo: small where the method is long
+        flat.update({key: value for key, value in spec.demo.items() if key not in overrides})
     dataset = str(flat["dataset"])
     if "model" not in overrides and (dataset in DATASETS or dataset in DATASET_GROUPS):
         flat["model"] = model_for_task(str(flat["model"]), task_of(dataset))
@@ -218,7 +221,7 @@ def validate(flat: Mapping[str, Scalar], engine: str, gpus: Sequence[str] = (), 
         check_out_dir(out, resume=resume, overwrite=overwrite)
         return prepare(flat, engine, gpus)
     except FGLError as e:
-        if not out.exists() or not any(out.iterdir()):
+        if not out.exists() or (out.is_dir() and not any(out.iterdir())):
             try:
                 out.mkdir(parents=True, exist_ok=True)
                 (out / "error.txt").write_text(f"{e}\n")
@@ -254,6 +257,13 @@ def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
                                   gpus_per_client=cfg.gpus_per_client, ray_address=ray_address,
                                   stream=stream, done=done)
     if code != 0 or not (out / "summary.json").exists():
-        raise FGLError(f"The run failed (exit code {code}); see the log above. "
-                       f"Finished rounds are in {out / 'rounds.jsonl'}.")
+        raise FGLError(failure_message(code, out))
     return out
+
+
+def failure_message(code: int, out: Path) -> str:
+    """What a run that ended without its summary left: its finished rounds, if any."""
+    rounds = out / "rounds.jsonl"
+    kept = (f"Finished rounds are in {rounds}." if rounds.is_file() and rounds.stat().st_size
+            else "No round finished.")
+    return f"The run failed (exit code {code}); see the log above. {kept}"

@@ -1,23 +1,28 @@
-"""Location of the Flower app directory (the writable cache is ``datasets.cache_dir``)."""
+"""The Flower app folder that ``fgl run`` hands to ``flwr run`` (the writable cache is
+``datasets.cache_dir``)."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import tempfile
 from pathlib import Path
-
-from fgl_flower.errors import FGLError
 
 
 def app_dir() -> Path:
-    """The Flower app directory: the folder holding this package and its ``pyproject.toml``.
+    """A Flower app folder for the package as it is installed: a fresh temporary folder
+    (removed when this process exits) holding the generated ``pyproject.toml``
+    (:func:`~fgl_flower.app_defaults.app_pyproject_text`: every registered method's options,
+    those of installed third-party methods included) and a copy of the package.
 
-    ``flwr run`` needs it. It exists in a source checkout, an editable install, and inside
-    the unpacked Flower app bundle that a SuperLink runs.
+    The same for a source checkout, an editable install and a wheel: nothing outside the
+    package is read, so ``fgl run`` works from any folder.
     """
-    root = Path(__file__).resolve().parents[1]
-    if not (root / "pyproject.toml").is_file():
-        raise FGLError(
-            f"No pyproject.toml next to the fgl_flower package (looked in {root}). `fgl run` "
-            "needs the app's source folder: clone the repository and `pip install -e .`."
-        )
-    return root
+    from fgl_flower.app_defaults import app_pyproject_text
 
+    package = Path(__file__).resolve().parent
+    dest = Path(tempfile.mkdtemp(prefix="fgl-app-"))
+    atexit.register(shutil.rmtree, dest, True)
+    (dest / "pyproject.toml").write_text(app_pyproject_text(), encoding="utf-8")
+    shutil.copytree(package, dest / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    return dest

@@ -90,7 +90,7 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
     out_dir = resolve_out_dir(cfg)
     recorder = RunRecorder(out_dir, cfg)
     log(INFO, "Writing results to %s", out_dir)
-    strategy = METHODS.get(cfg.method).strategy_class()(cfg)
+    strategy = METHODS.get(cfg.method).build_strategy(cfg)
     checkpointer = None
     if cfg.checkpoint_every and (cfg.checkpoint_dir or cfg.out_dir):
         checkpointer = Checkpointer(cfg.checkpoint_dir or out_dir / "checkpoint", cfg.checkpoint_every)

@@ -13,4 +13,4 @@ python -m pip install -q --upgrade pip
 if ! python -c "import torch" 2>/dev/null; then
     python -m pip install -q "torch==${TORCH_VERSION:-2.13.0}" ${TORCH_INDEX_URL:+--index-url "$TORCH_INDEX_URL"}
 fi
-python -m pip install -q -e ".[test,notebooks]"
+python -m pip install -q -e ".[test,notebooks,docs,dev]"

@@ -68,13 +68,32 @@ def _isolated_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     mp.undo()
 
 
+def benchmark_data_root() -> Path:
+    """Where the tests read raw benchmark files: ``$FGL_DATA_ROOT`` (the runs' own setting),
+    else ``$FGL_TEST_DATA_ROOT`` (its older name), else ``<repo>/../shared/data``."""
+    for name in ("FGL_DATA_ROOT", "FGL_TEST_DATA_ROOT"):
+        if os.environ.get(name):
+            return Path(os.environ[name]).expanduser()
+    return REPO.parent / "shared" / "data"
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
-    """Raw benchmark files (env FGL_TEST_DATA_ROOT, default <repo>/../shared/data)."""
-    root = Path(os.environ.get("FGL_TEST_DATA_ROOT", REPO.parent / "shared" / "data"))
+    """Raw benchmark files (:func:`benchmark_data_root`)."""
+    root = benchmark_data_root()
     if not (root / "Planetoid" / "Cora" / "raw").is_dir():
-        pytest.skip(f"offline benchmark data not found at {root} (set FGL_TEST_DATA_ROOT)")
+        pytest.skip(f"offline benchmark data not found at {root} (set FGL_DATA_ROOT to the folder "
+                    "holding Planetoid/, TUDataset/, ...)")
     return root
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    """Say loudly when data tests were skipped: a green run without them proves little."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", [])
+               if "offline benchmark data not found" in str(getattr(r, "longrepr", ""))]
+    if skipped:
+        terminalreporter.write_sep("!", f"{len(skipped)} tests skipped: no benchmark data at "
+                                        f"{benchmark_data_root()}; set FGL_DATA_ROOT", red=True)
 
 
 @pytest.fixture

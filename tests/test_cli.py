@@ -84,7 +84,11 @@ def test_datasets_and_methods_listings(capsys, data_root):
     line = next(l for l in out.splitlines() if l.startswith("Cora "))
     assert " yes " in line
     assert main(["methods"]) == 0
-    assert "fedprox" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "fedprox" in out
+    for line in out.splitlines():  # the name, then at least two spaces before the tasks
+        name = line.split()[0]
+        assert line[len(name):len(name) + 2] == "  ", line
 
 
 def test_partition_stats_table(capsys, data_root):
@@ -187,11 +191,19 @@ def test_streamed_flower_output_to_a_file_has_no_colour_codes_or_federation_warn
     from fgl_flower.runtime.flwr_cli import _OutputPump
 
     lines = b"\x1b[92mINFO \x1b[0m:      Starting\n" \
-            b"\x1b[93mWARNING \x1b[0m:   Since flwr 1.32, default simulated SuperNodes changed from 10 to 2.\n"
+            b"\x1b[93mWARNING \x1b[0m:   Since flwr 1.32, default simulated SuperNodes changed from 10 to 2.\n" \
+            b"INFO :      Federation `@none/default` (3 simulated SuperNodes)\n" \
+            b"INFO :      To change federation size, use the following command:\n" \
+            b"INFO :      \tflwr federation simulation-config @none/default <superlink> --num-supernodes <N>\n" \
+            b"Successfully installed fgl-flower to /tmp/x/flwr-home/apps/fgl-flower.fgl-flower.0.1.0.ab12.\n"
     out = io.StringIO()
     pump = _OutputPump(io.BytesIO(lines), out, tmp_path / "log")
     pump.run()
-    assert out.getvalue() == "INFO :      Starting\n"
+    # fgl run sizes the federation (--clients) and installs the bundle itself: the hints
+    # that do not apply stay in the log file only
+    assert out.getvalue() == ("INFO :      Starting\n"
+                              "INFO :      Federation `@none/default` (3 simulated SuperNodes)\n")
+    assert "Successfully installed" in (tmp_path / "log").read_text()
     assert _fmt_bytes(3.5 * 2**20) == "3.5 MiB" and _fmt_bytes(512) == "512 B"
 
 
@@ -228,3 +240,29 @@ def test_config_errors_come_before_torch_is_imported(argv, tmp_path):
                          text=True, timeout=120)
     assert res.returncode == 2 and res.stderr.startswith("error: ")
     assert res.stdout.strip() == "False"
+
+
+def test_an_out_that_is_a_file_is_one_line(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "README.md").write_text("mine\n")
+    assert main(["run", "--inprocess", "--out", "README.md"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --out ") and "is a file" in err and "\n" not in err
+    assert (tmp_path / "README.md").read_text() == "mine\n"
+
+
+def test_a_failed_run_says_no_round_finished_unless_one_did(tmp_path):
+    from fgl_flower.launch import failure_message
+
+    assert "No round finished" in failure_message(1, tmp_path)
+    (tmp_path / "rounds.jsonl").write_text('{"round": 1}\n')
+    assert f"Finished rounds are in {tmp_path / 'rounds.jsonl'}" in failure_message(1, tmp_path)
+
+
+def test_the_console_summary_names_dead_probes(tmp_path, capsys):
+    from fgl_flower.cli import print_summary
+
+    print_summary({"method": "s2fgl", "final": {"round": 2, "test_acc": 0.5},
+                   "probes_dead": {"nlir.share": ["0", "2"]}}, tmp_path)
+    out = capsys.readouterr().out
+    assert "probe nlir.share dead at the end on 0, 2" in out

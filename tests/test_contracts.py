@@ -1,4 +1,4 @@
-"""Contract tests: pyproject, README and the registries must agree."""
+"""Contract tests: the app config, pyproject, README and the registries must agree."""
 
 import json
 import re
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from fgl_flower.app_defaults import load_app_defaults, read_toml
+import tomllib
+
+from fgl_flower.app_defaults import app_config_text, load_app_defaults, sync_pyproject
 from fgl_flower.config import CORE_KEYS
 from fgl_flower.datasets import DATASETS, PARTITIONERS
 from fgl_flower.datasets.catalog import NODE_OPTIONS
@@ -16,7 +18,21 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def app_config() -> dict:
-    return read_toml(REPO / "pyproject.toml")["tool"]["flwr"]["app"]["config"]
+    return tomllib.loads(app_config_text())["tool"]["flwr"]["app"]["config"]
+
+
+def test_the_checkouts_pyproject_carries_the_generated_app_config():
+    """``flwr run .`` reads the checkout's pyproject.toml: its app part is the generated one
+    (rewrite it with ``python -m fgl_flower.app_defaults --write pyproject.toml``)."""
+    text = (REPO / "pyproject.toml").read_text()
+    assert sync_pyproject(text) == text, "run: python -m fgl_flower.app_defaults --write pyproject.toml"
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_every_option_says_what_it_means(name):
+    spec = METHODS.get(name)
+    assert set(spec.option_help) == set(spec.options)
+    assert all(spec.option_help.values()), f"{name}: an option without a meaning"
 
 
 def test_core_keys_are_the_plain_keys_of_pyproject():
@@ -69,8 +85,8 @@ def test_readme_method_table_lists_exactly_the_registry():
     assert names == set(METHODS)
 
 
-def test_readme_partitioner_list_matches_registry():
-    text = (REPO / "README.md").read_text()
+def test_the_datasets_pages_partitioner_list_matches_registry():
+    text = (REPO / "docs" / "datasets.md").read_text()
     table = text.split("<!-- partitioners -->")[1].split("<!-- /partitioners -->")[0]
     names = set(re.findall(r"^\| `([\w-]+)` \|", table, flags=re.M))
     assert names == set(PARTITIONERS)

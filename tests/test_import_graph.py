@@ -1,9 +1,13 @@
 """The package's modules import each other without a circle: every ``import`` counts,
 also inside functions (a "local import" only postpones a circle), except under
-``if TYPE_CHECKING:``. A module's own package ``__init__`` is not an edge (Python runs it
-first by design)."""
+``if TYPE_CHECKING:``; importing ``a.b.c`` also runs the package ``a.b`` (an edge to it). A
+module's own package ``__init__`` is not an edge (Python runs it first by design). And the
+two halves of a method stay apart: a server module imports no client module, and the
+specs import neither half (nor torch; a model name registry is torch-free)."""
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "fgl_flower"
@@ -40,8 +44,10 @@ def imported(path: Path, name: str, known: dict[str, Path]) -> set[str]:
     for target in targets:
         while target and target not in known:
             target = target.rpartition(".")[0]
-        if target and target != name and not name.startswith(target + "."):
-            out.add(target)
+        while target and target != "fgl_flower":  # the module and the packages it runs
+            if target != name and not name.startswith(target + "."):
+                out.add(target)
+            target = target.rpartition(".")[0]
     return out
 
 
@@ -79,3 +85,27 @@ def test_the_scan_finds_a_circle_hidden_in_a_function():
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": set()}
     assert find_circle(graph) == ["a", "b", "c", "a"]
     assert find_circle({"a": {"b"}, "b": set()}) is None
+
+
+def graph() -> dict[str, set[str]]:
+    known = modules()
+    return {name: imported(path, name, known) for name, path in known.items()}
+
+
+def test_servers_import_no_client_module():
+    """A server needs a method's record keys, not its client: those keys live in the
+    torch-free spec (``methods/<m>.py``)."""
+    bad = {name: sorted(t for t in targets if t.startswith("fgl_flower.clients"))
+           for name, targets in graph().items() if name.startswith("fgl_flower.strategies")}
+    assert not {k: v for k, v in bad.items() if v}
+
+
+def test_the_specs_import_neither_half_nor_torch():
+    g = graph()
+    halves = ("fgl_flower.strategies", "fgl_flower.clients")
+    bad = {name: sorted(t for t in targets if t.startswith(halves))
+           for name, targets in g.items() if name.startswith("fgl_flower.methods")}
+    assert not {k: v for k, v in bad.items() if v}
+    code = "import sys, fgl_flower.methods as m; assert len(m.METHODS) > 20; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

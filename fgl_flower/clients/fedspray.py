@@ -61,12 +61,8 @@ from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, METRICS, START
 from fgl_flower.records import get_record, torch_record
+from fgl_flower.methods.fedspray import DP_PROXIES, PROXIES
 
-#: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
-#: (``[C]``, :math:`\mathbf a^{(k)}`) up.
-PROXIES = "proxies"
-#: With client-level DP: the key of the class proxies ``S`` in the ``arrays`` record.
-DP_PROXIES = "proxies.S"
 INITIAL_NODE_PROXY = 0.1  # the official code's initial per-node proxy value
 
 

@@ -34,13 +34,8 @@ from fgl_flower.methods.opfgl import OPFGLOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
 from fgl_flower.records import require_record
+from fgl_flower.methods.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
 
-#: Record names of the two O-pFGL payloads.
-STATS = "class-stats"
-PSEUDO_GRAPH = "pseudo-graph"
-STAT_KEYS = ("cnt", "present", "orig_cnt", "s1", "s2")
-#: Key in the statistics record of HRE's two counts (nodes added, correctly labelled).
-HRE = "hre"
 
 
 # --- graph helpers -----------------------------------------------------------------------

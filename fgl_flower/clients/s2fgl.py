@@ -38,10 +38,8 @@ from fgl_flower.models.s2fgl import (
 )
 from fgl_flower.probes import as_metrics
 from fgl_flower.records import get_record, torch_record
+from fgl_flower.methods.s2fgl import PROTOTYPES, REPOSITORY
 
-#: Record names of the S2FGL payloads (besides the model).
-PROTOTYPES = "s2fgl.prototypes"  # client -> server: "prototypes" [C, d], "counts" [C]
-REPOSITORY = "s2fgl.repository"  # server -> client: "anchors" [K*C, d]
 NODE_SETS = "s2fgl.node-sets"  # client state: SALC-selected node indices
 
 

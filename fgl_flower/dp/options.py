@@ -19,6 +19,15 @@ DP_SEEDED = "dp-seeded-noise"  # noise from the run seed (reruns repeat it): exp
 #: The options (with their defaults) of a method that offers differential privacy.
 DP_OPTIONS: dict[str, float | bool] = {DP_CLIP: 0.0, DP_NOISE: 0.0, DP_EPSILON: 0.0, DP_DELTA: 1e-5,
                                        DP_SEEDED: False}
+#: What each of :data:`DP_OPTIONS` means (``fgl config``, the app config's comments).
+DP_HELP: dict[str, str] = {
+    DP_CLIP: '>0: client-level DP, each update clipped to this L2 norm (needs agg-weight = "uniform")',
+    DP_NOISE: "z: Gaussian noise of std z*dp-clip/k on the mean of k clients",
+    DP_EPSILON: ">0 instead of dp-noise: z calibrated to spend this epsilon over the run",
+    DP_DELTA: "delta of the reported (epsilon, delta)",
+    DP_SEEDED: "noise from the run seed, repeated by reruns; anyone with the seed can remove it "
+               "(experiments only)",
+}
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: ``paper``: Algorithm 1 as printed (the personalized model mixes the *parameters*,
 #: v̄ = αv + (1−α)w; α steps every local step on its exact gradient); ``official``: the
@@ -46,3 +47,26 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"apfl.alpha={o.alpha} must lie in [0, 1] (the weight of the local model).")
     if o.alpha_lr != -1.0 and not o.alpha_lr > 0:
         raise ConfigError(f"apfl.alpha-lr={o.alpha_lr}: use a positive step size, or -1 for the run's lr.")
+
+
+SPEC = MethodSpec(
+    name="apfl",
+    strategy="fgl_flower.strategies.apfl:APFLStrategy",
+    client="fgl_flower.clients.apfl:APFLClient",
+    tasks=("node",),
+    summary="Personalized: each client mixes a local model with its copy of the global one, "
+    "alpha v + (1 - alpha) w, and learns alpha.",
+    reference="Deng, Kamani and Mahdavi, arXiv 2003.13461 (2020)",
+    options=APFLOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    robust_aggregation=True,
+    config_note='node tasks',
+    option_help={
+        'variant': 'paper (Algorithm 1: mixed parameters, alpha every step) | official (FedTorch: mixed outputs, alpha once a round)',
+        'alpha': "the local model's weight at the start",
+        'adaptive': 'learn alpha (adaptive APFL); false keeps it fixed',
+        'alpha-lr': "step size of alpha; -1: the run's lr",
+        'evaluate': "trained (own w at the end of the round, FedTorch's log) | received (the averaged w sent next)",
+    },
+)

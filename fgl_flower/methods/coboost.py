@@ -8,6 +8,7 @@ from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.methods.dense import PROBES as DENSE_PROBES, DENSEOptions
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 PROBES = DENSE_PROBES + (
     Probe("coboost.weight-spread", "largest minus smallest client weight of the ensemble after the "
@@ -49,3 +50,41 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"coboost.topk={o.topk} exceeds coboost.num-gen={o.num_gen}.")
     if cfg.num_rounds != 1:
         raise ConfigError(f"coboost is one-shot: one upload, one download; set num-rounds=1 (got {cfg.num_rounds}).")
+
+
+SPEC = MethodSpec(
+    name="coboost",
+    strategy="fgl_flower.strategies.coboost:CoBoostStrategy",
+    client="fgl_flower.clients.dense:DENSEClient",
+    tasks=("node",),
+    summary="One-shot: DENSE's distillation with hard-sample synthesis, an ensemble whose client "
+    "weights are boosted on the synthetic data, and perturbed distillation.",
+    reference="Dai et al., Co-Boosting, ICLR 2024",
+    options=CoBoostOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    fixed_rounds=1,
+    config_note='one-shot; needs num-rounds = 1 (the official co_boosting.sh / datafree_kd.py defaults)',
+    option_help={
+        'epochs': 'distillation epochs',
+        'g-steps': 'generator and noise steps per epoch',
+        'lr-g': 'generator Adam (betas 0.5, 0.999), gradients clipped to 10',
+        'noise-dim': 'nz',
+        'num-gen': 'nodes per synthetic graph (the synthesis batch)',
+        'topk': "kNN pseudo-graph (FedTAD's construction)",
+        'temperature': "kd_T of the distillation's KL",
+        'oh': 'weight of the hard-sample cross-entropy',
+        'adv': 'weight of the adversarial KL',
+        'kd-lr': 'student SGD (momentum 0.9, cosine annealing), gradients clipped to 10',
+        'batch-graphs': "pooled graphs a student step runs on (loss on num-gen of their nodes); 0: the official loader's batches",
+        'finetune-epochs': "> 0: evaluate copies fine-tuned locally (O-pFGL's protocol)",
+        'kd-weight-decay': "the student's weight decay",
+        'hs': 'hard-sample exponent: CE weighted by (1 - p_target)^hs',
+        'adv-temperature': 'T of the adversarial KL',
+        'mu': "step of the ensemble weights' signed gradient (times wdc^epoch)",
+        'wdc': 'its decay per epoch',
+        'wa-steps': 'passes over the pool adjusting the ensemble weights per epoch',
+        'generator-head': "the generator's output: sigmoid (the code's image generator, features in [0, 1]) | linear (FedTAD's)",
+        'ods-eta': "4/255: on-the-fly perturbation of the pooled features in [0, 1] (the code's 8/255 on images in [-1, 1])",
+    },
+)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: The generator's output heads (:class:`fgl_flower.models.dense.FeatureGenerator`).
 GENERATOR_HEADS = ("sigmoid", "linear")
@@ -66,3 +67,34 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"dense.topk={o.topk} exceeds dense.num-gen={o.num_gen}.")
     if cfg.num_rounds != 1:
         raise ConfigError(f"dense is one-shot: one upload, one download; set num-rounds=1 (got {cfg.num_rounds}).")
+
+
+SPEC = MethodSpec(
+    name="dense",
+    strategy="fgl_flower.strategies.dense:DENSEStrategy",
+    client="fgl_flower.clients.dense:DENSEClient",
+    tasks=("node",),
+    summary="One-shot: the clients' models up once; the server distils their ensemble into a "
+    "fresh model on generated node features (kNN graph), clients fine-tune it.",
+    reference="Zhang et al., DENSE, NeurIPS 2022",
+    options=DENSEOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    fixed_rounds=1,
+    config_note="one-shot; needs num-rounds = 1 (the official README's distillation settings)",
+    option_help={
+        'epochs': 'distillation epochs: a fresh generator, one synthetic graph into the pool, KD over the pool',
+        'g-steps': 'generator and noise Adam steps per epoch',
+        'lr-g': "the generator's Adam (betas 0.5, 0.999)",
+        'noise-dim': 'nz',
+        'num-gen': 'nodes per synthetic graph',
+        'topk': "kNN pseudo-graph over the generated features (FedTAD's construction)",
+        'temperature': "T of the distillation's KL",
+        'oh': "weight of the ensemble's cross-entropy to the sampled classes",
+        'adv': 'weight of the adversarial (student-ensemble disagreement) term',
+        'kd-lr': 'student SGD learning rate (momentum 0.9)',
+        'batch-graphs': "pooled graphs a student step runs on (loss on num-gen of their nodes); 0: the official loader's batches (a forward over ~the whole pool per step)",
+        'finetune-epochs': "> 0: evaluate copies fine-tuned locally (O-pFGL's protocol)",
+        'generator-head': "the generator's output: sigmoid (DENSE's image generator, features in [0, 1]) | linear (FedTAD's)",
+    },
+)

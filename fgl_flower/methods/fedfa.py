@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: How the server turns the clients' running statistics into the client-sharing variance:
 #: ``channel`` (the paper: the variance over clients of each channel's statistic) or
@@ -60,3 +61,26 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"fedfa.prob must lie in [0, 1] and fedfa.momentum in [0, 1) "
                           f"(got {o.prob}, {o.momentum}).")
     o.require_positive("fedfa", "eps")
+
+
+SPEC = MethodSpec(
+    name="fedfa",
+    strategy="fgl_flower.strategies.fedfa:FedFAStrategy",
+    client="fgl_flower.clients.fedfa:FedFAClient",
+    tasks=("node",),
+    summary="FedAvg with federated feature augmentation: the statistics of the classifier's "
+    "input are perturbed with a variance fused from the batch and from all clients' statistics.",
+    reference="Zhou and Konukoglu, FedFA, ICLR 2023",
+    options=FedFAOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    defaults={"model": "acmgcn"},
+    config_note='node tasks; needs a backbone with embed() + classifier (acmgcn)',
+    option_help={
+        'prob': 'chance that a training forward is augmented',
+        'momentum': "of the client's running statistic means (uploaded)",
+        'eps': "added to variances (the official layer's)",
+        'sharing': 'channel (the paper: per-channel variance over clients) | scalar (the official code: one variance over clients and channels)',
+        'statistics': "the client's running statistic means at its round's start: reset to 0 and 1 (the paper) | carried (the official code: the server's average)",
+    },
+)

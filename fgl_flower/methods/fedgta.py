@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: The moments of the propagated soft labels a client reports: raw (``E[p^k]``), central
 #: (``E[(p - E p)^k]``) or both stacked (``hybrid``, the authors' choice for Cora and CiteSeer).
@@ -54,3 +55,27 @@ def check_config(cfg: RunConfig) -> None:
     if not -1.0 <= o.accept < 1.0:
         raise ConfigError(f"fedgta.accept={o.accept} must be in [-1, 1): a cosine similarity "
                           f"(a client always averages its own model).")
+
+
+SPEC = MethodSpec(
+    name="fedgta",
+    strategy="fgl_flower.strategies.fedgta:FedGTAStrategy",
+    client="fgl_flower.clients.fedgta:FedGTAClient",
+    tasks=("node",),
+    summary="Personalised averages over the clients whose label-propagated predictions have "
+    "similar moments, weighted by their topology-aware smoothing confidence; any node backbone.",
+    reference="Li et al., FedGTA, VLDB 2024",
+    options=FedGTAOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    defaults={"num-rounds": 100},
+    config_note="node tasks; any node backbone (the authors' code: GAMLP); 100 rounds of 3 epochs",
+    option_help={
+        'lp-steps': 'k: steps of the label propagation of the predictions',
+        'lp-alpha': 'weight of the propagated labels against the initial ones',
+        'temperature': 'softens the propagated labels of the smoothing confidence',
+        'num-moments': "K: moment orders 1..K (the code's Cora value; CiteSeer 20, PubMed 13)",
+        'moment-type': 'raw | central | hybrid (both; Cora, CiteSeer)',
+        'accept': "a client averages the clients whose moments' cosine similarity exceeds this",
+    },
+)

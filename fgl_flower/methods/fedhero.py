@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Similarity of the structure learner (spec §2.1 Eq. 3 and Table 4's variants).
 METRICS = ("weighted-cos", "cos", "att", "gat")
@@ -94,3 +95,37 @@ def check_config(cfg: RunConfig) -> None:
     if o.share_f0 and o.share in ("all", "none"):
         raise ConfigError(f"fedhero.share-f0 adds the feature projection to the shared channel; "
                           f"with share={o.share!r} it has no effect: leave it false.")
+
+
+SPEC = MethodSpec(
+    name="fedhero",
+    strategy="fgl_flower.strategies.fedhero:FedHEROStrategy",
+    client="fgl_flower.clients.fedhero:FedHEROClient",
+    tasks=("node",),
+    summary="Dual-channel GNN for heterophilic graphs: a latent kNN graph from a shared "
+    "structure learner beside the original graph; only the latent-graph channel is shared.",
+    reference="Chen et al., FedHERO, arXiv:2504.21206 (2025)",
+    options=FedHEROOptions.defaults(),
+    check=check_config,
+    own_init=True,
+    probes=PROBES,
+    defaults={"lr": 0.005, "local-epochs": 1},
+    robust_aggregation=True,
+    config_note='node tasks; paper: lr 0.005, hidden 64, 2 layers, 1 step per round',
+    option_help={
+        'alpha': "weight of the local channel (original graph) in every layer's mix",
+        'k': 'neighbours kept per node in the latent graph',
+        'heads': 'N_H heads of the similarity',
+        'lam': 'lambda: feature smoothness of the latent graph',
+        'mu': 'mu: squared Frobenius norm of the latent graph',
+        'reg-norm': 'n2: both terms / N^2 (IDGL, GraphGLOW) | none: as printed in the paper',
+        'metric': 'weighted-cos (Eq. 3) | cos | att | gat (Table 4)',
+        'latent': "binary: Eq. 4's 0/1 kNN graph, straight-through gradient | weighted: ReLU'd similarities (empties)",
+        'reg-surrogate': "binary: also pass the regulariser's gradient straight through (drives similarities to -1)",
+        'struct-act': "the structure learner's encoder output: none (linear GCN layer) | relu (spec A4; its units die, the graph collapses)",
+        'share': 'global (struct+gconv) | none | all | gcn (all but the structure learner)',
+        'share-f0': 'also share the feature projection f_0',
+        'dual-channel': 'false: the same layer weights on both graphs ("w/o DC")',
+        'max-nodes': 'refuse clients above this size (the similarity costs O(N^2))',
+    },
+)

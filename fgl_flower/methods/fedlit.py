@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: How the server's grouping of the clients' link types reaches them. ``matched``: each client's
 #: type ``k`` joins the global type whose centre its centroid matched, and receives that type's
@@ -48,3 +49,23 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"FedLit trains its own multi-channel GCN (models/fedlit.py: a shared "
                           f"projection, fedlit.num-types GCN channels of num-layers layers, a "
                           f"classifier): leave model=gcn (got model={cfg.model!r}).")
+
+
+SPEC = MethodSpec(
+    name="fedlit",
+    strategy="fgl_flower.strategies.fedlit:FedLitStrategy",
+    client="fgl_flower.clients.fedlit:FedLitClient",
+    tasks=("node",),
+    summary="Latent link types found by clustering the edges (E-M on their embeddings), one "
+    "GCN channel per type; the server aligns the clients' types and averages each type's channel.",
+    reference="Xie, Xiong and Yang, FedLit, WWW 2023",
+    options=FedLitOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    config_note='node tasks; the official script: lr 0.01, weight-decay 5e-4, dropout 0.5, hidden 64, 2 layers, 1 epoch a round',
+    option_help={
+        'num-types': 'K latent link types, one GCN channel each',
+        'em-iters': 'assignment/mean iterations of the edge clustering per local epoch',
+        'alignment': "matched (a client's type gets the channel of the global type it matched) | official (the code's swapped indices, the last client's alignment for all)",
+    },
+)

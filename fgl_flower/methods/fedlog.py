@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Where the adaptation layers' messages land: ``queries`` (they move the query embeddings)
 #: or ``official`` (the code averages them at the prototype end and keeps only the queries'
@@ -73,3 +74,38 @@ def check_config(cfg: RunConfig) -> None:
     o.require_nonnegative("fedlog", "pre_epochs", "patience", "gen_epochs", "metric_weight", "norm_weight",
                           "cd_weight", "scaler_step", "head_degree")
     o.require_positive("fedlog", "gen_lr")
+
+
+SPEC = MethodSpec(
+    name="fedlog",
+    strategy="fgl_flower.strategies.fedlog:FedLoGStrategy",
+    client="fgl_flower.clients.fedlog:FedLoGClient",
+    tasks=("node",),
+    summary="Clients learn class-wise synthetic nodes (head and tail prototypes); the server "
+    "condenses them into global synthetic nodes that every client then also trains on.",
+    reference="Kim et al., FedLoG, ICLR 2025",
+    options=FedLoGOptions.defaults(),
+    check=check_config,
+    own_init=True,
+    probes=PROBES,
+    defaults={"model": "graphsage", "agg-weight": "uniform", "lr": 0.001, "weight-decay": 5e-4,
+              "local-epochs": 1},
+    config_note='node tasks; model graphsage (its embedder); one upload and one download: num-rounds = 2',
+    option_help={
+        'num-proto': 'synthetic nodes per class and branch (head, tail)',
+        'batch-size': 'training nodes per step',
+        'head-degree': "tau: the head branch's weight is sigmoid(degree - tau - 1)",
+        'pre-epochs': 'first round: pretraining of embedder + classifier, at most',
+        'patience': '... stopped after this many epochs without a better validation accuracy',
+        'gen-epochs': 'first round: pretraining of the neighbour generator',
+        'gen-inits': 'random GNNs per generator epoch for its gradient matching',
+        'gen-lr': "the generator's Adam step size",
+        'metric-weight': 'of the prototype (metric) loss on the local nodes',
+        'norm-weight': "of the synthetic features' norms",
+        'cd-weight': 'of the metric loss on the global synthetic nodes (from round 2)',
+        'scaler-step': 'per-class scaler step toward the global synthetic mean',
+        'scaler-acc': 'synthetic accuracy of a class above which its scaler grows',
+        'adaptation': 'queries (the adaptation layers move the queries) | official (the code: they leave them, LayerNorm only)',
+        'generators': "server (clients use the server's per-class generators) | official (the code: untrained ones)",
+    },
+)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Reply metric: the local optimizer steps :math:`a_k` the client took this round.
 STEPS = "fednova.steps"
@@ -12,4 +13,16 @@ PROBES = (
           "client took as many steps, and FedNova's mean is FedAvg's", dead_below=1.001,
           why="every client took the same number of local steps, so the normalized average is "
               "FedAvg's (full-batch node tasks always do)"),
+)
+
+
+SPEC = MethodSpec(
+    name="fednova",
+    strategy="fgl_flower.strategies.fednova:FedNovaStrategy",
+    client="fgl_flower.clients.fednova:FedNovaClient",
+    tasks=("node", "graph"),
+    summary="FedAvg with the normalized average: each update divided by the client's local "
+    "steps, the sum scaled by their weighted mean.",
+    reference="Wang et al., NeurIPS 2020",
+    probes=PROBES,
 )

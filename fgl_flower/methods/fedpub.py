@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: How the server turns functional-embedding similarities into aggregation weights: the
 #: softmax ``exp(tau * S)`` row-normalised (the paper's and the code's default), or ``S``
@@ -82,3 +83,33 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("fedpub", "proxy_graphs", "proxy_nodes")
     if not 0.0 < o.proxy_p <= 1.0:
         raise ConfigError(f"fedpub.proxy-p={o.proxy_p} must be in (0, 1]: an edge probability.")
+
+
+SPEC = MethodSpec(
+    name="fedpub",
+    strategy="fgl_flower.strategies.fedpub:FedPubStrategy",
+    client="fgl_flower.clients.fedpub:FedPubClient",
+    tasks=("node",),
+    summary="Personalised averages weighted by the similarity of the clients' functional "
+    "embeddings on a random proxy graph; personalised sparse masks stay on the clients.",
+    reference="Baek et al., FED-PUB, ICML 2023",
+    options=FedPubOptions.defaults(),
+    check=check_config,
+    own_init=True,
+    probes=PROBES,
+    defaults={"num-rounds": 100, "hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
+    config_note='node tasks; official code: hidden 128, lr 0.01, weight decay 1e-6, 1 epoch per round',
+    option_help={
+        'norm-scale': "tau in exp(tau * cos(h_i, h_j)) (the Cora scripts' value; parser default 10)",
+        'agg-norm': 'exp: softmax of tau * similarity | cosine: the similarities, row-normalised',
+        'l1': 'lambda_1: L1 of the masks; masks below it are zeroed at evaluation',
+        'loc-l2': 'lambda_2: proximity to the personalised weights received',
+        'regularizers': 'paper: with gradients | code: as the official code (detached: no effect)',
+        'proxy-graphs': 'random graphs in the proxy input',
+        'proxy-nodes': 'nodes per proxy graph',
+        'proxy-p': 'edge probability inside a proxy graph',
+        'mask-init': "ones (the scripts' --laye-mask-one --clsf-mask-one) | xavier",
+        'evaluate': "trained: the model each client trained (the code's log) | received: the personalised model it receives next (O-pFGL's one round)",
+        'backbone': "masked-gcn: FED-PUB's own (model=gcn, num-layers=2) | model: masks on every weight matrix of the run's model (e.g. acmgcn)",
+    },
+)

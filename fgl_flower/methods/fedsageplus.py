@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Reply/record names of the generator rounds' payloads (besides the model).
 GENERATED = "fedsageplus.generated"  # client -> server: "feats" [T, K, D], "pred" [T], "true" [T]
@@ -87,3 +88,39 @@ def check_config(cfg: RunConfig) -> None:
     o.require_nonnegative("fedsageplus", "gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls")
     o.require_choice("fedsageplus", "matching", MATCHINGS)
     o.require_choice("fedsageplus", "trainable", TRAINABLE)
+
+
+SPEC = MethodSpec(
+    name="fedsageplus",
+    strategy="fgl_flower.strategies.fedsageplus:FedSagePlusStrategy",
+    client="fgl_flower.clients.fedsageplus:FedSagePlusClient",
+    tasks=("node",),
+    summary="Missing-neighbour generators trained across clients (each client's feature loss "
+    "also against targets from the others, as gradients), then FedAvg of a GraphSAGE on each "
+    "subgraph mended with generated neighbours.",
+    reference="Zhang et al., FedSage+, NeurIPS 2021",
+    options=FedSagePlusOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    query_actions=("generate", "cross_grad"),
+    defaults={"num-rounds": 40, "model": "graphsage"},
+    config_note="node tasks; the official code's values where the codes differ (docs/methods/fedsageplus.md)",
+    option_help={
+        'num-pred': 'generated neighbours per node at most (K)',
+        'hidden-portion': 'share of the validation nodes hidden to train the generator',
+        'pretrain-epochs': 'local generator epochs before the federated rounds',
+        'gen-rounds': 'federated generator rounds (one step each), counted in num-rounds',
+        'gen-lr': "the generator's Adam",
+        'gen-weight-decay': '... and its weight decay',
+        'gen-hidden': 'encoder and internal classifier width',
+        'latent': 'encoder output width',
+        'gen-dropout': "the generator's dropout (all three codes), not the run's",
+        'loss-count': 'weight of the missing-neighbour count loss (smooth L1)',
+        'loss-feat': "weight of the feature losses (own and the other clients')",
+        'loss-cls': "weight of the internal classifier's loss on the mended impaired graph",
+        'cross': "the other clients' feature losses (FedSage+); false: each generator alone (LocSage+'s)",
+        'matching': "min: each generated slot matched to its closest true neighbour; code: the codes' loop (in effect the last)",
+        'trainable': 'fgen: the federated rounds train the feature head (official code); all: everything (OpenFGL)',
+        'undirected': "generated neighbours linked both ways; false: one way, OpenFGL's (they then change no prediction)",
+    },
+)

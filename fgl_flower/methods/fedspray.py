@@ -11,6 +11,14 @@ from dataclasses import dataclass
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.dp.options import DP_HELP, DP_OPTIONS
+from fgl_flower.methods.spec import MethodSpec
+
+#: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
+#: (``[C]``, :math:`\mathbf a^{(k)}`) up.
+PROXIES = "proxies"
+#: With client-level DP: the key of the class proxies ``S`` in the ``arrays`` record.
+DP_PROXIES = "proxies.S"
 
 VARIANTS = {"official": 1.0, "paper": 5.0}  # variant -> its lambda1
 
@@ -76,3 +84,36 @@ class FedSprayOptions:
 def check_config(cfg: RunConfig) -> None:
     """Fail before training on bad ``fedspray.*`` options."""
     FedSprayOptions.from_config(cfg)
+
+
+SPEC = MethodSpec(
+    name="fedspray",
+    strategy="fgl_flower.strategies.fedspray:FedSprayStrategy",
+    client="fgl_flower.clients.fedspray:FedSprayClient",
+    tasks=("node",),
+    summary="Personalized GNNs distilled from a global feature-structure encoder with "
+    "class-wise structure proxies.",
+    reference="Fu et al., KDD 2024",
+    options={
+        "variant": "official",
+        "lambda1": -1.0,
+        "lambda2": 1.0,
+        "proxy-dim": 64,
+        "proxy-lr": 0.02,
+        "confidence": 0.7,
+        "zero-proxies": False,
+        **DP_OPTIONS,
+    },
+    check=check_config,
+    probes=PROBES,
+    option_help={
+        'variant': 'official (the released code) | paper (Algorithm 1 as printed)',
+        'lambda1': "KD weight of the GNN loss; -1: the variant's (official 1, paper 5)",
+        'lambda2': 'KD weight of the encoder loss',
+        'proxy-dim': 'd_s, width of embeddings and structure proxies',
+        'proxy-lr': 'Adam lr of the structure proxies',
+        'confidence': 'official: unlabeled nodes with max q above this join the KD set',
+        'zero-proxies': 'the S = 0 ablation (Table 3)',
+        **DP_HELP,
+    },
+)

@@ -8,6 +8,8 @@ from __future__ import annotations
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.dp.options import DP_HELP, DP_OPTIONS
+from fgl_flower.methods.spec import MethodSpec
 
 #: The two channels' scale and the head's live units, measured on each client's evaluation
 #: forwards every round (:class:`fgl_flower.models.fedstar.ChannelProbes`; FedDense's too).
@@ -49,3 +51,25 @@ def check_config(cfg: RunConfig) -> None:
     if conv == "acm" and task_of(cfg.dataset) == "graph":
         raise ConfigError("fedstar.feature-conv=acm is for node tasks (ACM-GCN is a node backbone); "
                           "graph tasks keep FedStar's GIN: leave fedstar.feature-conv=gin.")
+
+
+SPEC = MethodSpec(
+    name="fedstar",
+    strategy="fgl_flower.strategies.fedstar:FedStarStrategy",
+    client="fgl_flower.clients.fedstar:FedStarClient",
+    tasks=("graph", "node"),
+    summary="Dual-channel GIN (features + structural encodings); only the structure "
+    "encoder is shared.",
+    reference="Tan et al., AAAI 2023",
+    options={**OPTIONS, **DP_OPTIONS},
+    check=check_config,
+    own_init=True,
+    probes=PROBES,
+    defaults={"num-layers": 3, "lr": 0.001, "local-epochs": 1},
+    robust_aggregation=True,
+    option_help={
+        'feature-conv': "the feature channel's layer: gin (FedStar's) | acm (ACM-GCN's; node tasks)",
+        'secure-aggregation': "the structure encoders through SecAgg+ (as fedavg's)",
+        **DP_HELP,
+    },
+)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Reply record with a client's class-wise knowledge reliability (``ckr``, ``[C]``) and its
 #: model's input width and classes (``shape``: ``[F, C]``), so the server can build the model.
@@ -51,3 +52,34 @@ def check_config(cfg: RunConfig) -> None:
     if o.topk > o.num_gen:
         raise ConfigError(f"fedtad.topk={o.topk} exceeds fedtad.num-gen={o.num_gen}: a generated node "
                           f"cannot have more neighbours than there are generated nodes.")
+
+
+SPEC = MethodSpec(
+    name="fedtad",
+    strategy="fgl_flower.strategies.fedtad:FedTADStrategy",
+    client="fgl_flower.clients.fedtad:FedTADClient",
+    tasks=("node",),
+    summary="FedAvg plus data-free distillation on the server: a generator builds a pseudo-graph "
+    "on which the global model learns the clients' class-wise reliable predictions.",
+    reference="Zhu et al., FedTAD, IJCAI 2024",
+    options=FedTADOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    defaults={"num-rounds": 100, "agg-weight": "local"},
+    config_note='node tasks; official code: GCN, 100 rounds of 3 epochs, FedAvg weights by client node counts',
+    option_help={
+        'glb-epochs': 'distillation epochs per round on the server, each with fresh noise',
+        'it-g': 'generator steps per distillation epoch',
+        'it-d': 'global-model steps per distillation epoch',
+        'lr-g': "generator Adam (weight decay: the run's weight-decay)",
+        'lr-d': "the server's Adam on the global model",
+        'num-gen': 'generated nodes of the pseudo-graph',
+        'noise-dim': 'noise width of the generator',
+        'topk': 'each generated node linked to its k most similar (itself included)',
+        'lam1': "weight of the generator's semantic (cross-entropy) loss",
+        'lam2': 'weight of its diversity loss',
+        'walk-length': 'random walks of lengths 1..L in the topology embedding of the CKR',
+        'always-dropout': "true: dropout on in every forward of the server's distillation (the official GCN ignores eval())",
+        'finetune-epochs': '> 0: evaluate copies of the global model fine-tuned locally for this many epochs (O-pFGL\'s one-round protocol, "+ft")',
+    },
+)

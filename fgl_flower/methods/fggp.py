@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Reply record with a client's class prototypes (``prototypes [P, d]``, ``classes [P]``,
 #: ``num-classes [1]``).
@@ -96,3 +97,38 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"fggp.alpha={o.alpha} must be in [0, 1].")
     o.require_positive("fggp", "temperature", "tau", "eval_tau")
     o.require_nonnegative("fggp", "contrast_weight", "view_weight", "reconstruction_weight")
+
+
+SPEC = MethodSpec(
+    name="fggp",
+    strategy="fgl_flower.strategies.fggp:FGGPStrategy",
+    client="fgl_flower.clients.fggp:FGGPClient",
+    tasks=("node",),
+    summary="FedAvg of a GCN (or ACM-GCN) trained with a learned edge augmentor over the global model's "
+    "k-NN graph and a prototype contrast between the views; the server clusters the clients' "
+    "class prototypes (FINCH) into a memory that classifies by k-NN.",
+    reference="Wan et al., FGGP, AAAI 2024",
+    options=FGGPOptions.defaults(),
+    check=check_config,
+    own_init=True,
+    probes=PROBES,
+    defaults={"num-rounds": 100, "agg-weight": "local"},
+    config_note="node tasks, its own GCN; the official code's values (docs/methods/fggp.md)",
+    option_help={
+        'head': 'reset: the classifier layer back at its initial weights every round, not averaged (official); aggregate: averaged (OpenFGL)',
+        'evaluate': 'proto: k-NN vote of the server\'s prototype memory (paper); head: the classifier layer (needs head = "aggregate")',
+        'knn-k': "neighbours per node in the global model's k-NN graph",
+        'knn-every': 'rounds between its rebuilds',
+        'alpha': 'learned scores vs k-NN graph in the edge probabilities',
+        'temperature': 'relaxed Bernoulli edge draw',
+        'tau': 'prototype-contrast temperature',
+        'contrast-weight': 'prototype contrast',
+        'view-weight': "the augmented view's cross-entropy",
+        'reconstruction-weight': "the augmentor's graph reconstruction",
+        'eval-k': 'memory prototypes voting for a node',
+        'eval-tau': 'their softmax temperature',
+        'memory-size': 'the memory keeps memory-size x classes prototypes (FIFO)',
+        'dense-max-nodes': 'the augmented view is a dense N x N matrix: larger clients stop',
+        'probe-every': 'gradient probes on every k-th local step, averaged (the training is the same)',
+    },
+)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: What the local loss adds to the cross-entropy (docs/methods/fgssl.md):
 #: ``paper``: the paper's two terms, the semantic contrast of the local model's strong view
@@ -71,3 +72,33 @@ def check_config(cfg: RunConfig) -> None:
         value = getattr(o, name)
         if not 0 <= value < 1:
             raise ConfigError(f"fgssl.{name.replace('_', '-')}={value} must be in [0, 1).")
+
+
+SPEC = MethodSpec(
+    name="fgssl",
+    strategy="fgl_flower.strategies.fgssl:FGSSLStrategy",
+    client="fgl_flower.clients.fgssl:FGSSLClient",
+    tasks=("node",),
+    summary="FedAvg plus a node-level semantic contrast with the global model and a distillation "
+    "of each node's neighbour-similarity distribution from it, on weak/strong graph views.",
+    reference="Huang et al., FGSSL, IJCAI 2023",
+    options=FGSSLOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    defaults={"num-rounds": 100},
+    robust_aggregation=True,
+    config_note="node tasks; the paper's text was not available: weights and temperatures from the official code (contrast) or ours (structure)",
+    option_help={
+        'variant': "paper: contrast + structure distillation with the global model; code: the official code's local two-view contrast; openfgl: OpenFGL's edge-difference distillation",
+        'contrast-weight': "weight of the semantic contrast (the official code's 3 x its contrast's 0.5)",
+        'tau': 'contrast temperature (both codes)',
+        'structure-weight': 'weight of the neighbour-similarity distillation (ours)',
+        'omega': 'its temperature (ours)',
+        'openfgl-weight': 'variant=openfgl: weight of the edge-difference distillation',
+        'openfgl-tau': '... and its temperature',
+        'weak-edges': 'weak view: share of edges dropped',
+        'weak-features': '... and of feature columns masked',
+        'strong-edges': 'strong view: share of edges dropped',
+        'strong-features': '... and of feature columns masked',
+    },
+)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: GCFL (split by the cosine similarities of the updates) or GCFL+ (by the DTW distances
 #: of the clients' sequences of gradient norms).
@@ -77,3 +78,30 @@ def check_config(cfg: RunConfig) -> None:
     if o.seq_length < 1:
         raise ConfigError(f"gcfl.seq-length must be at least 1 (got {o.seq_length}): GCFL+ compares "
                           "the last seq-length entries of the clients' gradient-norm sequences.")
+
+
+SPEC = MethodSpec(
+    name="gcfl",
+    strategy="fgl_flower.strategies.gcfl:GCFLStrategy",
+    client="fgl_flower.clients.gcfl:GCFLClient",
+    tasks=("node", "graph"),
+    summary="Clustered FedAvg: clusters split by a min cut of the clients' update "
+    "similarities when their updates cancel out.",
+    reference="Xie et al., NeurIPS 2021",
+    options=GCFLOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    config_note="GCFL's split rule (spec feddense.md §10); any task",
+    option_help={
+        'variant': "gcfl: min cut of the updates' cosines | gcfl+: of DTW distances of gradient-norm sequences",
+        'eps1': "graph tasks: split a cluster when the norm of its clients' mean update is below this",
+        'eps2': '... and its largest client update norm is above this',
+        'eps1-node': 'node tasks: eps1 instead (measured, docs/methods/gcfl.md: 0.05 never fires there)',
+        'eps2-node': 'node tasks: eps2 instead',
+        'split-after': '... and the round is later than this (>= 1)',
+        'min-split-size': '... and it has at least this many clients',
+        'seq-length': 'gcfl+: ... and each of them has this many sequence entries since the last split',
+        'sequence': 'gcfl+: per round the norm of the last local gradient (grad) or of the update (update)',
+        'standardize': 'gcfl+: divide each sequence by its std before the DTW (compare trends)',
+    },
+)

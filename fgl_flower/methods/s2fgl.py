@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
 from fgl_flower.probes import Probe
+from fgl_flower.methods.spec import MethodSpec
 
 #: Eigensolvers of FGMA: exact dense ``eigh`` of the symmetrised Laplacian (spec §9
 #: item 10, default) or ARPACK on the code's non-symmetric Laplacian (code-faithful).
@@ -15,6 +16,10 @@ EIG_MODES = ("dense-sym", "eigsh-asym")
 #: low and high sets are disjoint (default); ``code`` min(k, n - 1), what ARPACK allows the
 #: official code (the sets overlap when n < 2k; Texas/Wisconsin clients).
 EIG_CAPS = ("half", "code")
+
+#: Record names of the S2FGL payloads (besides the model).
+PROTOTYPES = "s2fgl.prototypes"  # client -> server: "prototypes" [C, d], "counts" [C]
+REPOSITORY = "s2fgl.repository"  # server -> client: "anchors" [K*C, d]
 
 #: Each auxiliary loss's share of the local loss, measured by each client during training
 #: (:meth:`fgl_flower.clients.s2fgl.S2FGLClient.train`); 0 before ``start-round``, where the
@@ -65,3 +70,36 @@ def check_config(cfg: RunConfig) -> None:
                           "temperature positive.")
     o.require_choice("s2fgl", "eig_cap", EIG_CAPS)
     o.require_choice("s2fgl", "eig_mode", EIG_MODES)
+
+
+SPEC = MethodSpec(
+    name="s2fgl",
+    strategy="fgl_flower.strategies.s2fgl:S2FGLStrategy",
+    client="fgl_flower.clients.s2fgl:S2FGLClient",
+    tasks=("node",),
+    summary="FedAvg with a SALC-prototype knowledge repository (NLIR distillation) and "
+    "spectral alignment to the global model (FGMA).",
+    reference="Tan et al., ICML 2025",
+    options=S2FGLOptions.defaults(),
+    check=check_config,
+    probes=PROBES,
+    defaults={"model": "acmgcn"},
+    config_note='needs model = "acmgcn" (embed + classifier)',
+    option_help={
+        'lambda1': "NLIR (FKD) weight; the code's 100 * 0.05",
+        'lambda2': 'FGMA weight',
+        'start-round': 'first round with both extra losses (the repository exists from round 2)',
+        'ppr-alpha': 'PageRank alpha of SALC',
+        'proto-divisor': 'prototypes over the top floor(N/3) SALC-ranked (training) nodes',
+        'fgma-divisor': 'FGMA over the top floor(N/5) SALC-ranked nodes',
+        'anchors': 'repository anchors per class',
+        'anchor-fraction': 'each anchor averages floor(0.7 M) random clients',
+        'temperature': 'FKD softmax temperature',
+        'knn': 'FGMA kNN feature graph: neighbours besides self',
+        'eigvecs': 'FGMA low- and high-frequency eigenvectors (each)',
+        'eig-mode': "dense-sym (exact eigh, symmetrised) | eigsh-asym (the code's ARPACK)",
+        'eig-cap': "eigenvectors of an n-node FGMA graph: half (min(k, n/2), disjoint sets) | code (min(k, n-1), the code's)",
+        'eval-dropout': 'true: evaluate with dropout active, as the official code does',
+        'shuffle-weights': "true: permute FedAvg weights against models each round (the code's bug)",
+    },
+)

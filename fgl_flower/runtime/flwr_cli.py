@@ -35,10 +35,13 @@ _RUN_ID = re.compile(r"Successfully started run (\d+)")
 _FAILURE_LINE = re.compile(r"ERROR.*Exit Code: \d+|raised an exception")
 _SUPERLINK_START_FAILED = re.compile(r"Failed to start local SuperLink within")
 _CLI_TIMEOUT_S = 60.0
-#: Lines of Flower's output that a user of ``fgl`` cannot act on: the federation is sized
-#: to the run (``num-supernodes = num-clients``), so the warning about Flower's default
-#: federation size does not apply.
-_NOISE = re.compile(r"default simulated SuperNodes changed")
+#: Lines of Flower's output that a user of ``fgl`` cannot act on (the run's log file keeps
+#: them): the federation is sized to the run (``num-supernodes = num-clients``, set by
+#: ``--clients``), so Flower's notes on its default federation size and how to change it do
+#: not apply, and the app bundle installed into a temporary Flower home is an implementation
+#: detail.
+_NOISE = re.compile(r"default simulated SuperNodes changed|To change federation size"
+                    r"|flwr federation simulation-config|^Successfully installed ")
 
 
 class _OutputPump(threading.Thread):

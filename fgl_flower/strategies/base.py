@@ -27,9 +27,8 @@ from flwr.supercore import log
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig
 from fgl_flower.errors import ConfigError, DivergedError
-from fgl_flower.methods import METHODS
 from fgl_flower.metrics import summarize_clients
-from fgl_flower.probes import PROBE, ProbeWatch, collect_probes, summarize_probe
+from fgl_flower.probes import PROBE, Probe, ProbeWatch, collect_probes, summarize_probe
 from fgl_flower.protocol import (
     ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL,
     PARTITION_ID, RESOURCES, RESUME_ROUND, SERVER_ROUND,
@@ -127,9 +126,15 @@ class FGLStrategy(Strategy):
         self.node_ids: list[int] = []  # the nodes that the next broadcast addresses
         self.nodes: dict[int, int] = {}  # partition id -> node id (from discovery)
         self.selected: list[int] = []  # the partition ids of node_ids
-        self.probe_watch = ProbeWatch(METHODS.get(cfg.method).probes)
+        self.probe_watch = ProbeWatch(())  # the method's probes: :meth:`watch`
         #: the layout each checked upload had to have in the last round that set one
         self.upload_layouts: dict[str, Layout] = {}
+
+    def watch(self, probes: Iterable[Probe]) -> FGLStrategy:
+        """Warn when one of ``probes`` (the method's, from its spec) dies; returns ``self``.
+        :meth:`~fgl_flower.methods.spec.MethodSpec.build_strategy` calls it."""
+        self.probe_watch = ProbeWatch(probes)
+        return self
 
     # -- message construction --------------------------------------------------------------
     def broadcast(

@@ -28,7 +28,7 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
-from fgl_flower.clients.fedspray import DP_PROXIES, PROXIES
+from fgl_flower.methods.fedspray import DP_PROXIES, PROXIES
 from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
 from fgl_flower.models.fedspray import initial_proxies

@@ -36,8 +36,8 @@ from torch import Tensor
 
 from fgl_flower.allocator import retain_freed_memory
 from fgl_flower.checkpoint import Checkpointer
-from fgl_flower.clients.base import derive_seed
-from fgl_flower.clients.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
+from fgl_flower.seeds import derive_seed
+from fgl_flower.methods.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.opfgl import OPFGLOptions

@@ -25,8 +25,8 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
-from fgl_flower.clients.base import derive_seed
-from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY
+from fgl_flower.seeds import derive_seed
+from fgl_flower.methods.s2fgl import PROTOTYPES, REPOSITORY
 from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.config import RunConfig
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository

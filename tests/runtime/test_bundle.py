@@ -72,4 +72,5 @@ def test_this_app_is_staged_with_its_package_only(tmp_path):
     staged = staged_app(app_dir(), tmp_path / "staged")
     assert staged != app_dir()
     assert (staged / "fgl_flower" / "client_app.py").is_file()
-    assert sorted(p.name for p in staged.iterdir()) == [".gitignore", "fgl_flower", "pyproject.toml"]
+    assert sorted(p.name for p in staged.iterdir()) == ["fgl_flower", "pyproject.toml"]
+    assert (staged / "fgl_flower" / "run_config.toml").is_file()

@@ -36,7 +36,8 @@ def faulty_app(tmp: Path) -> Path:
     app.mkdir()
     pyproject = (app_dir() / "pyproject.toml").read_text()
     pyproject = pyproject.replace('clientapp = "fgl_flower.client_app:app"', 'clientapp = "faulty_client:app"')
-    pyproject = pyproject.replace('fab-include = ["fgl_flower/**/*.py"]', 'fab-include = ["*.py"]')
+    pyproject = pyproject.replace('fab-include = ["fgl_flower/**/*.py", "fgl_flower/**/*.toml"]',
+                                  'fab-include = ["*.py"]')
     (app / "pyproject.toml").write_text(pyproject)
     (app / "faults.py").write_text(FAULTS.read_text())
     (app / "faulty_client.py").write_text(
