@@ -45,7 +45,9 @@ def _flatten(options: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     return flat
 
 
-def run_config(method: str = "fedavg", *, out: str | Path | None = None, **options: Any) -> dict[str, Any]:
+def run_config(
+    method: str = "fedavg", *, out: str | Path | None = None, **options: Any
+) -> dict[str, Any]:
     """The flat run config :func:`run` would use (app defaults plus ``options``), for
     ``flwr run . --run-config`` or a look at the defaults; nothing is validated beyond the
     keys and their types."""
@@ -80,9 +82,20 @@ class RunResult:
         path = Path(out_dir).expanduser().resolve()
         if not (path / "summary.json").is_file():
             raise ConfigError(f"{path} holds no finished run (no summary.json).")
-        config = json.loads((path / "config.json").read_text()) if (path / "config.json").exists() else {}
-        rounds = [json.loads(line) for line in (path / "rounds.jsonl").read_text().splitlines()
-                  if line.strip()] if (path / "rounds.jsonl").exists() else []
+        config = (
+            json.loads((path / "config.json").read_text())
+            if (path / "config.json").exists()
+            else {}
+        )
+        rounds = (
+            [
+                json.loads(line)
+                for line in (path / "rounds.jsonl").read_text().splitlines()
+                if line.strip()
+            ]
+            if (path / "rounds.jsonl").exists()
+            else []
+        )
         return cls(path, config, json.loads((path / "summary.json").read_text()), rounds)
 
     @property
@@ -121,8 +134,12 @@ class RunResult:
 
         rows = []
         for r in self.rounds:
-            row = {"round": r["round"], "time_s": r.get("time_s"), "bytes_up": r.get("bytes_up"),
-                   "bytes_down": r.get("bytes_down")}
+            row = {
+                "round": r["round"],
+                "time_s": r.get("time_s"),
+                "bytes_up": r.get("bytes_up"),
+                "bytes_down": r.get("bytes_down"),
+            }
             row.update({f"eval_{k}": v for k, v in r.get("eval", {}).items()})
             row.update({f"train_{k}": v for k, v in r.get("train", {}).items()})
             rows.append(row)
@@ -136,16 +153,28 @@ class RunResult:
 
     def __str__(self) -> str:
         s, f = self.summary, self.final
-        return (f"{s.get('method')} on {s.get('dataset')} ({s.get('partition')}, {s.get('num_clients')} "
-                f"clients, {s.get('num_rounds')} rounds, seed {s.get('seed')}): final test acc "
-                f"{100 * f.get('test_acc', float('nan')):.2f} (client mean "
-                f"{100 * f.get('test_acc_mean', float('nan')):.2f}); {self.out_dir}")
+        return (
+            f"{s.get('method')} on {s.get('dataset')} ({s.get('partition')}, {s.get('num_clients')} "
+            f"clients, {s.get('num_rounds')} rounds, seed {s.get('seed')}): final test acc "
+            f"{100 * f.get('test_acc', float('nan')):.2f} (client mean "
+            f"{100 * f.get('test_acc_mean', float('nan')):.2f}); {self.out_dir}"
+        )
 
 
-def run(method: str = "fedavg", *, dataset: str | None = None, partition: str | None = None,
-        clients: int | None = None, rounds: int | None = None, backend: str = "inprocess",
-        out: str | Path | None = None, overwrite: bool = False, progress: bool = True,
-        verbose: bool = False, **options: Any) -> RunResult:
+def run(
+    method: str = "fedavg",
+    *,
+    dataset: str | None = None,
+    partition: str | None = None,
+    clients: int | None = None,
+    rounds: int | None = None,
+    backend: str = "inprocess",
+    out: str | Path | None = None,
+    overwrite: bool = False,
+    progress: bool = True,
+    verbose: bool = False,
+    **options: Any,
+) -> RunResult:
     """Run ``method`` and return its :class:`RunResult`.
 
     Args:
@@ -174,19 +203,34 @@ def run(method: str = "fedavg", *, dataset: str | None = None, partition: str | 
 
     if backend not in ENGINES:
         raise ConfigError(f"backend={backend!r}: use one of {', '.join(ENGINES)}.")
-    overrides = _flatten({"method": method, "dataset": dataset, "partition": partition,
-                          "clients": clients, "rounds": rounds, **options})
+    overrides = _flatten(
+        {
+            "method": method,
+            "dataset": dataset,
+            "partition": partition,
+            "clients": clients,
+            "rounds": rounds,
+            **options,
+        }
+    )
     overrides.setdefault("progress", verbose)
     flat = flat_config(overrides, out=out)
     _check_backend(str(flat["method"]), backend)
     with _quiet(not verbose):
         cfg = validate(flat, backend, overwrite=overwrite)
         out_dir = Path(str(cfg.flat()["out-dir"]))
-        for name in ("rounds.jsonl", "summary.json"):  # an overwritten run's: not this run's progress
+        for name in (
+            "rounds.jsonl",
+            "summary.json",
+        ):  # an overwritten run's: not this run's progress
             (out_dir / name).unlink(missing_ok=True)
         log = out_dir / "flwr.log"  # Flower's output of a simulation or deployment
-        with (_progress(out_dir / "rounds.jsonl", cfg.num_rounds, f"{cfg.method} on {cfg.dataset}", progress),
-              open(log, "w") if not verbose and backend != "inprocess" else _nothing() as stream):
+        with (
+            _progress(
+                out_dir / "rounds.jsonl", cfg.num_rounds, f"{cfg.method} on {cfg.dataset}", progress
+            ),
+            open(log, "w") if not verbose and backend != "inprocess" else _nothing() as stream,
+        ):
             execute(cfg, backend, stream=stream)
     return RunResult.load(out_dir)
 
@@ -201,11 +245,17 @@ def _check_backend(method: str, backend: str) -> None:
     from fgl_flower.methods import METHODS
 
     spec = METHODS.get(method)
-    local = [c for c in (spec.strategy, spec.client) if not isinstance(c, str) and c.__module__ == "__main__"]
+    local = [
+        c
+        for c in (spec.strategy, spec.client)
+        if not isinstance(c, str) and c.__module__ == "__main__"
+    ]
     if local and backend != "inprocess":
-        raise ConfigError(f"Method {spec.name!r} is defined in this notebook or script ({local[0].__name__} "
-                          f"lives in __main__), which the {backend} processes cannot import: run it with "
-                          "backend='inprocess', or move its classes into an importable module.")
+        raise ConfigError(
+            f"Method {spec.name!r} is defined in this notebook or script ({local[0].__name__} "
+            f"lives in __main__), which the {backend} processes cannot import: run it with "
+            "backend='inprocess', or move its classes into an importable module."
+        )
 
 
 @contextmanager
@@ -227,8 +277,11 @@ def _quiet(on: bool) -> Iterator[None]:
         logger.setLevel(logging.WARNING)
     try:
         with warnings.catch_warnings():
-            for notice in ("IProgress not found", "Sparse CSR tensor support is in beta",
-                           "Sparse invariant checks are implicitly disabled"):
+            for notice in (
+                "IProgress not found",
+                "Sparse CSR tensor support is in beta",
+                "Sparse invariant checks are implicitly disabled",
+            ):
                 warnings.filterwarnings("ignore", message=notice)
             yield
     finally:
@@ -268,8 +321,10 @@ def _progress(rounds_file: Path, total: int, desc: str, on: bool) -> Iterator[No
                 bar.update(len(records) - done)
                 done = len(records)
                 ev = records[-1].get("eval", {})
-                bar.set_postfix({k: f"{100 * ev[k]:.2f}" for k in ("val_acc", "test_acc") if k in ev},
-                                refresh=False)
+                bar.set_postfix(
+                    {k: f"{100 * ev[k]:.2f}" for k in ("val_acc", "test_acc") if k in ev},
+                    refresh=False,
+                )
             if finished:
                 return
             stop.wait(0.2)
@@ -321,8 +376,12 @@ class Partition:
         return pd.DataFrame(self.stats).set_index("client")
 
 
-def partition(dataset: str | None = None, partition: str | None = None, clients: int | None = None,
-              **options: Any) -> Partition:
+def partition(
+    dataset: str | None = None,
+    partition: str | None = None,
+    clients: int | None = None,
+    **options: Any,
+) -> Partition:
     """Build (or load from the cache) a partition and its per-client statistics, with the
     same options as :func:`run` (``seed``, ``partition_seed``, ``split``, ``data={...}``;
     ``clients=0``: the partition's natural count)."""
@@ -330,10 +389,11 @@ def partition(dataset: str | None = None, partition: str | None = None, clients:
     from fgl_flower.launch import flat_config, resolve_num_clients
     from fgl_flower.parse import parse_run_config
 
-    flat = flat_config(_flatten({"dataset": dataset, "partition": partition, "clients": clients, **options}))
+    flat = flat_config(
+        _flatten({"dataset": dataset, "partition": partition, "clients": clients, **options})
+    )
     cfg = parse_run_config(flat)
     validate_data_config(cfg.data_config())
     with _quiet(True):
         cfg = resolve_num_clients(cfg)
         return Partition(cfg.flat(), partition_stats(cfg.data_config()))
-

@@ -70,23 +70,29 @@ def method_config_text() -> str:
     for name, spec in METHODS.items():
         if not spec.options:
             continue
-        head = f"[tool.flwr.app.config.{name}]" + (f"  # {spec.config_note}" if spec.config_note else "")
+        head = f"[tool.flwr.app.config.{name}]" + (
+            f"  # {spec.config_note}" if spec.config_note else ""
+        )
         rows = [f"{key} = {_toml_value(value)}" for key, value in spec.options.items()]
         width = max(len(r) for r in rows) + 2
-        lines = [head] + [f"{row:{width}}# {spec.option_help.get(key, '')}".rstrip()
-                          for row, key in zip(rows, spec.options)]
+        lines = [head] + [
+            f"{row:{width}}# {spec.option_help.get(key, '')}".rstrip()
+            for row, key in zip(rows, spec.options)
+        ]
         blocks.append("\n".join(lines))
     return "\n\n".join(blocks) + "\n"
 
 
 def app_config_text() -> str:
     """The whole ``[tool.flwr.app]`` part of the app's ``pyproject.toml``."""
-    return (f"{GENERATED_MARK}; python -m fgl_flower.app_defaults --write pyproject.toml) ---\n"
-            "# Every key below can be overridden per run:\n"
-            "#   flwr run . --run-config \"method='fedprox' fedprox.mu=0.1\"   or   "
-            "fgl run --set key=value\n"
-            f"{APP_TABLES}\n[tool.flwr.app.config]\n{core_config_text().rstrip()}\n\n"
-            f"{method_config_text()}")
+    return (
+        f"{GENERATED_MARK}; python -m fgl_flower.app_defaults --write pyproject.toml) ---\n"
+        "# Every key below can be overridden per run:\n"
+        "#   flwr run . --run-config \"method='fedprox' fedprox.mu=0.1\"   or   "
+        "fgl run --set key=value\n"
+        f"{APP_TABLES}\n[tool.flwr.app.config]\n{core_config_text().rstrip()}\n\n"
+        f"{method_config_text()}"
+    )
 
 
 def app_pyproject_text() -> str:
@@ -101,12 +107,14 @@ def app_pyproject_text() -> str:
         version, requires = "0.0.0", []
     deps = [r for r in requires if "extra ==" not in r]
     dep_lines = "".join(f"    {_toml_value(d)},\n" for d in deps)
-    return ("[project]\n"
-            'name = "fgl-flower"\n'
-            f"version = {_toml_value(version)}\n"
-            'description = "Federated graph learning methods as Flower strategies and clients"\n'
-            'license = "Apache-2.0"\n'
-            f"dependencies = [\n{dep_lines}]\n\n" + app_config_text())
+    return (
+        "[project]\n"
+        'name = "fgl-flower"\n'
+        f"version = {_toml_value(version)}\n"
+        'description = "Federated graph learning methods as Flower strategies and clients"\n'
+        'license = "Apache-2.0"\n'
+        f"dependencies = [\n{dep_lines}]\n\n" + app_config_text()
+    )
 
 
 def load_app_defaults() -> dict[str, Scalar]:

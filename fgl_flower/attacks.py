@@ -28,15 +28,27 @@ from collections.abc import Callable, Collection
 import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, MetricRecord
 
-from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, PARTITION_ID, SERVER_ROUND, START
+from fgl_flower.protocol import (
+    ARRAYS,
+    CONFIG,
+    METRICS,
+    NUM_EXAMPLES,
+    PARTITION_ID,
+    SERVER_ROUND,
+    START,
+)
 from fgl_flower.records import array_numpy, get_record
 
 #: ``rewrite(message, reply)``: change ``reply`` (to ``message``) in place.
 Rewrite = Callable[[Message, Message], None]
 
 
-def malicious(partitions: Collection[int], rewrite: Rewrite, rounds: Collection[int] | None = None,
-              message_type: str = MessageType.TRAIN):
+def malicious(
+    partitions: Collection[int],
+    rewrite: Rewrite,
+    rounds: Collection[int] | None = None,
+    message_type: str = MessageType.TRAIN,
+):
     """A client mod: the replies of ``partitions`` to ``message_type`` messages (train by
     default; in ``rounds``, default all) go out rewritten by ``rewrite``; every other message
     passes through."""
@@ -44,8 +56,11 @@ def malicious(partitions: Collection[int], rewrite: Rewrite, rounds: Collection[
 
     def mod(msg: Message, context: Context, call_next) -> Message:
         reply = call_next(msg, context)
-        if (msg.metadata.message_type != message_type or reply.has_error()
-                or int(context.node_config[PARTITION_ID]) not in chosen):
+        if (
+            msg.metadata.message_type != message_type
+            or reply.has_error()
+            or int(context.node_config[PARTITION_ID]) not in chosen
+        ):
             return reply
         config = get_record(msg.content, CONFIG, ConfigRecord)
         rnd = int(config[SERVER_ROUND]) if config is not None and SERVER_ROUND in config else 0
@@ -56,7 +71,9 @@ def malicious(partitions: Collection[int], rewrite: Rewrite, rounds: Collection[
     return mod
 
 
-def own_settings(partitions: Collection[int], settings: dict, rounds: Collection[int] | None = None):
+def own_settings(
+    partitions: Collection[int], settings: dict, rounds: Collection[int] | None = None
+):
     """A client mod: ``partitions`` handle their train messages (in ``rounds``, default all)
     with ``settings`` over the run config, e.g. ``{"fedavg.dp-clip": 1e12}`` (no clipping)."""
     chosen = {int(p) for p in partitions}
@@ -64,8 +81,11 @@ def own_settings(partitions: Collection[int], settings: dict, rounds: Collection
     def mod(msg: Message, context: Context, call_next) -> Message:
         config = get_record(msg.content, CONFIG, ConfigRecord)
         rnd = int(config[SERVER_ROUND]) if config is not None and SERVER_ROUND in config else 0
-        if (msg.metadata.message_type != MessageType.TRAIN or int(context.node_config[PARTITION_ID]) not in chosen
-                or (rounds is not None and rnd not in rounds)):
+        if (
+            msg.metadata.message_type != MessageType.TRAIN
+            or int(context.node_config[PARTITION_ID]) not in chosen
+            or (rounds is not None and rnd not in rounds)
+        ):
             return call_next(msg, context)
         honest = context.run_config
         context.run_config = {**honest, **settings}
@@ -118,13 +138,16 @@ def _first_float(record: ArrayRecord) -> str:
 
 def _edit_arrays(edit: Callable[[ArrayRecord], ArrayRecord], record: str = ARRAYS) -> Rewrite:
     def rewrite(msg: Message, reply: Message) -> None:
-        reply.content[record] = edit(get_record(reply.content, record, ArrayRecord) or ArrayRecord())
+        reply.content[record] = edit(
+            get_record(reply.content, record, ArrayRecord) or ArrayRecord()
+        )
 
     return rewrite
 
 
 def nonfinite(value: float = float("nan")) -> Rewrite:
     """Every value of the first floating-point array set to ``value`` (NaN or :math:`\\pm\\infty`)."""
+
     def edit(record: ArrayRecord) -> ArrayRecord:
         key = _first_float(record)
         return ArrayRecord({**record, key: Array(np.full_like(array_numpy(record[key]), value))})
@@ -135,9 +158,12 @@ def nonfinite(value: float = float("nan")) -> Rewrite:
 def reshaped(shape: tuple[int, ...] = (1, 1), record: str = ARRAYS) -> Rewrite:
     """The first floating-point array of ``record`` replaced by ones of ``shape`` (NumPy
     would broadcast a ``(1, 1)`` array into a mean)."""
+
     def edit(arrays: ArrayRecord) -> ArrayRecord:
         key = _first_float(arrays)
-        return ArrayRecord({**arrays, key: Array(np.ones(shape, dtype=array_numpy(arrays[key]).dtype))})
+        return ArrayRecord(
+            {**arrays, key: Array(np.ones(shape, dtype=array_numpy(arrays[key]).dtype))}
+        )
 
     return _edit_arrays(edit, record)
 
@@ -149,7 +175,9 @@ def huge(values: int = 20_000_000) -> Rewrite:
 
 def extra_key(key: str = "extra.weight") -> Rewrite:
     """One more array, under ``key``."""
-    return _edit_arrays(lambda record: ArrayRecord({**record, key: Array(np.zeros(3, dtype=np.float32))}))
+    return _edit_arrays(
+        lambda record: ArrayRecord({**record, key: Array(np.zeros(3, dtype=np.float32))})
+    )
 
 
 def missing_key() -> Rewrite:
@@ -159,6 +187,7 @@ def missing_key() -> Rewrite:
 
 def weight(value: float) -> Rewrite:
     """``num-examples`` reported as ``value`` (negative, zero, huge, NaN: the client's word)."""
+
     def rewrite(msg: Message, reply: Message) -> None:
         metrics = get_record(reply.content, METRICS, MetricRecord)
         reply.content[METRICS] = MetricRecord({**metrics, NUM_EXAMPLES: float(value)})
@@ -168,6 +197,7 @@ def weight(value: float) -> Rewrite:
 
 def claim_partition(partition: int) -> Rewrite:
     """The reply names ``partition`` as its sender."""
+
     def rewrite(msg: Message, reply: Message) -> None:
         metrics = get_record(reply.content, METRICS, MetricRecord)
         reply.content[METRICS] = MetricRecord({**metrics, PARTITION_ID: int(partition)})
@@ -186,6 +216,7 @@ def masked_length(extra: int = 1, record: str = ARRAYS) -> Rewrite:
         if masked is not None and MASKED in masked:
             vector = array_numpy(masked[MASKED])
             reply.content[record] = ArrayRecord(
-                {MASKED: Array(np.concatenate([vector, np.zeros(extra, dtype=vector.dtype)]))})
+                {MASKED: Array(np.concatenate([vector, np.zeros(extra, dtype=vector.dtype)]))}
+            )
 
     return rewrite

@@ -53,7 +53,9 @@ class CheckpointError(FGLError):
     """A checkpoint is missing or unreadable."""
 
 
-def write_records(path: Path, records: RecordDict, durable: bool = True, private: bool = False) -> None:
+def write_records(
+    path: Path, records: RecordDict, durable: bool = True, private: bool = False
+) -> None:
     """Write ``records`` to ``path`` atomically (``durable``: fsync before the rename;
     ``private``: readable by the user alone)."""
     header: dict[str, Any] = {}
@@ -63,7 +65,9 @@ def write_records(path: Path, records: RecordDict, durable: bool = True, private
         if isinstance(record, ArrayRecord):
             arrays = []
             for key, array in record.items():
-                arrays.append([key, array.dtype, list(array.shape), array.stype, offset, len(array.data)])
+                arrays.append(
+                    [key, array.dtype, list(array.shape), array.stype, offset, len(array.data)]
+                )
                 blobs.append(array.data)
                 offset += len(array.data)
             header[name] = {"kind": "array", "arrays": arrays}
@@ -75,7 +79,9 @@ def write_records(path: Path, records: RecordDict, durable: bool = True, private
                 raise CheckpointError(f"Record {name!r} cannot be checkpointed: {e}") from None
             header[name] = {"kind": kind, "items": items}
     head = json.dumps(header).encode()
-    atomic_write_bytes(path, [struct.pack("<Q", len(head)), head, *blobs], durable=durable, private=private)
+    atomic_write_bytes(
+        path, [struct.pack("<Q", len(head)), head, *blobs], durable=durable, private=private
+    )
 
 
 def read_records(path: Path) -> RecordDict:
@@ -83,10 +89,10 @@ def read_records(path: Path) -> RecordDict:
     try:
         data = path.read_bytes()
         (size,) = struct.unpack("<Q", data[:8])
-        header = json.loads(data[8:8 + size])
+        header = json.loads(data[8 : 8 + size])
     except (OSError, struct.error, ValueError) as e:
         raise CheckpointError(f"Cannot read checkpoint {path}: {e}") from None
-    body = memoryview(data)[8 + size:]
+    body = memoryview(data)[8 + size :]
     expected = sum(a[5] for e in header.values() if e["kind"] == "array" for a in e["arrays"])
     if len(body) != expected:
         raise CheckpointError(f"Checkpoint {path} is truncated ({len(body)} of {expected} bytes).")
@@ -95,8 +101,12 @@ def read_records(path: Path) -> RecordDict:
         if entry["kind"] == "array":
             record = ArrayRecord()
             for key, dtype, shape, stype, start, length in entry["arrays"]:
-                record[key] = Array(dtype=dtype, shape=tuple(shape), stype=stype,
-                                    data=bytes(body[start:start + length]))
+                record[key] = Array(
+                    dtype=dtype,
+                    shape=tuple(shape),
+                    stype=stype,
+                    data=bytes(body[start : start + length]),
+                )
         else:
             record = _KINDS[entry["kind"]](entry["items"])
         records[name] = record
@@ -116,7 +126,9 @@ def client_root(checkpoint_dir: str | Path, node_dir: str | Path | None = None) 
     return cache_dir() / "client-checkpoints" / key
 
 
-def client_dir(checkpoint_dir: str | Path, partition_id: int, node_dir: str | Path | None = None) -> Path:
+def client_dir(
+    checkpoint_dir: str | Path, partition_id: int, node_dir: str | Path | None = None
+) -> Path:
     """The folder of one client's checkpoints (:func:`client_root`)."""
     return client_root(checkpoint_dir, node_dir) / f"partition-{partition_id}"
 
@@ -135,9 +147,15 @@ def _client_files(folder: Path) -> dict[int, Path]:
     return {int(m.group(1)): p for p in folder.iterdir() if (m := _ROUND_FILE.match(p.name))}
 
 
-def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_round: int,
-                      state: RecordDict, every: int, first: bool = False,
-                      node_dir: str | Path | None = None) -> None:
+def save_client_state(
+    checkpoint_dir: str | Path,
+    partition_id: int,
+    server_round: int,
+    state: RecordDict,
+    every: int,
+    first: bool = False,
+    node_dir: str | Path | None = None,
+) -> None:
     """Checkpoint a client's ``state`` after its train message of ``server_round`` (privately,
     :func:`client_dir`), and delete the files no resume can need: a server checkpoint (taken
     every ``every`` rounds) is at most the last multiple of ``every`` below
@@ -157,12 +175,19 @@ def save_client_state(checkpoint_dir: str | Path, partition_id: int, server_roun
         files[r].unlink(missing_ok=True)
 
 
-def load_client_state(checkpoint_dir: str | Path, partition_id: int, up_to_round: int,
-                      node_dir: str | Path | None = None) -> RecordDict | None:
+def load_client_state(
+    checkpoint_dir: str | Path,
+    partition_id: int,
+    up_to_round: int,
+    node_dir: str | Path | None = None,
+) -> RecordDict | None:
     """The client's state as it was when ``up_to_round`` ended (``None``: it had not
     trained yet)."""
-    files = {r: p for r, p in _client_files(client_dir(checkpoint_dir, partition_id, node_dir)).items()
-             if r <= up_to_round}
+    files = {
+        r: p
+        for r, p in _client_files(client_dir(checkpoint_dir, partition_id, node_dir)).items()
+        if r <= up_to_round
+    }
     return read_records(files[max(files)]) if files else None
 
 
@@ -200,5 +225,6 @@ class Checkpointer:
         if not path.is_file():
             raise CheckpointError(
                 f"No checkpoint to resume from in {self.directory}: the run stopped before its "
-                "first checkpointed round (or ran with checkpoint-every=0). Start it again.")
+                "first checkpointed round (or ran with checkpoint-every=0). Start it again."
+            )
         return read_records(path)

@@ -82,7 +82,9 @@ def method_option(method: str, option: str, flag: str, what: str) -> str:
     if method in METHODS and option in METHODS.get(method).options:
         return f"{method}.{option}"
     have = sorted(m for m, spec in METHODS.items() if option in spec.options)
-    raise ConfigError(f"{flag}: method {method!r} has no {what} yet; it is available for: {', '.join(have)}.")
+    raise ConfigError(
+        f"{flag}: method {method!r} has no {what} yet; it is available for: {', '.join(have)}."
+    )
 
 
 def secagg_override(method: str) -> dict[str, str]:
@@ -98,12 +100,16 @@ def dp_override(method: str, epsilon: float | None, clip: float | None) -> dict[
     from fgl_flower.dp.options import DP_CLIP, DP_EPSILON
 
     if epsilon is None or clip is None:
-        raise ConfigError("Differential privacy needs both --dp-epsilon (the budget of the whole run) and "
-                          "--dp-clip (the L2 bound of a client's update; the train metric dp.update-norm "
-                          "of a run shows the updates' size).")
+        raise ConfigError(
+            "Differential privacy needs both --dp-epsilon (the budget of the whole run) and "
+            "--dp-clip (the L2 bound of a client's update; the train metric dp.update-norm "
+            "of a run shows the updates' size)."
+        )
     if not epsilon > 0:
-        raise ConfigError(f"--dp-epsilon {epsilon:g}: the budget must be > 0 (for clipping without noise "
-                          f"set {method}.dp-clip alone).")
+        raise ConfigError(
+            f"--dp-epsilon {epsilon:g}: the budget must be > 0 (for clipping without noise "
+            f"set {method}.dp-clip alone)."
+        )
     key = method_option(method, DP_CLIP, "--dp-epsilon", "differential privacy")
     return {key: str(clip), key.replace(DP_CLIP, DP_EPSILON): str(epsilon), "agg-weight": "uniform"}
 
@@ -111,32 +117,46 @@ def dp_override(method: str, epsilon: float | None, clip: float | None) -> dict[
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
     rows = [("final", summary.get("final", {})), ("best-val", summary.get("best_val", {}))]
     print()
-    print(f"{summary.get('method')} on {summary.get('dataset')} ({summary.get('partition')}, "
-          f"{summary.get('num_clients')} clients, seed {summary.get('seed')})")
+    print(
+        f"{summary.get('method')} on {summary.get('dataset')} ({summary.get('partition')}, "
+        f"{summary.get('num_clients')} clients, seed {summary.get('seed')})"
+    )
     minority = any("test_minority_acc" in r for _, r in rows)
-    print(f"{'':10}{'round':>6}{'val acc':>9}{'test acc':>10}{'test F1':>9}{'worst':>8}"
-          + (f"{'minority':>10}" if minority else ""))
+    print(
+        f"{'':10}{'round':>6}{'val acc':>9}{'test acc':>10}{'test F1':>9}{'worst':>8}"
+        + (f"{'minority':>10}" if minority else "")
+    )
     for name, r in rows:
         if r:
-            print(f"{name:10}{r['round']:>6}{100 * r.get('val_acc', 0):>9.2f}"
-                  f"{100 * r.get('test_acc', 0):>10.2f}{100 * r.get('test_f1', 0):>9.2f}"
-                  f"{100 * r.get('test_acc_worst', 0):>8.2f}"
-                  + (f"{100 * r.get('test_minority_acc', 0):>10.2f}" if minority else ""))
+            print(
+                f"{name:10}{r['round']:>6}{100 * r.get('val_acc', 0):>9.2f}"
+                f"{100 * r.get('test_acc', 0):>10.2f}{100 * r.get('test_f1', 0):>9.2f}"
+                f"{100 * r.get('test_acc_worst', 0):>8.2f}"
+                + (f"{100 * r.get('test_minority_acc', 0):>10.2f}" if minority else "")
+            )
     if rows[1][1]:
         print(f"best-val round selected by {rows[1][1].get('selected_by', 'val_acc')}")
-    print(f"time {summary.get('total_time_s', 0):.1f}s in rounds; "
-          f"up {summary.get('bytes_up_total', 0) / 2**20:.2f} MiB, "
-          f"down {summary.get('bytes_down_total', 0) / 2**20:.2f} MiB")
+    print(
+        f"time {summary.get('total_time_s', 0):.1f}s in rounds; "
+        f"up {summary.get('bytes_up_total', 0) / 2**20:.2f} MiB, "
+        f"down {summary.get('bytes_down_total', 0) / 2**20:.2f} MiB"
+    )
     if dp := summary.get("dp"):
         spent = f"epsilon {dp['epsilon']:.2f}" if "epsilon" in dp else "no noise (epsilon infinite)"
-        print(f"differential privacy: {spent} at delta {dp['delta']:g} (clip {dp['clip']:g}, "
-              f"noise multiplier {dp['noise_multiplier']:.3f})")
+        print(
+            f"differential privacy: {spent} at delta {dp['delta']:g} (clip {dp['clip']:g}, "
+            f"noise multiplier {dp['noise_multiplier']:.3f})"
+        )
     for pid, failed in summary.get("failures", {}).items():
         refused = f", refused in {failed['refused']}" if failed["refused"] else ""
-        print(f"client {pid} failed in {failed['rounds']} round(s){refused}; last: {failed['last']}")
+        print(
+            f"client {pid} failed in {failed['rounds']} round(s){refused}; last: {failed['last']}"
+        )
     for probe, clients in summary.get("probes_dead", {}).items():
-        print(f"probe {probe} dead at the end on {', '.join(map(str, clients))}: the method's "
-              "mechanism is not working there (the round log says why)")
+        print(
+            f"probe {probe} dead at the end on {', '.join(map(str, clients))}: the method's "
+            "mechanism is not working there (the round log says why)"
+        )
     print(f"results: {out}")
 
 
@@ -150,8 +170,10 @@ def resume_config(args: argparse.Namespace) -> dict[str, Scalar]:
     given = [f"--{a.replace('_', '-')}" for a in FLAG_KEYS if getattr(args, a, None) is not None]
     given += [f for f, v in (("--set", args.set), ("--out", args.out)) if v]
     if given:
-        raise ConfigError(f"--resume continues {folder} with the config it was started with; "
-                          f"drop {', '.join(given)}.")
+        raise ConfigError(
+            f"--resume continues {folder} with the config it was started with; "
+            f"drop {', '.join(given)}."
+        )
     if not (folder / "config.json").is_file():
         raise ConfigError(f"--resume {folder}: not a run folder (no config.json).")
     records = Checkpointer(run_checkpoint_dir(folder), 1).load()
@@ -164,19 +186,42 @@ def _launch(args: argparse.Namespace, deploy: bool) -> int:
     from fgl_flower.launch import execute, validate
 
     flat = resume_config(args) if args.resume else build_run_config(args)
-    engine = "deployment" if deploy else "inprocess" if getattr(args, "inprocess", False) else "simulation"
+    engine = (
+        "deployment"
+        if deploy
+        else "inprocess"
+        if getattr(args, "inprocess", False)
+        else "simulation"
+    )
     gpus = [g.strip() for g in (getattr(args, "gpus", None) or "").split(",") if g.strip()]
-    cfg = validate(flat, engine, gpus, resume=bool(args.resume), overwrite=getattr(args, "overwrite", False))
-    names = {"deployment": "local deployment", "inprocess": "in-process grid", "simulation": "simulation"}
+    cfg = validate(
+        flat, engine, gpus, resume=bool(args.resume), overwrite=getattr(args, "overwrite", False)
+    )
+    names = {
+        "deployment": "local deployment",
+        "inprocess": "in-process grid",
+        "simulation": "simulation",
+    }
     out = Path(str(flat["out-dir"]))
-    print(f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
-          f"({names[engine]}); results in {out}", flush=True)
+    print(
+        f"Running {cfg.method} on {cfg.dataset} with {cfg.num_clients} clients "
+        f"({names[engine]}); results in {out}",
+        flush=True,
+    )
     if deploy and not getattr(args, "secure", False):
-        print("Note: this local deployment runs without TLS and without SuperNode authentication "
-              "(plain gRPC on this machine, any process may join as a SuperNode); add --secure for "
-              "both.", flush=True)
-    execute(cfg, engine, gpus=gpus, secure=getattr(args, "secure", False),
-            ray_address=getattr(args, "ray_address", None))
+        print(
+            "Note: this local deployment runs without TLS and without SuperNode authentication "
+            "(plain gRPC on this machine, any process may join as a SuperNode); add --secure for "
+            "both.",
+            flush=True,
+        )
+    execute(
+        cfg,
+        engine,
+        gpus=gpus,
+        secure=getattr(args, "secure", False),
+        ray_address=getattr(args, "ray_address", None),
+    )
     print_summary(json.loads((out / "summary.json").read_text()), out)
     return 0
 
@@ -209,8 +254,10 @@ def cmd_datasets(args: argparse.Namespace) -> int:
         print(f"{name:18}{entry.task:7}{'yes' if present else 'no':9}{folder}")
     for name, group in DATASET_GROUPS.items():
         present = all(dataset_status(m, root)[0] for m in group.members)
-        print(f"{name:18}{group.task:7}{'yes' if present else 'no':9}group of {', '.join(group.members)} "
-              "(partition=per-dataset)")
+        print(
+            f"{name:18}{group.task:7}{'yes' if present else 'no':9}group of {', '.join(group.members)} "
+            "(partition=per-dataset)"
+        )
     return 0
 
 
@@ -220,7 +267,10 @@ def cmd_methods(args: argparse.Namespace) -> int:
     width = max(len(name) for name in METHODS) + 2
     for name, spec in METHODS.items():
         opts = ", ".join(f"{name}.{k}={v}" for k, v in spec.options.items())
-        print(f"{name:{width}}{'/'.join(spec.tasks):12}{spec.summary}" + (f"  [{opts}]" if opts else ""))
+        print(
+            f"{name:{width}}{'/'.join(spec.tasks):12}{spec.summary}"
+            + (f"  [{opts}]" if opts else "")
+        )
     return 0
 
 
@@ -232,9 +282,11 @@ def cmd_new_method(args: argparse.Namespace) -> int:
     print(f"wrote {args.name}, a FedAvg variant with a server learning rate, to edit:")
     for path in written:
         print(f"  {path.relative_to(root)}")
-    print("and regenerated pyproject.toml's app config and the methods tables. Next:\n"
-          f"  pytest tests/methods/test_{args.name}.py\n"
-          f"  fgl run --inprocess --method {args.name} --rounds 3")
+    print(
+        "and regenerated pyproject.toml's app config and the methods tables. Next:\n"
+        f"  pytest tests/methods/test_{args.name}.py\n"
+        f"  fgl run --inprocess --method {args.name} --rounds 3"
+    )
     return 0
 
 
@@ -270,12 +322,17 @@ def stats_table(stats: Sequence[Mapping[str, Any]]) -> str:
         fmt = ".3f" if any(isinstance(s[k], float) for s in stats) else ".1f"
         return f"{statistics.fmean(values):{fmt}} ± {statistics.pstdev(values):{fmt}}"
 
-    rows = [[str(s["client"]), *(cell(s[k]) for k in keys), str(s.get("class_counts", ""))] for s in stats]
+    rows = [
+        [str(s["client"]), *(cell(s[k]) for k in keys), str(s.get("class_counts", ""))]
+        for s in stats
+    ]
     rows.append(["mean ± std", *(spread(k) if k in numeric else "" for k in keys), ""])
     header = ["client", *keys, "class counts"]
     widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header) - 1)]
-    return "\n".join(("  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip()
-                     for r in [header, *rows])
+    return "\n".join(
+        ("  ".join(c.rjust(w) for c, w in zip(r, widths)) + "  " + r[-1]).rstrip()
+        for r in [header, *rows]
+    )
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -297,31 +354,46 @@ def cmd_bench(args: argparse.Namespace) -> int:
             raise ConfigError(f"--seeds {args.seeds!r}: give seeds like 0,1") from None
         for exp in exps:
             if not set(seeds) <= set(exp.seeds):
-                raise ConfigError(f"--seeds {args.seeds}: {exp.title!r} runs seeds {exp.seeds}; "
-                                  "pick a subset (its table averages those).")
+                raise ConfigError(
+                    f"--seeds {args.seeds}: {exp.title!r} runs seeds {exp.seeds}; "
+                    "pick a subset (its table averages those)."
+                )
     if args.jobs < 1:
         raise ConfigError(f"--jobs {args.jobs}: give the number of runs at a time, 1 or more.")
     if args.time_limit is not None and args.time_limit <= 0:
-        raise ConfigError(f"--time-limit {args.time_limit:g}: give the seconds the benchmark may "
-                          "run, more than 0.")
+        raise ConfigError(
+            f"--time-limit {args.time_limit:g}: give the seconds the benchmark may "
+            "run, more than 0."
+        )
     neutral = {}
     for item in args.set:
         key, eq, value = item.partition("=")
         if not eq or key not in OUTCOME_NEUTRAL_KEYS:
-            raise ConfigError(f"fgl bench --set {item!r}: only keys that change no number may be set "
-                              f"here ({', '.join(OUTCOME_NEUTRAL_KEYS)}), as KEY=VALUE; put others "
-                              "in the experiment file, so that its table shows them.")
+            raise ConfigError(
+                f"fgl bench --set {item!r}: only keys that change no number may be set "
+                f"here ({', '.join(OUTCOME_NEUTRAL_KEYS)}), as KEY=VALUE; put others "
+                "in the experiment file, so that its table shows them."
+            )
         neutral[key] = value
     rows = [r for r in args.rows.split(",") if r] if args.rows else None
     if rows is not None and not any(select_rows(exp, rows) for exp in exps):
         slugs = ", ".join(row.slug for exp in exps for row in exp.rows)
-        raise ConfigError(f"--rows {args.rows}: no row's run folder matches it. Run folders: {slugs}")
+        raise ConfigError(
+            f"--rows {args.rows}: no row's run folder matches it. Run folders: {slugs}"
+        )
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     for exp in exps:
         if not args.doc_only:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            run_experiment(exp, dry_run=args.dry_run, seeds=seeds, rows=rows, jobs=args.jobs,
-                           time_limit=left, neutral=neutral)
+            run_experiment(
+                exp,
+                dry_run=args.dry_run,
+                seeds=seeds,
+                rows=rows,
+                jobs=args.jobs,
+                time_limit=left,
+                neutral=neutral,
+            )
         if not args.dry_run:  # rewritten after each file, so finished tables appear early
             written = write_docs(exps)
     if not args.dry_run:
@@ -331,8 +403,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 #: ``--partition`` choices (kept equal to the partitioner registry by a test; listing the
 #: registry here would import it, and torch, for every command).
-PARTITIONS = ("louvain", "louvain-topk", "louvain-plus", "louvain-merge", "metis", "metis-plus",
-              "random", "dirichlet", "files", "per-dataset")
+PARTITIONS = (
+    "louvain",
+    "louvain-topk",
+    "louvain-plus",
+    "louvain-merge",
+    "metis",
+    "metis-plus",
+    "random",
+    "dirichlet",
+    "files",
+    "per-dataset",
+)
 
 
 def _add_run_args(p: argparse.ArgumentParser) -> None:
@@ -341,32 +423,70 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
 
     d = load_app_defaults()
     p.add_argument("--method", help=f"method name (see `fgl methods`; default {d['method']})")
-    p.add_argument("--dataset", help=f"dataset name or group (see `fgl datasets`; default {d['dataset']})")
-    p.add_argument("--partition", help=f"partitioner: {', '.join(PARTITIONS)} (default {d['partition']})")
-    p.add_argument("--clients", type=int, help=f"number of clients (= SuperNodes; default "
-                   f"{OWN_FEDERATION_CLIENTS}); 0: the partition's natural count (louvain-merge, dataset groups)")
-    p.add_argument("--rounds", type=int, help=f"communication rounds (default {d['num-rounds']}; "
-                   "one-shot methods: 1)")
-    p.add_argument("--seed", type=int, help=f"run seed (model init, training, splits; default {d['seed']})")
+    p.add_argument(
+        "--dataset", help=f"dataset name or group (see `fgl datasets`; default {d['dataset']})"
+    )
+    p.add_argument(
+        "--partition", help=f"partitioner: {', '.join(PARTITIONS)} (default {d['partition']})"
+    )
+    p.add_argument(
+        "--clients",
+        type=int,
+        help=f"number of clients (= SuperNodes; default "
+        f"{OWN_FEDERATION_CLIENTS}); 0: the partition's natural count (louvain-merge, dataset groups)",
+    )
+    p.add_argument(
+        "--rounds",
+        type=int,
+        help=f"communication rounds (default {d['num-rounds']}; one-shot methods: 1)",
+    )
+    p.add_argument(
+        "--seed", type=int, help=f"run seed (model init, training, splits; default {d['seed']})"
+    )
     p.add_argument("--model", help=f"backbone: {', '.join(MODELS)} (default {d['model']})")
     p.add_argument("--data-root", help="folder with the raw datasets (default $FGL_DATA_ROOT)")
-    p.add_argument("--device", help=f"auto (GPU if visible), cpu, cuda or cuda:N (default {d['device']})")
-    p.add_argument("--cpus-per-client", type=int, help="torch threads per client (simulation: "
-                   f"also the CPUs Ray reserves per client; default {d['cpus-per-client']})")
-    p.add_argument("--fraction-train", type=float, help="share of the clients sampled to train "
-                   f"each round (default {d['fraction-train']}: all)")
-    p.add_argument("--secagg", action="store_true", help="sum what the clients send through "
-                   "SecAgg+, so the server learns only the sum (the method's secure-aggregation "
-                   "option; methods that have it: FedAvg, FedProx, FedStar, FedDense, O-pFGL)")
-    p.add_argument("--dp-epsilon", type=float, help="client-level differential privacy: the "
-                   "(epsilon, delta) budget of the whole run, with --dp-clip; sets agg-weight=uniform "
-                   "(the method's dp-* options; methods that have them: FedAvg, FedProx, FedStar, "
-                   "FedDense, FedSpray)")
-    p.add_argument("--dp-clip", type=float, help="with --dp-epsilon: the L2 norm each client's "
-                   "update is clipped to")
-    p.add_argument("--set", action="append", metavar="KEY=VALUE",
-                   help="override any run-config key (all listed by `fgl config`), e.g. "
-                   "--set lr=0.05 --set fedprox.mu=0.1")
+    p.add_argument(
+        "--device", help=f"auto (GPU if visible), cpu, cuda or cuda:N (default {d['device']})"
+    )
+    p.add_argument(
+        "--cpus-per-client",
+        type=int,
+        help="torch threads per client (simulation: "
+        f"also the CPUs Ray reserves per client; default {d['cpus-per-client']})",
+    )
+    p.add_argument(
+        "--fraction-train",
+        type=float,
+        help="share of the clients sampled to train "
+        f"each round (default {d['fraction-train']}: all)",
+    )
+    p.add_argument(
+        "--secagg",
+        action="store_true",
+        help="sum what the clients send through "
+        "SecAgg+, so the server learns only the sum (the method's secure-aggregation "
+        "option; methods that have it: FedAvg, FedProx, FedStar, FedDense, O-pFGL)",
+    )
+    p.add_argument(
+        "--dp-epsilon",
+        type=float,
+        help="client-level differential privacy: the "
+        "(epsilon, delta) budget of the whole run, with --dp-clip; sets agg-weight=uniform "
+        "(the method's dp-* options; methods that have them: FedAvg, FedProx, FedStar, "
+        "FedDense, FedSpray)",
+    )
+    p.add_argument(
+        "--dp-clip",
+        type=float,
+        help="with --dp-epsilon: the L2 norm each client's update is clipped to",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override any run-config key (all listed by `fgl config`), e.g. "
+        "--set lr=0.05 --set fedprox.mu=0.1",
+    )
 
 
 def cmd_config(args: argparse.Namespace) -> int:
@@ -375,14 +495,17 @@ def cmd_config(args: argparse.Namespace) -> int:
     from fgl_flower.app_defaults import describe_keys
     from fgl_flower.methods import METHODS
 
-    rows = [(k, d, f"{m} [{' | '.join(METHODS)}]" if k == "method" else m) for k, d, m in describe_keys()]
+    rows = [
+        (k, d, f"{m} [{' | '.join(METHODS)}]" if k == "method" else m)
+        for k, d, m in describe_keys()
+    ]
     if args.json:
         print(json.dumps([{"key": k, "default": d, "meaning": m} for k, d, m in rows], indent=2))
         return 0
     width = max(len(k) for k, _, _ in rows)
     for key, default, meaning in rows:
         print(f"{key:<{width}}  {json.dumps(default):<12}  {meaning}")
-    print("\nSet any key with `fgl run --set key=value` or `flwr run . --run-config \"key=value\"`.")
+    print('\nSet any key with `fgl run --set key=value` or `flwr run . --run-config "key=value"`.')
     return 0
 
 
@@ -409,31 +532,56 @@ def parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=helptext)
         _add_run_args(p)
         p.add_argument("--out", help="output folder (default: ./runs/<name>)")
-        p.add_argument("--resume", metavar="DIR", help="continue the run in DIR (crashed or "
-                       "stopped) from its last checkpoint, with the config it was started with")
-        p.add_argument("--overwrite", action="store_true", help="reuse an --out folder that "
-                       "holds an earlier run (its results are replaced)")
+        p.add_argument(
+            "--resume",
+            metavar="DIR",
+            help="continue the run in DIR (crashed or "
+            "stopped) from its last checkpoint, with the config it was started with",
+        )
+        p.add_argument(
+            "--overwrite",
+            action="store_true",
+            help="reuse an --out folder that holds an earlier run (its results are replaced)",
+        )
         if name == "run":
-            p.add_argument("--inprocess", action="store_true",
-                           help="run the app's clients sequentially in this process instead of "
-                           "Flower's simulation engine (same numbers, far less overhead for "
-                           "small graphs)")
-            p.add_argument("--gpus-per-client", type=float,
-                           help="GPUs Ray reserves per simulated client; fractions share a GPU "
-                           "(0.25: four clients per GPU; default 0)")
-            p.add_argument("--ray-address", help="attach the simulation to a running Ray cluster "
-                           "(e.g. 'auto' or HEAD_IP:6379) instead of starting one")
+            p.add_argument(
+                "--inprocess",
+                action="store_true",
+                help="run the app's clients sequentially in this process instead of "
+                "Flower's simulation engine (same numbers, far less overhead for "
+                "small graphs)",
+            )
+            p.add_argument(
+                "--gpus-per-client",
+                type=float,
+                help="GPUs Ray reserves per simulated client; fractions share a GPU "
+                "(0.25: four clients per GPU; default 0)",
+            )
+            p.add_argument(
+                "--ray-address",
+                help="attach the simulation to a running Ray cluster "
+                "(e.g. 'auto' or HEAD_IP:6379) instead of starting one",
+            )
         else:
-            p.add_argument("--gpus", help="GPU ids for the SuperNodes, e.g. 0,1: SuperNode i sees "
-                           "only GPU ids[i mod n] (CUDA_VISIBLE_DEVICES)")
-            p.add_argument("--secure", action="store_true", help="TLS between SuperLink and "
-                           "SuperNodes (certificates made for this run) and SuperNode "
-                           "authentication (only the run's registered keys are accepted)")
+            p.add_argument(
+                "--gpus",
+                help="GPU ids for the SuperNodes, e.g. 0,1: SuperNode i sees "
+                "only GPU ids[i mod n] (CUDA_VISIBLE_DEVICES)",
+            )
+            p.add_argument(
+                "--secure",
+                action="store_true",
+                help="TLS between SuperLink and "
+                "SuperNodes (certificates made for this run) and SuperNode "
+                "authentication (only the run's registered keys are accepted)",
+            )
         p.set_defaults(fn=fn)
     p = sub.add_parser("datasets", help="list datasets and offline availability")
     p.add_argument("--data-root")
     p.set_defaults(fn=cmd_datasets)
-    p = sub.add_parser("new-method", help="write a runnable method from a template (a source checkout)")
+    p = sub.add_parser(
+        "new-method", help="write a runnable method from a template (a source checkout)"
+    )
     p.add_argument("name", help="the new method's name: lowercase letters and digits")
     p.set_defaults(fn=cmd_new_method)
     p = sub.add_parser("methods", help="list methods")
@@ -442,26 +590,52 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(fn=cmd_config)
     p = sub.add_parser("bench", help="run an experiment file's rows and seeds, write its table")
-    p.add_argument("files", nargs="+", metavar="FILE",
-                   help="experiment TOML(s), e.g. experiments/platform/results.toml; files "
-                   "with the same `doc` are written as sections of one document")
+    p.add_argument(
+        "files",
+        nargs="+",
+        metavar="FILE",
+        help="experiment TOML(s), e.g. experiments/platform/results.toml; files "
+        "with the same `doc` are written as sections of one document",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
-    p.add_argument("--doc-only", action="store_true", help="only rewrite the table from finished runs")
-    p.add_argument("--seeds", help="run only these of the file's seeds, e.g. 1,2 (to split a "
-                   "benchmark over several processes)")
-    p.add_argument("--rows", help="run only rows whose run folder (dataset-partition-clients-"
-                   "method-model-overrides) matches one of these comma-separated shell patterns, "
-                   "e.g. '*fedavg*' or 'Cora-*'")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="runs at a time (default 1); each is its own `fgl run` process, so "
-                   "set OMP_NUM_THREADS (e.g. cores / jobs) and mind GPU memory")
-    p.add_argument("--time-limit", type=float, metavar="SECONDS",
-                   help="start no run after SECONDS and stop the runs still going then (a "
-                   "batch job's limit); the same command later resumes them from their last "
-                   "checkpoint (see --set checkpoint-every=N)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                   help="set a run-config key that changes no number for these runs: "
-                   + ", ".join(OUTCOME_NEUTRAL_KEYS) + " (repeatable)")
+    p.add_argument(
+        "--doc-only", action="store_true", help="only rewrite the table from finished runs"
+    )
+    p.add_argument(
+        "--seeds",
+        help="run only these of the file's seeds, e.g. 1,2 (to split a "
+        "benchmark over several processes)",
+    )
+    p.add_argument(
+        "--rows",
+        help="run only rows whose run folder (dataset-partition-clients-"
+        "method-model-overrides) matches one of these comma-separated shell patterns, "
+        "e.g. '*fedavg*' or 'Cora-*'",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="runs at a time (default 1); each is its own `fgl run` process, so "
+        "set OMP_NUM_THREADS (e.g. cores / jobs) and mind GPU memory",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="SECONDS",
+        help="start no run after SECONDS and stop the runs still going then (a "
+        "batch job's limit); the same command later resumes them from their last "
+        "checkpoint (see --set checkpoint-every=N)",
+    )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="set a run-config key that changes no number for these runs: "
+        + ", ".join(OUTCOME_NEUTRAL_KEYS)
+        + " (repeatable)",
+    )
     p.set_defaults(fn=cmd_bench)
     p = sub.add_parser("partition-stats", help="per-client statistics of a partition")
     _add_run_args(p)

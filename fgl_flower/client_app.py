@@ -34,8 +34,15 @@ from fgl_flower.methods import METHODS
 from fgl_flower.parse import parse_run_config
 from fgl_flower.progress import step
 from fgl_flower.protocol import (
-    CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_PARTITIONS, PARTITION_ID,
-    PARTITION_QUERY, RESUME_ROUND, SERVER_ROUND,
+    CONFIG,
+    EVALUATE_ROUND,
+    EVALUATION,
+    METRICS,
+    NUM_PARTITIONS,
+    PARTITION_ID,
+    PARTITION_QUERY,
+    RESUME_ROUND,
+    SERVER_ROUND,
 )
 from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.protocol import QUERY as SECAGG_INNER_QUERY
@@ -54,7 +61,7 @@ def node_partition(context: Context) -> tuple[int, int]:
     except KeyError as e:
         raise ConfigError(
             "This SuperNode has no partition id: start it with "
-            "--node-config \"partition-id=<i> num-partitions=<K>\"."
+            '--node-config "partition-id=<i> num-partitions=<K>".'
         ) from e
 
 
@@ -113,8 +120,13 @@ class LiveClients:
     def clear(self) -> None:
         self._clients.clear()
 
-    def serve(self, key: tuple, context: Context, build: Callable[[], FGLClient],
-              handle: Callable[[FGLClient], RecordDict]) -> RecordDict:
+    def serve(
+        self,
+        key: tuple,
+        context: Context,
+        build: Callable[[], FGLClient],
+        handle: Callable[[FGLClient], RecordDict],
+    ) -> RecordDict:
         """``handle(client)`` with the live client of ``key`` if ``context.state`` is the one
         it saved, else with ``build()``; the client is kept only if ``handle`` returns."""
         from fgl_flower.clients.state import ClientState
@@ -150,8 +162,9 @@ def build_client(context: Context) -> FGLClient:
     pid = node_partition(context)[0]
     with warnings.catch_warnings():
         # torch.jit's deprecation notice when PyG is first imported: nothing a user can act on
-        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated",
-                                category=DeprecationWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"`torch\.jit\.script` is deprecated", category=DeprecationWarning
+        )
         import torch
 
         from fgl_flower.clients.state import ClientState
@@ -169,7 +182,9 @@ def _round(msg: Message) -> int:
     return int(cfg[SERVER_ROUND]) if cfg is not None and SERVER_ROUND in cfg else 0
 
 
-def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], RecordDict]) -> RecordDict:
+def with_client(
+    msg: Message, context: Context, handle: Callable[[FGLClient], RecordDict]
+) -> RecordDict:
     """``handle`` applied to this node's client: a live one (``reuse-clients``) or a fresh
     one. In a resumed run, the client's state first comes from its checkpoint; after a
     train message it is checkpointed (:mod:`fgl_flower.checkpoint`)."""
@@ -193,13 +208,22 @@ def with_client(msg: Message, context: Context, handle: Callable[[FGLClient], Re
 
         state = RecordDict({k: v for k, v in context.state.items() if k not in _NOT_STATE})
         try:
-            save_client_state(where[0], node_partition(context)[0], _round(msg), state,
-                              cfg.checkpoint_every, first=first, node_dir=where[1])
+            save_client_state(
+                where[0],
+                node_partition(context)[0],
+                _round(msg),
+                state,
+                cfg.checkpoint_every,
+                first=first,
+                node_dir=where[1],
+            )
             context.state[CHECKPOINTED] = ConfigRecord({"round": _round(msg)})
         except OSError as e:
-            raise FGLError(f"Cannot write the client checkpoint in {client_root(*where)}: {e}. Give this "
-                           "SuperNode a writable folder (--node-config \"checkpoint-dir=...\"), "
-                           "or run without checkpoints (checkpoint-every=0).") from None
+            raise FGLError(
+                f"Cannot write the client checkpoint in {client_root(*where)}: {e}. Give this "
+                'SuperNode a writable folder (--node-config "checkpoint-dir=..."), '
+                "or run without checkpoints (checkpoint-every=0)."
+            ) from None
     return reply
 
 
@@ -266,8 +290,10 @@ def query_secagg(msg: Message, context: Context) -> Message:
     """A SecAgg+ stage (:mod:`fgl_flower.secagg`): the mod answers it; in its ``collect``
     stage this handler runs the wrapped query, whose reply the mod masks."""
     action = str(require_record(msg.content, SECAGG, ConfigRecord)[SECAGG_INNER_QUERY])
-    return Message(content=with_client(msg, context, lambda client: client.query(action, msg.content)),
-                   reply_to=msg)
+    return Message(
+        content=with_client(msg, context, lambda client: client.query(action, msg.content)),
+        reply_to=msg,
+    )
 
 
 def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
@@ -288,16 +314,23 @@ def progress_mod(msg: Message, context: Context, call_next) -> Message:
     round on CiteSeer, 100 local epochs on a large graph) says which are at work, while quick
     clients stay quiet. Off with ``progress=false``; a query passes through."""
     kind = str(msg.metadata.message_type)
-    if kind not in (MessageType.TRAIN, MessageType.EVALUATE) or not node_run_config(context).progress:
+    if (
+        kind not in (MessageType.TRAIN, MessageType.EVALUATE)
+        or not node_run_config(context).progress
+    ):
         return call_next(msg, context)
-    with step(f"client {node_partition(context)[0]}: {kind} of round {_round(msg)}", after=CLIENT_REPORT_AFTER_S):
+    with step(
+        f"client {node_partition(context)[0]}: {kind} of round {_round(msg)}",
+        after=CLIENT_REPORT_AFTER_S,
+    ):
         return call_next(msg, context)
 
 
 def query_partition(msg: Message, context: Context) -> Message:
     pid, num = node_partition(context)
-    return Message(RecordDict({CONFIG: ConfigRecord({PARTITION_ID: pid, NUM_PARTITIONS: num})}),
-                   reply_to=msg)
+    return Message(
+        RecordDict({CONFIG: ConfigRecord({PARTITION_ID: pid, NUM_PARTITIONS: num})}), reply_to=msg
+    )
 
 
 def make_app(mods: Sequence[Mod] = ()) -> ClientApp:

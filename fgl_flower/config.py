@@ -1,7 +1,8 @@
 """Run configuration: one validated, typed view of Flower's flat run config.
 
 Flower passes the run config as a flat ``{key: int | float | bool | str}`` mapping whose
-defaults live in ``pyproject.toml`` (``[tool.flwr.app.config]``). Keys are grouped:
+defaults are the app config's (:mod:`fgl_flower.app_defaults`: the core keys of
+``run_config.toml`` and the method specs' options). Keys are grouped:
 
 * plain keys (``method``, ``dataset``, ``num-rounds``, ``lr``, ...) for every run;
 * ``data.<option>`` keys, options of the partitioner or of the synthetic generator;
@@ -24,7 +25,7 @@ from fgl_flower.errors import ConfigError
 
 Scalar = int | float | bool | str
 
-#: Keys that every run has, with their types. Their defaults live in pyproject.toml.
+#: Keys that every run has, with their types. Their defaults and meanings: fgl_flower/run_config.toml.
 CORE_KEYS: dict[str, type] = {
     "method": str,
     "dataset": str,
@@ -81,24 +82,41 @@ FOLLOW_FEDERATION = -1
 #: Core keys with a fixed set of values: the values and what the key chooses
 #: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
-    "split-mode": (("random", "stratified", "stratified-sequential", "five-group"),
-                   "per-client splits at random, per class, per class from one stream over the "
-                   "clients, or five node groups of the whole graph rotated by split-fold"),
+    "split-mode": (
+        ("random", "stratified", "stratified-sequential", "five-group"),
+        "per-client splits at random, per class, per class from one stream over the "
+        "clients, or five node groups of the whole graph rotated by split-fold",
+    ),
     "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
-    "eval-weight": (("split", "client-size", "client"), "pool each metric over the clients' "
-                    "val/test examples, weight clients by their size, or count each client once"),
+    "eval-weight": (
+        ("split", "client-size", "client"),
+        "pool each metric over the clients' "
+        "val/test examples, weight clients by their size, or count each client once",
+    ),
     "optimizer": (("adam", "sgd"), "the local optimizer: Adam, or plain SGD without momentum"),
-    "agg-weight": (("train", "local", "uniform"), "weight each upload in FedAvg-style averaging by "
-                   "the client's training examples, by all its local examples (nodes/graphs), or "
-                   "equally (what differential privacy needs)"),
-    "aggregation": (("mean", "median", "trimmed-mean", "krum", "multi-krum"), "the FedAvg family's "
-                    "rule for combining the uploads: the weighted mean, or a rule robust to "
-                    "malicious-clients arbitrary uploads (fgl_flower.strategies.robust)"),
-    "on-nonfinite": (("stop", "skip"), "a client reporting a NaN or infinite loss or metric "
-                     "stops the run, or is left out of its round (recorded)"),
-    "untrained-classes": (("stop", "allow"), "a class with no training example on any client "
-                          "stops the run before training, or is allowed with a warning (it "
-                          "cannot be learned; e.g. Texas' one-node class in a random split)"),
+    "agg-weight": (
+        ("train", "local", "uniform"),
+        "weight each upload in FedAvg-style averaging by "
+        "the client's training examples, by all its local examples (nodes/graphs), or "
+        "equally (what differential privacy needs)",
+    ),
+    "aggregation": (
+        ("mean", "median", "trimmed-mean", "krum", "multi-krum"),
+        "the FedAvg family's "
+        "rule for combining the uploads: the weighted mean, or a rule robust to "
+        "malicious-clients arbitrary uploads (fgl_flower.strategies.robust)",
+    ),
+    "on-nonfinite": (
+        ("stop", "skip"),
+        "a client reporting a NaN or infinite loss or metric "
+        "stops the run, or is left out of its round (recorded)",
+    ),
+    "untrained-classes": (
+        ("stop", "allow"),
+        "a class with no training example on any client "
+        "stops the run before training, or is allowed with a warning (it "
+        "cannot be learned; e.g. Texas' one-node class in a random split)",
+    ),
 }
 
 
@@ -242,7 +260,9 @@ class MethodOptions:
         """Raise :class:`ConfigError` when option ``name`` is not one of ``choices``."""
         value = getattr(self, name)
         if value not in choices:
-            raise ConfigError(f"{method}.{name.replace('_', '-')}={value!r}: use one of {', '.join(choices)}.")
+            raise ConfigError(
+                f"{method}.{name.replace('_', '-')}={value!r}: use one of {', '.join(choices)}."
+            )
 
     def require_nonnegative(self, method: str, *names: str) -> None:
         """Raise :class:`ConfigError` naming the first option of ``names`` that is not a finite
@@ -250,7 +270,9 @@ class MethodOptions:
         for name in names:
             value = getattr(self, name)
             if not (math.isfinite(value) and value >= 0):
-                raise ConfigError(f"{method}.{name.replace('_', '-')}={value} must be a finite number >= 0.")
+                raise ConfigError(
+                    f"{method}.{name.replace('_', '-')}={value} must be a finite number >= 0."
+                )
 
     def require_positive(self, method: str, *names: str) -> None:
         """Raise :class:`ConfigError` naming the first option of ``names`` that is not a finite
@@ -258,17 +280,13 @@ class MethodOptions:
         for name in names:
             value = getattr(self, name)
             if not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{method}.{name.replace('_', '-')}={value} must be a positive number.")
+                raise ConfigError(
+                    f"{method}.{name.replace('_', '-')}={value} must be a positive number."
+                )
 
 
 #: Folds of ``split-mode=five-group`` (``split-fold`` -1: the run seed mod this).
 FOLDS = 5
-
-
-def _check_split_fold(fold: int) -> None:
-    if not -1 <= fold < FOLDS:
-        raise ConfigError(f"split-fold must be -1 (the run seed mod {FOLDS}) or a fold 0-{FOLDS - 1} "
-                          f"of split-mode=five-group (got {fold}).")
 
 
 def parse_split(text: str) -> tuple[float, float, float]:

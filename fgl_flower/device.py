@@ -26,7 +26,9 @@ def check_device_spec(spec: str) -> str:
     """Validate the syntax of a ``device`` value (torch-free); returns it lower-cased."""
     value = str(spec).strip().lower()
     if not _SPEC.match(value):
-        raise ConfigError(f"device={spec!r}: use 'auto' (GPU if visible), 'cpu', 'cuda' or 'cuda:N'.")
+        raise ConfigError(
+            f"device={spec!r}: use 'auto' (GPU if visible), 'cpu', 'cuda' or 'cuda:N'."
+        )
     return value
 
 
@@ -42,7 +44,11 @@ def resolve_device(spec: str) -> torch.device:
     if value == "cpu" or (value == "auto" and not torch.cuda.is_available()):
         return torch.device("cpu")
     if not torch.cuda.is_available():
-        build = "a CPU-only build" if torch.version.cuda is None else f"built for CUDA {torch.version.cuda}"
+        build = (
+            "a CPU-only build"
+            if torch.version.cuda is None
+            else f"built for CUDA {torch.version.cuda}"
+        )
         visible = os.environ.get("CUDA_VISIBLE_DEVICES")
         hint = f"; CUDA_VISIBLE_DEVICES={visible!r}" if visible is not None else ""
         raise ConfigError(

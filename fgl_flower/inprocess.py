@@ -13,8 +13,8 @@ which gives the same numbers for less work. It runs the same ServerApp/ClientApp
 from __future__ import annotations
 
 import traceback
-from datetime import datetime, timedelta, timezone
 from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime, timedelta
 from logging import ERROR
 from typing import Any
 
@@ -88,18 +88,26 @@ class InProcessGrid:
     def get_nodes(self) -> Iterable[NodeInfo]:
         """The nodes as Flower's simulation registers them: in partition order, one
         microsecond apart (``registration`` reorders them, for tests)."""
-        start = datetime(2026, 1, 1, tzinfo=timezone.utc)
+        start = datetime(2026, 1, 1, tzinfo=UTC)
         order = sorted(self._nodes.values(), key=lambda c: int(c.node_config["partition-id"]))
         if self.registration is not None:
             order = [order[i] for i in self.registration]
-        return [NodeInfo(node_id=c.node_id, registered_at=(start + timedelta(microseconds=k)).isoformat())
-                for k, c in enumerate(order)]
+        return [
+            NodeInfo(
+                node_id=c.node_id, registered_at=(start + timedelta(microseconds=k)).isoformat()
+            )
+            for k, c in enumerate(order)
+        ]
 
     def context(self, partition_id: int) -> Context:
         """The context (and persistent state) of the node with ``partition_id``."""
-        return next(c for c in self._nodes.values() if c.node_config["partition-id"] == partition_id)
+        return next(
+            c for c in self._nodes.values() if c.node_config["partition-id"] == partition_id
+        )
 
-    def send_and_receive(self, messages: Iterable[Message], *, timeout: float | None = None) -> list[Message]:
+    def send_and_receive(
+        self, messages: Iterable[Message], *, timeout: float | None = None
+    ) -> list[Message]:
         replies = []
         for msg in messages:
             ctx = self._nodes[msg.metadata.dst_node_id]
@@ -113,8 +121,13 @@ class InProcessGrid:
                 reply = self.client_app(msg, ctx)
             except Exception as e:  # as Flower's runtimes do: an error reply, the run goes on
                 log(ERROR, "ClientApp of node %d raised:\n%s", ctx.node_id, traceback.format_exc())
-                reply = Message(Error(code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
-                                      reason=f"{type(e).__name__}: {e}"), reply_to=msg)
+                reply = Message(
+                    Error(
+                        code=ErrorCode.CLIENT_APP_RAISED_EXCEPTION,
+                        reason=f"{type(e).__name__}: {e}",
+                    ),
+                    reply_to=msg,
+                )
             if self.serialize and reply.has_content():
                 reply = Message(content=_roundtrip(reply.content), reply_to=msg)
             replies.append(reply)
@@ -128,8 +141,10 @@ def run_inprocess(flat_config: Mapping[str, Any], serialize: bool = False) -> di
 
     cfg = parse_run_config(flat_config)
     if cfg.num_clients == FOLLOW_FEDERATION:
-        raise ConfigError(f"num-clients={FOLLOW_FEDERATION} follows a federation's SuperNodes, but "
-                          "run_inprocess makes its own: set num-clients.")
+        raise ConfigError(
+            f"num-clients={FOLLOW_FEDERATION} follows a federation's SuperNodes, but "
+            "run_inprocess makes its own: set num-clients."
+        )
     try:
         return run(InProcessGrid(flat_config, cfg.num_clients, serialize=serialize), cfg)
     finally:

@@ -36,13 +36,16 @@ def typed(key: str, value: Any, defaults: Mapping[str, Scalar], where: str = "")
     if key not in defaults:
         close = difflib.get_close_matches(key, list(defaults), n=3, cutoff=0.6)
         hint = f" Did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-        raise ConfigError(f"{where}{key}: unknown run-config key.{hint} `fgl config` lists every key "
-                          "with its default and meaning.")
+        raise ConfigError(
+            f"{where}{key}: unknown run-config key.{hint} `fgl config` lists every key "
+            "with its default and meaning."
+        )
     return coerce_value(f"{where}{key}", value, type(defaults[key]))
 
 
-def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
-                where: str = "") -> dict[str, Scalar]:
+def flat_config(
+    overrides: Mapping[str, Any], out: str | Path | None = None, where: str = ""
+) -> dict[str, Scalar]:
     """The app defaults (``pyproject.toml``) with ``overrides`` applied, ready to validate.
 
     A one-shot method (O-pFGL) gets its fixed number of rounds unless ``num-rounds`` is
@@ -89,7 +92,8 @@ def flat_config(overrides: Mapping[str, Any], out: str | Path | None = None,
             raise ConfigError(
                 f"{where}num-clients={FOLLOW_FEDERATION} follows the SuperNodes of a federation that "
                 "`flwr run .` is given, but this run starts its own federation: give the number "
-                f"of clients, or leave it out for {OWN_FEDERATION_CLIENTS}.")
+                f"of clients, or leave it out for {OWN_FEDERATION_CLIENTS}."
+            )
         flat["num-clients"] = OWN_FEDERATION_CLIENTS
     path = Path(out).expanduser().resolve() if out else default_out_dir(flat)
     flat["out-dir"] = str(path)
@@ -118,15 +122,18 @@ def check_out_dir(out: Path, resume: bool = False, overwrite: bool = False) -> N
         raise ConfigError(f"--out {out} is a file; choose a folder.")
     earlier = [n for n in ("summary.json", "rounds.jsonl") if (out / n).exists()]
     if earlier and not (resume or overwrite):
-        raise ConfigError(f"--out {out} already holds a run ({', '.join(earlier)}): choose "
-                          f"another folder, continue it with --resume {out}, or pass --overwrite.")
+        raise ConfigError(
+            f"--out {out} already holds a run ({', '.join(earlier)}): choose "
+            f"another folder, continue it with --resume {out}, or pass --overwrite."
+        )
     try:
         out.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=out):
             pass
     except OSError as e:
-        raise ConfigError(f"--out {out}: cannot write there ({e.strerror}); choose a writable "
-                          "folder.") from None
+        raise ConfigError(
+            f"--out {out}: cannot write there ({e.strerror}); choose a writable folder."
+        ) from None
 
 
 def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequence[str] = ()):
@@ -144,8 +151,10 @@ def prepare(flat: Mapping[str, Scalar], engine: str = "inprocess", gpus: Sequenc
     cfg = parse_run_config(flat)
     check_method_task(cfg)
     if cfg.data_root and not Path(cfg.data_root).is_dir():
-        raise ConfigError(f"data-root {cfg.data_root} is not a folder: point it at the folder "
-                          "holding the raw datasets (or unset it to use $FGL_DATA_ROOT).")
+        raise ConfigError(
+            f"data-root {cfg.data_root} is not a folder: point it at the folder "
+            "holding the raw datasets (or unset it to use $FGL_DATA_ROOT)."
+        )
     validate_data_config(cfg.data_config())
     check_resources(cfg, engine, gpus)
     cfg = resolve_num_clients(cfg)
@@ -189,30 +198,46 @@ def check_resources(cfg, engine: str, gpus: Sequence[str] = ()) -> None:
             visible = visible_gpus()
             bad = [g for g in gpus if not g.isdigit() or int(g) >= visible]
             if bad:
-                raise ConfigError(f"--gpus {','.join(gpus)}: this machine has {visible} GPU(s) "
-                                  f"(ids 0..{visible - 1}); no GPU {', '.join(bad)}.")
+                raise ConfigError(
+                    f"--gpus {','.join(gpus)}: this machine has {visible} GPU(s) "
+                    f"(ids 0..{visible - 1}); no GPU {', '.join(bad)}."
+                )
             return
         resolve_device(cfg.device)  # the clients run on this machine, in this environment
         return
     cores = os.cpu_count() or 1
     if cfg.cpus_per_client > cores:
-        raise ConfigError(f"--cpus-per-client {cfg.cpus_per_client}: this machine has {cores} CPUs, "
-                          "and Ray would never start a client that needs more.")
+        raise ConfigError(
+            f"--cpus-per-client {cfg.cpus_per_client}: this machine has {cores} CPUs, "
+            "and Ray would never start a client that needs more."
+        )
     if cfg.gpus_per_client > 0 and visible_gpus() == 0:
-        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
-                          "to torch; leave it at 0 (CPU clients).")
+        raise ConfigError(
+            f"--gpus-per-client {cfg.gpus_per_client}: this machine has no GPU visible "
+            "to torch; leave it at 0 (CPU clients)."
+        )
     check_client_resources(cfg.cpus_per_client, cfg.gpus_per_client)
     if cfg.device.startswith("cuda") and cfg.gpus_per_client == 0:
-        raise ConfigError(f"device={cfg.device!r} in simulation needs a GPU share per client: Ray "
-                          "hides the GPUs from clients that reserve none. Add e.g. "
-                          "--gpus-per-client 0.25 (four clients per GPU), or use device='auto'.")
+        raise ConfigError(
+            f"device={cfg.device!r} in simulation needs a GPU share per client: Ray "
+            "hides the GPUs from clients that reserve none. Add e.g. "
+            "--gpus-per-client 0.25 (four clients per GPU), or use device='auto'."
+        )
     if cfg.device == "cpu" and cfg.gpus_per_client > 0:
-        raise ConfigError(f"--gpus-per-client {cfg.gpus_per_client} with device='cpu' reserves GPUs "
-                          "that no client uses; drop one of the two.")
+        raise ConfigError(
+            f"--gpus-per-client {cfg.gpus_per_client} with device='cpu' reserves GPUs "
+            "that no client uses; drop one of the two."
+        )
 
 
-def validate(flat: Mapping[str, Scalar], engine: str, gpus: Sequence[str] = (), *,
-             resume: bool = False, overwrite: bool = False):
+def validate(
+    flat: Mapping[str, Scalar],
+    engine: str,
+    gpus: Sequence[str] = (),
+    *,
+    resume: bool = False,
+    overwrite: bool = False,
+):
     """:func:`check_out_dir` and :func:`prepare` for the run folder ``flat["out-dir"]``;
     returns the prepared config. A refused run leaves only ``error.txt`` (the reason) in a
     folder that was empty, and raises."""
@@ -230,8 +255,15 @@ def validate(flat: Mapping[str, Scalar], engine: str, gpus: Sequence[str] = (), 
         raise
 
 
-def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
-            ray_address: str | None = None, stream: TextIO | None = None) -> Path:
+def execute(
+    cfg,
+    engine: str,
+    *,
+    gpus: Sequence[str] = (),
+    secure: bool = False,
+    ray_address: str | None = None,
+    stream: TextIO | None = None,
+) -> Path:
     """Run the prepared ``cfg`` (:func:`validate`) on ``engine``; returns its run folder,
     which holds ``summary.json``. ``stream`` receives the output of ``flwr run``
     (default: stdout). Raises :class:`FGLError` if the run did not finish."""
@@ -250,12 +282,20 @@ def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
 
         done = results_written(out)  # the ServerApp's last line: what is left is stopped
         if engine == "deployment":
-            code = run_deployment(app_dir(), flat, cfg.num_clients, gpus=gpus, secure=secure, stream=stream,
-                                  done=done)
+            code = run_deployment(
+                app_dir(), flat, cfg.num_clients, gpus=gpus, secure=secure, stream=stream, done=done
+            )
         else:
-            code = run_simulation(app_dir(), flat, cfg.num_clients, cpus_per_client=cfg.cpus_per_client,
-                                  gpus_per_client=cfg.gpus_per_client, ray_address=ray_address,
-                                  stream=stream, done=done)
+            code = run_simulation(
+                app_dir(),
+                flat,
+                cfg.num_clients,
+                cpus_per_client=cfg.cpus_per_client,
+                gpus_per_client=cfg.gpus_per_client,
+                ray_address=ray_address,
+                stream=stream,
+                done=done,
+            )
     if code != 0 or not (out / "summary.json").exists():
         raise FGLError(failure_message(code, out))
     return out
@@ -264,6 +304,9 @@ def execute(cfg, engine: str, *, gpus: Sequence[str] = (), secure: bool = False,
 def failure_message(code: int, out: Path) -> str:
     """What a run that ended without its summary left: its finished rounds, if any."""
     rounds = out / "rounds.jsonl"
-    kept = (f"Finished rounds are in {rounds}." if rounds.is_file() and rounds.stat().st_size
-            else "No round finished.")
+    kept = (
+        f"Finished rounds are in {rounds}."
+        if rounds.is_file() and rounds.stat().st_size
+        else "No round finished."
+    )
     return f"The run failed (exit code {code}); see the log above. {kept}"

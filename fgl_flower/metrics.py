@@ -68,7 +68,9 @@ def minority_metrics(logits: Tensor, target: Tensor, majority: int) -> dict[str,
 
 
 def summarize_clients(
-    values: Sequence[Mapping[str, float]], metrics: Sequence[str], weight_key: Mapping[str, str | None],
+    values: Sequence[Mapping[str, float]],
+    metrics: Sequence[str],
+    weight_key: Mapping[str, str | None],
     count_key: Mapping[str, str] | None = None,
 ) -> dict[str, float]:
     r"""Aggregate per-client metrics into weighted mean, plain mean, std and worst client.

@@ -24,5 +24,7 @@ def app_dir() -> Path:
     dest = Path(tempfile.mkdtemp(prefix="fgl-app-"))
     atexit.register(shutil.rmtree, dest, True)
     (dest / "pyproject.toml").write_text(app_pyproject_text(), encoding="utf-8")
-    shutil.copytree(package, dest / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(
+        package, dest / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+    )
     return dest

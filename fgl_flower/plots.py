@@ -14,7 +14,6 @@ if TYPE_CHECKING:
     from fgl_flower.api import Partition, RunResult
 
 
-
 def _labelled(results: Any) -> dict[str, RunResult]:
     from fgl_flower.api import RunResult
 
@@ -52,7 +51,13 @@ def plot_curves(results, key: str = "test_acc", where: str = "eval", ax=None):
         pts = res.history(key, where)
         if pts:
             xs, ys = zip(*pts)
-            ax.plot(xs, [scale * y for y in ys], label=label, marker="o" if len(xs) < 30 else None, markersize=3)
+            ax.plot(
+                xs,
+                [scale * y for y in ys],
+                label=label,
+                marker="o" if len(xs) < 30 else None,
+                markersize=3,
+            )
     ax.set_xlabel("round")
     ax.set_ylabel(key.replace("_", " ") + (" (%)" if scale == 100 else ""))
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -65,7 +70,9 @@ def plot_clients(results, key: str = "test_acc", ax=None):
     import numpy as np
 
     runs = _labelled(results)
-    ax = _axes(ax, figsize=(max(6.4, 0.5 * max(len(r.clients) for r in runs.values()) * len(runs)), 3.6))
+    ax = _axes(
+        ax, figsize=(max(6.4, 0.5 * max(len(r.clients) for r in runs.values()) * len(runs)), 3.6)
+    )
     scale = 100.0 if _percent(key) else 1.0
     width = 0.8 / max(len(runs), 1)
     for i, (label, res) in enumerate(runs.items()):

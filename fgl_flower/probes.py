@@ -55,12 +55,15 @@ class Probe:
             return False
         if value is None or not math.isfinite(value):
             return True
-        return ((self.dead_below is not None and value < self.dead_below)
-                or (self.dead_above is not None and value > self.dead_above))
+        return (self.dead_below is not None and value < self.dead_below) or (
+            self.dead_above is not None and value > self.dead_above
+        )
 
     def bound(self) -> str:
-        parts = [f"< {self.dead_below:g}" if self.dead_below is not None else "",
-                 f"> {self.dead_above:g}" if self.dead_above is not None else ""]
+        parts = [
+            f"< {self.dead_below:g}" if self.dead_below is not None else "",
+            f"> {self.dead_above:g}" if self.dead_above is not None else "",
+        ]
         return " or ".join(p for p in parts if p)
 
 
@@ -74,7 +77,7 @@ def split_probes(metrics: Mapping[str, float]) -> tuple[dict[str, float], dict[s
     rest, probes = {}, {}
     for k, v in metrics.items():
         if k.startswith(PROBE):
-            probes[k[len(PROBE):]] = float(v)
+            probes[k[len(PROBE) :]] = float(v)
         else:
             rest[k] = v
     return rest, probes
@@ -84,9 +87,14 @@ def summarize_probe(per_client: Mapping[int | str, float]) -> dict:
     """``{"mean", "min", "max", "clients"}`` of one probe's per-client values (NaN-free
     values only in the statistics)."""
     finite = [float(v) for v in per_client.values() if math.isfinite(float(v))]
-    stats = ({"mean": sum(finite) / len(finite), "min": min(finite), "max": max(finite)}
-             if finite else {"mean": float("nan"), "min": float("nan"), "max": float("nan")})
-    order = sorted(per_client, key=lambda k: (not str(k).isdigit(), int(k) if str(k).isdigit() else 0, str(k)))
+    stats = (
+        {"mean": sum(finite) / len(finite), "min": min(finite), "max": max(finite)}
+        if finite
+        else {"mean": float("nan"), "min": float("nan"), "max": float("nan")}
+    )
+    order = sorted(
+        per_client, key=lambda k: (not str(k).isdigit(), int(k) if str(k).isdigit() else 0, str(k))
+    )
     return {**stats, "clients": {str(k): float(per_client[k]) for k in order}}
 
 
@@ -110,8 +118,9 @@ class ProbeWatch:
         self.probes = {p.name: p for p in probes}
         self.dead: dict[tuple[str, str], float] = {}  # (probe, client) -> value when it died
 
-    def check(self, server_round: int, probes: Mapping[str, Mapping],
-              skip: Iterable[str] = ()) -> list[str]:
+    def check(
+        self, server_round: int, probes: Mapping[str, Mapping], skip: Iterable[str] = ()
+    ) -> list[str]:
         """Messages for the probes of this round's record that changed state; the ``skip``
         probes are off by design this round (e.g. a loss before its start round)."""
         out = []
@@ -124,11 +133,15 @@ class ProbeWatch:
                 who = "the server" if client == "server" else f"client {client}"
                 if now and key not in self.dead:
                     self.dead[key] = value
-                    out.append(f"Round {server_round}: {name} = {_fmt(value)} on {who} ({probe.bound()}: "
-                               f"dead). {probe.why or probe.doc}")
+                    out.append(
+                        f"Round {server_round}: {name} = {_fmt(value)} on {who} ({probe.bound()}: "
+                        f"dead). {probe.why or probe.doc}"
+                    )
                 elif not now and key in self.dead:
                     del self.dead[key]
-                    out.append(f"Round {server_round}: {name} = {_fmt(value)} on {who} is alive again.")
+                    out.append(
+                        f"Round {server_round}: {name} = {_fmt(value)} on {who} is alive again."
+                    )
         return out
 
     def state(self) -> list[list]:
@@ -147,4 +160,12 @@ class ProbeWatch:
         return out
 
 
-__all__ = ["PROBE", "Probe", "ProbeWatch", "as_metrics", "collect_probes", "split_probes", "summarize_probe"]
+__all__ = [
+    "PROBE",
+    "Probe",
+    "ProbeWatch",
+    "as_metrics",
+    "collect_probes",
+    "split_probes",
+    "summarize_probe",
+]

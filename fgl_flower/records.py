@@ -31,7 +31,11 @@ _MAGIC = b"\x93NUMPY"
 def array_numpy(array: Array) -> np.ndarray:
     """The ndarray of ``array`` (a writable copy), as ``array.numpy()`` returns it."""
     data = array.data
-    if array.stype != "numpy.ndarray" or data[:6] != _MAGIC or b"'fortran_order': True" in data[:128]:
+    if (
+        array.stype != "numpy.ndarray"
+        or data[:6] != _MAGIC
+        or b"'fortran_order': True" in data[:128]
+    ):
         return array.numpy()
     major = data[6]
     if major == 1:
@@ -61,10 +65,18 @@ _HEADER_CACHE_MAX_BYTES = 1 << 24
 
 def array_of(value: np.ndarray) -> Array:
     """``Array(value)`` with the same bytes, the ``np.save`` header made once per dtype/shape."""
-    if value.dtype.hasobject or not value.flags.c_contiguous or value.nbytes > _HEADER_CACHE_MAX_BYTES:
+    if (
+        value.dtype.hasobject
+        or not value.flags.c_contiguous
+        or value.nbytes > _HEADER_CACHE_MAX_BYTES
+    ):
         return Array(value)
-    return Array(dtype=str(value.dtype), shape=tuple(value.shape), stype="numpy.ndarray",
-                 data=_npy_header(value.dtype, tuple(value.shape)) + value.tobytes())
+    return Array(
+        dtype=str(value.dtype),
+        shape=tuple(value.shape),
+        stype="numpy.ndarray",
+        data=_npy_header(value.dtype, tuple(value.shape)) + value.tobytes(),
+    )
 
 
 def torch_record(tensors: dict[str, torch.Tensor]) -> ArrayRecord:
@@ -92,7 +104,7 @@ def sub_record(record: ArrayRecord, prefix: str) -> ArrayRecord:
     """The arrays of ``record`` under ``<prefix>.``, with that prefix removed: one model of a
     record that holds several (GCFL's clusters, FED-PUB's personalised models)."""
     head = f"{prefix}."
-    return ArrayRecord({k[len(head):]: v for k, v in record.items() if k.startswith(head)})
+    return ArrayRecord({k[len(head) :]: v for k, v in record.items() if k.startswith(head)})
 
 
 def prefixed(record: ArrayRecord, prefix: str) -> dict[str, Array]:

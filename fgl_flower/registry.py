@@ -51,7 +51,9 @@ class Registry(Generic[T]):
         self._items: dict[str, T] = {}
         self._names: dict[str, str] = {}  # normalized -> canonical spelling
 
-    def register(self, name: str, obj: T | None = None, *, replace: bool = False) -> Callable[[T], T] | T:
+    def register(
+        self, name: str, obj: T | None = None, *, replace: bool = False
+    ) -> Callable[[T], T] | T:
         """Register ``obj`` under ``name``; usable as a decorator when ``obj`` is omitted.
         A name taken already is an error unless ``replace`` (e.g. a notebook cell run twice)."""
 

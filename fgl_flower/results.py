@@ -54,7 +54,9 @@ def _finite(value: Any) -> bool:
     return isinstance(value, (int, float)) and math.isfinite(value)
 
 
-def atomic_write_bytes(path: Path, chunks: Iterable[bytes], durable: bool = True, private: bool = False) -> None:
+def atomic_write_bytes(
+    path: Path, chunks: Iterable[bytes], durable: bool = True, private: bool = False
+) -> None:
     """Write ``chunks`` to ``path`` via a temporary file and ``os.replace`` (``durable``:
     fsync before the rename, so the file also survives a crash of the machine). The file
     gets the permissions of any file the user creates (``0o666`` less the umask), or
@@ -89,7 +91,9 @@ def append_line(path: Path, line: str) -> None:
         os.fsync(f.fileno())
 
 
-def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY) -> dict[str, Any]:
+def summarize_rounds(
+    rounds: list[Mapping[str, Any]], select_key: str = SELECT_KEY
+) -> dict[str, Any]:
     """Final round, best round by ``eval[select_key]`` (earliest on ties) and the mean of
     the last :data:`LAST_ROUNDS` evaluated rounds.
 
@@ -103,14 +107,19 @@ def summarize_rounds(rounds: list[Mapping[str, Any]], select_key: str = SELECT_K
     candidates = [r for r in evaluated if _finite(r["eval"].get(select_key))] or evaluated
     best = max(
         candidates,
-        key=lambda r: (sign * r["eval"][select_key] if _finite(r["eval"].get(select_key))
-                       else float("-inf"), -r["round"]),
+        key=lambda r: (
+            sign * r["eval"][select_key] if _finite(r["eval"].get(select_key)) else float("-inf"),
+            -r["round"],
+        ),
     )
     final = evaluated[-1]
     tail = evaluated[-LAST_ROUNDS:]
     common = set.intersection(*(set(r["eval"]) for r in tail))
-    last = {k: sum(float(r["eval"][k]) for r in tail) / len(tail) for k in sorted(common)
-            if all(_finite(r["eval"][k]) for r in tail)}
+    last = {
+        k: sum(float(r["eval"][k]) for r in tail) / len(tail)
+        for k in sorted(common)
+        if all(_finite(r["eval"][k]) for r in tail)
+    }
     out = {
         "rounds_completed": len(rounds),
         "final": {"round": final["round"], **final["eval"]},
@@ -170,8 +179,11 @@ def summarize_resources(rounds: list[Mapping[str, Any]]) -> dict[str, Any]:
     if not clients:
         return {}
     mean = lambda key: sum(c[key] for c in clients.values()) / len(clients)  # noqa: E731
-    per_client_up = sorted(r["bytes_up"] / len(r["train_clients"]) for r in rounds
-                           if r.get("train_clients") and "bytes_up" in r)
+    per_client_up = sorted(
+        r["bytes_up"] / len(r["train_clients"])
+        for r in rounds
+        if r.get("train_clients") and "bytes_up" in r
+    )
     return {
         "params": mean("params"),
         "model_kib": 4 * mean("params") / 1024,
@@ -193,7 +205,9 @@ def results_written(out_dir: str | Path) -> str:
 class RunRecorder:
     """Records one run into ``out_dir`` and prints a progress line per round."""
 
-    def __init__(self, out_dir: str | Path, cfg: RunConfig, extra: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, out_dir: str | Path, cfg: RunConfig, extra: Mapping[str, Any] | None = None
+    ) -> None:
         self.out_dir = Path(out_dir)
         self.cfg = cfg
         self.extra = dict(extra or {})
@@ -255,7 +269,9 @@ class RunRecorder:
             **summarize_rounds(self.rounds, self.cfg.select_by),
             **dict(extra or {}),
         }
-        atomic_write_text(self.out_dir / "summary.json", strict_json(summary, indent=2, sort_keys=True) + "\n")
+        atomic_write_text(
+            self.out_dir / "summary.json", strict_json(summary, indent=2, sort_keys=True) + "\n"
+        )
         if self.rounds:
             plot_curves(self.rounds, self.out_dir / "curves.png", title=_title(self.cfg))
         return summary
@@ -292,7 +308,10 @@ def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") ->
     ax_acc.set_xlabel("round")
     ax_acc.set_ylabel("accuracy (weighted mean)")
     ax_acc.legend()
-    for key, src, label in (("train_loss", "train", "train loss"), ("val_loss", "eval", "val loss")):
+    for key, src, label in (
+        ("train_loss", "train", "train loss"),
+        ("val_loss", "eval", "val loss"),
+    ):
         pts = [(r["round"], r[src][key]) for r in rounds if key in r.get(src, {})]
         if pts:
             ax_loss.plot(*zip(*pts), label=label, **style)

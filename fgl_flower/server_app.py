@@ -30,7 +30,11 @@ def resolve_out_dir(cfg: RunConfig) -> Path:
             raise ConfigError(f"out-dir={cfg.out_dir!r} must be an absolute path.")
         return path
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return cache_dir() / "runs" / f"{cfg.method}-{cfg.dataset}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
+    return (
+        cache_dir()
+        / "runs"
+        / f"{cfg.method}-{cfg.dataset}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
+    )
 
 
 def check_method_task(cfg: RunConfig) -> None:
@@ -67,14 +71,24 @@ def warn_client_checkpoints(cfg: RunConfig, checkpoint_dir: Path) -> None:
     from fgl_flower.dp.options import dp_settings
     from fgl_flower.secagg.protocol import SECURE_AGGREGATION
 
-    protected = [name for name, on in (("SecAgg+", dict(cfg.method_options).get(SECURE_AGGREGATION)),
-                                       ("differential privacy", dp_settings(cfg) is not None)) if on]
+    protected = [
+        name
+        for name, on in (
+            ("SecAgg+", dict(cfg.method_options).get(SECURE_AGGREGATION)),
+            ("differential privacy", dp_settings(cfg) is not None),
+        )
+        if on
+    ]
     if protected:
-        log(WARNING, "%s protect what the clients send, not what they keep: each client checkpoints its "
+        log(
+            WARNING,
+            "%s protect what the clients send, not what they keep: each client checkpoints its "
             "trained model (before masking and clipping) and optimizer state privately, on its own machine "
             "(here: %s, mode 700; a SuperNode's --node-config checkpoint-dir instead), apart from the results. "
             "Delete that folder when the run is done, or run with checkpoint-every=0 (no resume).",
-            " and ".join(protected), client_root(checkpoint_dir))
+            " and ".join(protected),
+            client_root(checkpoint_dir),
+        )
 
 
 def run(grid: Grid, cfg: RunConfig) -> dict:
@@ -84,29 +98,40 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
     if cfg.num_clients == FOLLOW_FEDERATION:
         cfg = follow_federation(grid, cfg)
     if cfg.num_clients == 0:  # the SuperNodes were started for some count: it must be known
-        raise ConfigError(f"num-clients=0 (the natural number of clients of {cfg.partition}) must be "
-                          "resolved before the run starts: `fgl run` does; with `flwr run`, set "
-                          "num-clients to the count `fgl partition-stats --clients 0` shows.")
+        raise ConfigError(
+            f"num-clients=0 (the natural number of clients of {cfg.partition}) must be "
+            "resolved before the run starts: `fgl run` does; with `flwr run`, set "
+            "num-clients to the count `fgl partition-stats --clients 0` shows."
+        )
     out_dir = resolve_out_dir(cfg)
     recorder = RunRecorder(out_dir, cfg)
     log(INFO, "Writing results to %s", out_dir)
     strategy = METHODS.get(cfg.method).build_strategy(cfg)
     checkpointer = None
     if cfg.checkpoint_every and (cfg.checkpoint_dir or cfg.out_dir):
-        checkpointer = Checkpointer(cfg.checkpoint_dir or out_dir / "checkpoint", cfg.checkpoint_every)
+        checkpointer = Checkpointer(
+            cfg.checkpoint_dir or out_dir / "checkpoint", cfg.checkpoint_every
+        )
         warn_client_checkpoints(cfg, checkpointer.directory)
     elif cfg.checkpoint_every:  # the clients cannot know the folder the server picked
         log(INFO, "No checkpoints: set out-dir (or checkpoint-dir) to make the run resumable.")
     try:
-        strategy.start(grid, timeout=cfg.round_timeout, recorder=recorder, checkpointer=checkpointer)
+        strategy.start(
+            grid, timeout=cfg.round_timeout, recorder=recorder, checkpointer=checkpointer
+        )
     except FGLError as e:  # failed clients, divergence: summarize the rounds that finished
         recorder.finish({"stopped": str(e)})
         raise
     summary = recorder.finish()
     best = summary.get("best_val", {})
-    log(INFO, "Done: best-val round %s test_acc %.4f; final test_acc %.4f; %s",
-        best.get("round"), best.get("test_acc", float("nan")),
-        summary.get("final", {}).get("test_acc", float("nan")), results_written(out_dir))
+    log(
+        INFO,
+        "Done: best-val round %s test_acc %.4f; final test_acc %.4f; %s",
+        best.get("round"),
+        best.get("test_acc", float("nan")),
+        summary.get("final", {}).get("test_acc", float("nan")),
+        results_written(out_dir),
+    )
     return summary
 
 

@@ -22,9 +22,13 @@ def methods_markdown(link_prefix: str = "docs/methods/") -> str:
 
     rows = ["| method | tasks | paper | what it does |", "|---|---|---|---|"]
     for name, spec in METHODS.items():
-        page = f" ([page]({link_prefix}{name}.md))" if (METHOD_PAGES / f"{name}.md").is_file() else ""
-        rows.append(f"| `{name}` | {', '.join(spec.tasks)} | {spec.reference or '-'} | "
-                    f"{spec.summary}{page} |")
+        page = (
+            f" ([page]({link_prefix}{name}.md))" if (METHOD_PAGES / f"{name}.md").is_file() else ""
+        )
+        rows.append(
+            f"| `{name}` | {', '.join(spec.tasks)} | {spec.reference or '-'} | "
+            f"{spec.summary}{page} |"
+        )
     return "\n".join(rows)
 
 
@@ -33,7 +37,13 @@ BLOCKS: dict[str, Callable[[str], str]] = {"methods": methods_markdown}
 
 
 def _prefix(path: Path) -> str:
-    return "" if path.parent.name == "methods" else "methods/" if path.parent.name == "docs" else "docs/methods/"
+    return (
+        ""
+        if path.parent.name == "methods"
+        else "methods/"
+        if path.parent.name == "docs"
+        else "docs/methods/"
+    )
 
 
 def sync_blocks(text: str, path: Path) -> str:

@@ -30,7 +30,16 @@ def main() -> int:
     rows = []
     work = Path(tempfile.mkdtemp(prefix="fgl-demos-"))
     for method in methods:
-        cmd = [sys.executable, "-m", "fgl_flower.cli", "run", "--method", method, "--out", str(work / method)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "fgl_flower.cli",
+            "run",
+            "--method",
+            method,
+            "--out",
+            str(work / method),
+        ]
         if args.inprocess:
             cmd.insert(4, "--inprocess")
         start = time.monotonic()
@@ -38,10 +47,16 @@ def main() -> int:
             code = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT).returncode
         seconds = time.monotonic() - start
         rows.append({"method": method, "seconds": round(seconds, 1), "exit": code})
-        print(f"{method:14}{seconds:8.1f} s{'' if code == 0 else f'  exit {code} (see {work / method}.log)'}",
-              flush=True)
-    Path(args.out).write_text(json.dumps({"engine": "inprocess" if args.inprocess else "simulation",
-                                          "rows": rows}, indent=1) + "\n")
+        print(
+            f"{method:14}{seconds:8.1f} s{'' if code == 0 else f'  exit {code} (see {work / method}.log)'}",
+            flush=True,
+        )
+    Path(args.out).write_text(
+        json.dumps(
+            {"engine": "inprocess" if args.inprocess else "simulation", "rows": rows}, indent=1
+        )
+        + "\n"
+    )
     slow = [r["method"] for r in rows if r["seconds"] > 60 or r["exit"]]
     print(f"over 60 s or failed: {', '.join(slow) or 'none'}")
     return 0

@@ -27,13 +27,19 @@ from pathlib import Path
 COMPARED = ("best_val", "final", "last")
 
 
-def selected(path: Path, patterns: list[str], seeds: list[int] | None, limit: int,
-             fastest: bool = False) -> list[dict]:
+def selected(
+    path: Path, patterns: list[str], seeds: list[int] | None, limit: int, fastest: bool = False
+) -> list[dict]:
     """The records of ``path`` whose command matches every pattern (and whose seed is in
     ``seeds``), the first ``limit`` (``fastest``: of the shortest recorded runs)."""
     rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-    out = [r for r in rows if "command" in r and all(re.search(p, r["command"]) for p in patterns)
-           and (seeds is None or r["seed"] in seeds)]
+    out = [
+        r
+        for r in rows
+        if "command" in r
+        and all(re.search(p, r["command"]) for p in patterns)
+        and (seeds is None or r["seed"] in seeds)
+    ]
     if fastest:
         out.sort(key=lambda r: r["run"].get("wall_s") or float("inf"))
     return out[:limit]
@@ -64,10 +70,14 @@ def differences(recorded: dict, now: dict) -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("records", type=Path, help="a docs/results/*.runs.jsonl file")
-    p.add_argument("--match", action="append", default=[], help="a regex the command must match (repeatable)")
+    p.add_argument(
+        "--match", action="append", default=[], help="a regex the command must match (repeatable)"
+    )
     p.add_argument("--seed", type=int, action="append", help="only these seeds (repeatable)")
     p.add_argument("--limit", type=int, default=1, help="rerun at most this many rows")
-    p.add_argument("--fastest", action="store_true", help="take the rows whose recorded runs were shortest")
+    p.add_argument(
+        "--fastest", action="store_true", help="take the rows whose recorded runs were shortest"
+    )
     args = p.parse_args()
     rows = selected(args.records, args.match, args.seed, args.limit, args.fastest)
     if not rows:
@@ -88,8 +98,11 @@ def main() -> int:
         diff = differences(record["run"], summary)
         failed += bool(diff)
         verdict = "EQUAL" if not diff else "DIFFERENT:\n  " + "\n  ".join(diff[:20])
-        print(f"seed {record['seed']}: {verdict} (best-val test_acc {summary['best_val'].get('test_acc')}, "
-              f"{time.monotonic() - t0:.0f} s)", flush=True)
+        print(
+            f"seed {record['seed']}: {verdict} (best-val test_acc {summary['best_val'].get('test_acc')}, "
+            f"{time.monotonic() - t0:.0f} s)",
+            flush=True,
+        )
     return 1 if failed else 0
 
 

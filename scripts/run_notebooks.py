@@ -31,11 +31,14 @@ def inject(book, parameters: Mapping[str, Any]) -> None:
 
     cells = [i for i, c in enumerate(book.cells) if "parameters" in c.metadata.get("tags", [])]
     if len(cells) != 1:
-        raise ValueError(f"parameters {sorted(parameters)} need one cell tagged 'parameters', "
-                         f"found {len(cells)}")
+        raise ValueError(
+            f"parameters {sorted(parameters)} need one cell tagged 'parameters', found {len(cells)}"
+        )
     declared = book.cells[cells[0]].source
     lines = declared.splitlines()
-    missing = [name for name in parameters if not any(line.startswith(f"{name} =") for line in lines)]
+    missing = [
+        name for name in parameters if not any(line.startswith(f"{name} =") for line in lines)
+    ]
     if missing:
         raise ValueError(f"{missing} are not assigned in the 'parameters' cell:\n{declared}")
     cell = nbformat.v4.new_code_cell("\n".join(f"{k} = {v!r}" for k, v in parameters.items()))
@@ -54,8 +57,9 @@ def execute(path: Path, timeout: int = 900, parameters: Mapping[str, Any] | None
     if parameters:
         inject(book, parameters)
     with tempfile.TemporaryDirectory(prefix="fgl-notebook-") as cwd:
-        NotebookClient(book, timeout=timeout, kernel_name="python3",
-                       resources={"metadata": {"path": cwd}}).execute()
+        NotebookClient(
+            book, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": cwd}}
+        ).execute()
     return book
 
 
@@ -67,15 +71,20 @@ def settle(book) -> None:
         merged: list = []
         for out in cell.get("outputs", []):
             last = merged[-1] if merged else None
-            if (out.get("output_type") == "stream" and last is not None
-                    and last.get("output_type") == "stream" and last["name"] == out["name"]):
+            if (
+                out.get("output_type") == "stream"
+                and last is not None
+                and last.get("output_type") == "stream"
+                and last["name"] == out["name"]
+            ):
                 last["text"] += out["text"]
             else:
                 merged.append(out)
         for out in merged:
             if out.get("output_type") == "stream":
-                out["text"] = "\n".join(line.rstrip("\r").rsplit("\r", 1)[-1]
-                                        for line in out["text"].split("\n"))
+                out["text"] = "\n".join(
+                    line.rstrip("\r").rsplit("\r", 1)[-1] for line in out["text"].split("\n")
+                )
         if "outputs" in cell:
             cell["outputs"] = merged
 

@@ -82,24 +82,40 @@ def data_root() -> Path:
     """Raw benchmark files (:func:`benchmark_data_root`)."""
     root = benchmark_data_root()
     if not (root / "Planetoid" / "Cora" / "raw").is_dir():
-        pytest.skip(f"offline benchmark data not found at {root} (set FGL_DATA_ROOT to the folder "
-                    "holding Planetoid/, TUDataset/, ...)")
+        pytest.skip(
+            f"offline benchmark data not found at {root} (set FGL_DATA_ROOT to the folder "
+            "holding Planetoid/, TUDataset/, ...)"
+        )
     return root
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     """Say loudly when data tests were skipped: a green run without them proves little."""
-    skipped = [r for r in terminalreporter.stats.get("skipped", [])
-               if "offline benchmark data not found" in str(getattr(r, "longrepr", ""))]
+    skipped = [
+        r
+        for r in terminalreporter.stats.get("skipped", [])
+        if "offline benchmark data not found" in str(getattr(r, "longrepr", ""))
+    ]
     if skipped:
-        terminalreporter.write_sep("!", f"{len(skipped)} tests skipped: no benchmark data at "
-                                        f"{benchmark_data_root()}; set FGL_DATA_ROOT", red=True)
+        terminalreporter.write_sep(
+            "!",
+            f"{len(skipped)} tests skipped: no benchmark data at "
+            f"{benchmark_data_root()}; set FGL_DATA_ROOT",
+            red=True,
+        )
 
 
 @pytest.fixture
 def flat(tmp_path):
     """App defaults (synthetic data), small and fast, writing into a tmp folder."""
     cfg = load_app_defaults()
-    cfg.update({"out-dir": str(tmp_path / "run"), "num-rounds": 2, "num-clients": 3,
-                "progress": False, "data.synthetic.num-nodes": 300})
+    cfg.update(
+        {
+            "out-dir": str(tmp_path / "run"),
+            "num-rounds": 2,
+            "num-clients": 3,
+            "progress": False,
+            "data.synthetic.num-nodes": 300,
+        }
+    )
     return cfg

@@ -12,8 +12,11 @@ def fail_partition(partition: int, rounds: set[int], message_type: str = "train"
     def mod(msg: Message, context: Context, call_next) -> Message:
         config = msg.content.get("config")
         rnd = int(config["server-round"]) if config is not None and "server-round" in config else 0
-        if (int(context.node_config["partition-id"]) == partition and rnd in rounds
-                and msg.metadata.message_type == message_type):
+        if (
+            int(context.node_config["partition-id"]) == partition
+            and rnd in rounds
+            and msg.metadata.message_type == message_type
+        ):
             raise RuntimeError(f"injected fault (partition {partition}, round {rnd})")
         return call_next(msg, context)
 
@@ -32,6 +35,8 @@ def interrupted(flat: dict, fail_round: int, partition: int = 1) -> None:
     from fgl_flower.strategies.grid import ClientFailure
 
     cfg = parse_run_config(flat)
-    grid = InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(partition, {fail_round})]))
+    grid = InProcessGrid(
+        flat, cfg.num_clients, client_app=make_app([fail_partition(partition, {fail_round})])
+    )
     with pytest.raises(ClientFailure):
         run(grid, cfg)

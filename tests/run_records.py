@@ -25,6 +25,21 @@ def digest(out: Path) -> str:
     resumed one): the summary's numbers and every round's metrics, clients and upload bytes
     (downloads of a resumed run also carry its ``resume-round`` key)."""
     summary = json.loads((out / "summary.json").read_text())
-    keep = [{k: r.get(k) for k in ("round", "train", "eval", "clients", "train_clients",
-                                   "eval_clients", "bytes_up")} for r in rounds(out)]
-    return hashlib.sha256(json.dumps([{k: summary[k] for k in NUMBERS}, keep], sort_keys=True).encode()).hexdigest()
+    keep = [
+        {
+            k: r.get(k)
+            for k in (
+                "round",
+                "train",
+                "eval",
+                "clients",
+                "train_clients",
+                "eval_clients",
+                "bytes_up",
+            )
+        }
+        for r in rounds(out)
+    ]
+    return hashlib.sha256(
+        json.dumps([{k: summary[k] for k in NUMBERS}, keep], sort_keys=True).encode()
+    ).hexdigest()

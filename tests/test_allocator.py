@@ -34,6 +34,7 @@ def test_retain_freed_memory_is_accepted_and_idempotent():
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc only")
 def test_allocator_tuning_changes_no_numbers():
-    out = subprocess.run([sys.executable, "-c", _BEFORE_AND_AFTER], capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", _BEFORE_AND_AFTER], capture_output=True, text=True, check=True
+    )
     assert out.stdout.strip() == "True"

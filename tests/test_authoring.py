@@ -13,8 +13,17 @@ import pytest
 from fgl_flower.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
-IGNORE = shutil.ignore_patterns(".git", ".venv", "runs", "site", "__pycache__", "*.egg-info", "notebooks",
-                                "experiments", "results")
+IGNORE = shutil.ignore_patterns(
+    ".git",
+    ".venv",
+    "runs",
+    "site",
+    "__pycache__",
+    "*.egg-info",
+    "notebooks",
+    "experiments",
+    "results",
+)
 
 
 def tree(root: Path) -> dict[str, bytes]:
@@ -27,23 +36,73 @@ def test_new_method_touches_only_its_own_files_and_its_test_passes(tmp_path):
     shutil.copytree(REPO, copy, ignore=IGNORE)
     before = tree(copy)
     env = {**os.environ, "PYTHONPATH": str(copy)}
-    made = subprocess.run([sys.executable, "-m", "fgl_flower.cli", "new-method", "fedstep"], cwd=copy,
-                          env=env, capture_output=True, text=True, timeout=300)
+    made = subprocess.run(
+        [sys.executable, "-m", "fgl_flower.cli", "new-method", "fedstep"],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert made.returncode == 0, made.stdout + made.stderr
     after = tree(copy)
     added = sorted(set(after) - set(before))
     changed = sorted(k for k in set(after) & set(before) if after[k] != before[k])
-    assert added == ["docs/methods/fedstep.md", "fgl_flower/clients/fedstep.py",
-                     "fgl_flower/methods/fedstep.py", "fgl_flower/strategies/fedstep.py",
-                     "tests/methods/test_fedstep.py"]
-    assert changed == ["README.md", "docs/methods/index.md", "pyproject.toml"]  # generated parts only
+    assert added == [
+        "docs/methods/fedstep.md",
+        "fgl_flower/clients/fedstep.py",
+        "fgl_flower/methods/fedstep.py",
+        "fgl_flower/strategies/fedstep.py",
+        "tests/methods/test_fedstep.py",
+    ]
+    assert changed == [
+        "README.md",
+        "docs/methods/index.md",
+        "pyproject.toml",
+    ]  # generated parts only
     assert "[tool.flwr.app.config.fedstep]" in after["pyproject.toml"].decode()
-    ran = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "tests/methods/test_fedstep.py", "tests/test_contracts.py", "-k",
-                          "fedstep or generated or pyproject"],
-                         cwd=copy, env=env, capture_output=True, text=True, timeout=600)
+    ruff = Path(sys.executable).parent / "ruff"
+    if ruff.exists():  # the written code passes the lint gate as written
+        for args in (["check"], ["format", "--check"]):
+            linted = subprocess.run(
+                [str(ruff), *args, *added[1:4], added[4]],
+                cwd=copy,
+                capture_output=True,
+                text=True,
+                timeout=120,
+            )
+            assert linted.returncode == 0, linted.stdout + linted.stderr
+    ran = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/methods/test_fedstep.py",
+        ],
+        cwd=copy,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-2000:]
-    assert " passed" in ran.stdout
+    assert "3 passed" in ran.stdout
+    # the checkout's pyproject carries the generated app config, the new method's included
+    check = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from fgl_flower.app_defaults import "
+            "sync_pyproject; t = open('pyproject.toml').read(); sys.exit(sync_pyproject(t) != t)",
+        ],
+        cwd=copy,
+        env=env,
+        timeout=120,
+    )
+    assert check.returncode == 0
 
 
 def test_a_bad_or_taken_name_is_one_message(tmp_path):

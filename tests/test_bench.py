@@ -20,9 +20,9 @@ def test_bench_table_from_summaries(tmp_path, capsys):
     spec = tmp_path / "exp.toml"
     spec.write_text(
         'title = "T"\ndoc = "docs/t.md"\nout = "runs/t"\nseeds = [0, 1]\n'
-        '[defaults]\nrounds = 5\n'
+        "[defaults]\nrounds = 5\n"
         '[[row]]\ngroup = "G"\nmethod = "fedavg"\ndataset = "Cora"\npartition = "louvain"\n'
-        'clients = 3\npaper = 80.0\nset = { lr = 0.05 }\n'
+        "clients = 3\npaper = 80.0\nset = { lr = 0.05 }\n"
     )
     exp = load_experiment(spec, root=tmp_path)
     run_experiment(exp, dry_run=True)
@@ -38,9 +38,16 @@ def test_bench_table_from_summaries(tmp_path, capsys):
     for seed, acc in ((0, 0.8), (1, 0.9)):
         out = exp.out / exp.rows[0].slug / f"seed{seed}"
         out.mkdir(parents=True)
-        ev = {"round": 5, "test_acc": acc, "test_acc_mean": acc, "test_f1": 0.5, "test_acc_worst": 0.4}
-        (out / "summary.json").write_text(json.dumps(
-            {"best_val": ev, "final": ev, "total_time_s": 10.0, "rounds_completed": 5}))
+        ev = {
+            "round": 5,
+            "test_acc": acc,
+            "test_acc_mean": acc,
+            "test_f1": 0.5,
+            "test_acc_worst": 0.4,
+        }
+        (out / "summary.json").write_text(
+            json.dumps({"best_val": ev, "final": ev, "total_time_s": 10.0, "rounds_completed": 5})
+        )
     table = render(exp)
     assert "| G | fedavg | 80.0 | 85.00 ± 5.00 |" in table
     assert "2/2" in table and "--seed SEED" in table
@@ -88,7 +95,9 @@ def _fake_fgl(tmp_path, monkeypatch, body: str) -> None:
 def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
     """``jobs=2``: two runs are alive together (each fake ``fgl run`` waits until both have
     started; run one after the other, the first would give up and record no overlap)."""
-    _fake_fgl(tmp_path, monkeypatch,
+    _fake_fgl(
+        tmp_path,
+        monkeypatch,
         "import json, pathlib, sys, time\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
         "(out / 'started').touch()\n"
@@ -96,10 +105,13 @@ def test_bench_jobs_run_at_the_same_time(tmp_path, monkeypatch, capsys):
         "while len(list(out.parent.glob('*/started'))) < 2 and time.time() < deadline:\n"
         "    time.sleep(0.05)\n"
         "both = len(list(out.parent.glob('*/started'))) >= 2\n"
-        "(out / 'summary.json').write_text(json.dumps({'overlap': both}))\n")
+        "(out / 'summary.json').write_text(json.dumps({'overlap': both}))\n",
+    )
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0, 1]\n[[row]]\nmethod = "fedavg"\n'
-                    'dataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0, 1]\n[[row]]\nmethod = "fedavg"\n'
+        'dataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     run_experiment(exp, jobs=2)
     printed = capsys.readouterr().out
@@ -116,14 +128,19 @@ def test_a_folder_that_another_command_ran_is_neither_shown_nor_kept(tmp_path, m
     """The folder name holds only a row's own overrides: after a change of the file's
     ``[defaults]`` the old run sits where the new one goes. ``bench.json`` names the command,
     so the table leaves the old run out and the benchmark runs the row again."""
-    _fake_fgl(tmp_path, monkeypatch,
+    _fake_fgl(
+        tmp_path,
+        monkeypatch,
         "import json, pathlib, sys\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
         "out.mkdir(parents=True, exist_ok=True)\n"
-        "(out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.9}}))\n")
+        "(out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.9}}))\n",
+    )
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n[defaults]\nset = { lr = 0.01 }\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n[defaults]\nset = { lr = 0.01 }\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     run_experiment(exp)
     assert "| 90.00 ± 0.00 |" in render(exp)
@@ -137,7 +154,11 @@ def test_a_folder_that_another_command_ran_is_neither_shown_nor_kept(tmp_path, m
     capsys.readouterr()
     run_experiment(exp)
     printed = capsys.readouterr().out
-    assert "holds a run of another command" in printed and "--set lr=0.05" in printed and " ok in " in printed
+    assert (
+        "holds a run of another command" in printed
+        and "--set lr=0.05" in printed
+        and " ok in " in printed
+    )
     assert "| 90.00 ± 0.00 |" in render(exp)
 
 
@@ -191,7 +212,7 @@ def test_rows_of_one_doc_may_not_share_a_run_folder_with_different_commands(tmp_
     def exp(name: str, defaults: str, own: str = "") -> None:
         (tmp_path / f"{name}.toml").write_text(
             f'title = "{name}"\ndoc = "docs/r.md"\nout = "runs/r"\nseeds = [0]\n'
-            f'[defaults]\nset = {{ {defaults} }}\n'
+            f"[defaults]\nset = {{ {defaults} }}\n"
             f'[[row]]\nmethod = "local"\ndataset = "Cora"\npartition = "louvain"\n{own}'
         )
 
@@ -223,12 +244,21 @@ def test_paper_columns_fedstar_std_first_round_and_resources(tmp_path):
     for seed, (a, b) in client_accs.items():
         out = exp.out / exp.rows[0].slug / f"seed{seed}"
         out.mkdir(parents=True)
-        rounds = [{"round": r + 1, "eval": {"test_acc_mean": v}} for r, v in enumerate(curves[seed])]
+        rounds = [
+            {"round": r + 1, "eval": {"test_acc_mean": v}} for r, v in enumerate(curves[seed])
+        ]
         (out / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
         ev = {"round": 2, "test_acc_mean": (a + b) / 2}
-        (out / "summary.json").write_text(json.dumps({
-            "final": ev, "best_val": ev, "final_clients": {"0": {"test_acc": a}, "1": {"test_acc": b}},
-            "resources": {"payload_kib": 14.4375, "gflops": 2.0 + seed}}))
+        (out / "summary.json").write_text(
+            json.dumps(
+                {
+                    "final": ev,
+                    "best_val": ev,
+                    "final_clients": {"0": {"test_acc": a}, "1": {"test_acc": b}},
+                    "resources": {"payload_kib": 14.4375, "gflops": 2.0 + seed},
+                }
+            )
+        )
     line = _row_of(render(exp), "--method feddense")
     # client means 0.70, 0.75, 0.65; per-client stds 0.1 and 0.1732 -> mean 0.1366
     assert "| 70.00 ± 13.66 | 4.08 | 2 (1 never) | 3 | 14.44 | 4.00 |" in line
@@ -238,8 +268,10 @@ def test_the_selection_rule_comes_from_the_rows_also_without_runs(tmp_path):
     """A table whose rows are all kept (no run folder or record to read) still names the
     rows' ``select-by``, not the app's default."""
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[defaults]\nset = { select-by = "val_loss" }\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0]\n[defaults]\nset = { select-by = "val_loss" }\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     assert "at the round selected by val_loss " in render(load_experiment(spec, root=tmp_path))
     spec.write_text(spec.read_text().replace('set = { select-by = "val_loss" }', ""))
     assert "at the round selected by val_acc " in render(load_experiment(spec, root=tmp_path))
@@ -264,7 +296,10 @@ def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):
         '[[row]]\nversus = "base"\nmethod = "s2fgl"\ndataset = "Cora"\npartition = "louvain"\nclients = 2\n'
     )
     exp = load_experiment(spec, root=tmp_path)
-    values = {"fedavg": (0.80, 0.81, 0.82), "s2fgl": (0.81, 0.83, 0.82)}  # diffs +1, +2, 0 (seed 2 missing below)
+    values = {
+        "fedavg": (0.80, 0.81, 0.82),
+        "s2fgl": (0.81, 0.83, 0.82),
+    }  # diffs +1, +2, 0 (seed 2 missing below)
     for row in exp.rows:
         for seed, v in enumerate(values[row.args["method"]]):
             if row.args["method"] == "s2fgl" and seed == 2:
@@ -275,14 +310,22 @@ def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):
     lines = render(exp).splitlines()
     paired = [line for line in lines if line.startswith("| Cora (s2fgl) | Cora (fedavg) |")]
     # seeds 0 and 1 are paired: +1 and +2, mean +1.5, t(1) 97.5 % = 12.706, sd 0.7071 -> ±6.35
-    assert paired == ["| Cora (s2fgl) | Cora (fedavg) | test acc, weighted (mean of last 5 rounds) | 0: +1.00, 1: +2.00 "
-                      "| +1.50 | [-4.85, +7.85] | 2 |"]
+    assert paired == [
+        "| Cora (s2fgl) | Cora (fedavg) | test acc, weighted (mean of last 5 rounds) | 0: +1.00, 1: +2.00 "
+        "| +1.50 | [-4.85, +7.85] | 2 |"
+    ]
 
 
 def test_a_difference_that_rounds_to_zero_has_no_sign():
     from fgl_flower.bench.render import _signed
 
-    assert [_signed(x) for x in (-0.004, 0.004, 0.0, -0.006, 1.5)] == ["0.00", "0.00", "0.00", "-0.01", "+1.50"]
+    assert [_signed(x) for x in (-0.004, 0.004, 0.0, -0.006, 1.5)] == [
+        "0.00",
+        "0.00",
+        "0.00",
+        "-0.01",
+        "+1.50",
+    ]
 
 
 def test_versus_must_name_a_row(tmp_path):
@@ -295,8 +338,10 @@ def test_versus_must_name_a_row(tmp_path):
 def _fedavg_and_local_measured(tmp_path):
     """An experiment of two Cora rows (FedAvg 80 %, Local 70 %), one seed, each with its run."""
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n[[row]]\nmethod = "local"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n[[row]]\nmethod = "local"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     for row, acc in zip(exp.rows, (0.8, 0.7)):
         out = exp.out / row.slug / "seed0"
@@ -319,7 +364,8 @@ def test_rows_without_runs_keep_their_line_from_the_document(tmp_path):
     shutil.rmtree(exp.out / exp.rows[1].slug)  # another machine: only the FedAvg run,
     (tmp_path / "doc.runs.jsonl").unlink()  # and a page written before run records
     (exp.out / exp.rows[0].slug / "seed0" / "summary.json").write_text(
-        json.dumps({"seed": 0, "best_val": {"test_acc": 0.9}}))
+        json.dumps({"seed": 0, "best_val": {"test_acc": 0.9}})
+    )
     write_docs([exp])
     second = (tmp_path / "doc.md").read_text()
     local = _row_of(second, "--method local")
@@ -335,13 +381,16 @@ def test_lines_written_with_overwrite_in_the_command_are_kept(tmp_path):
     from fgl_flower.bench import KEPT, write_docs
 
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     cmd = shlex.join(exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED"))
     assert cmd.endswith(" --overwrite")
     (tmp_path / "doc.md").write_text(
-        f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{cmd}` |\n")
+        f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{cmd}` |\n"
+    )
     write_docs([exp])
     text = (tmp_path / "doc.md").read_text()
     line = _row_of(text, "--method fedavg")
@@ -355,14 +404,20 @@ def test_a_line_stands_for_commands_that_differ_only_in_outcome_neutral_keys(tmp
 
     def doc_for(extra: str):
         spec = tmp_path / "exp.toml"
-        spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
-                        f'[defaults]\nset = {{ {extra} }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+        spec.write_text(
+            'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+            f'[defaults]\nset = {{ {extra} }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+        )
         exp = load_experiment(spec, root=tmp_path)
-        return exp, shlex.join(exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED", overwrite=False))
+        return exp, shlex.join(
+            exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED", overwrite=False)
+        )
 
     _, old_cmd = doc_for("lr = 0.01")
     for extra, kept in (("lr = 0.01, checkpoint-every = 0", True), ("lr = 0.02", False)):
-        (tmp_path / "doc.md").write_text(f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{old_cmd}` |\n")
+        (tmp_path / "doc.md").write_text(
+            f"| Cora | fedavg | — | 81.00 ± 0.50 | — | — | 1/1 | `{old_cmd}` |\n"
+        )
         exp, _ = doc_for(extra)
         write_docs([exp])
         line = _row_of((tmp_path / "doc.md").read_text(), "--method fedavg")
@@ -375,17 +430,25 @@ def test_a_kept_line_survives_a_column_added_since(tmp_path):
     from fgl_flower.bench import KEPT, write_docs
 
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc", "acc-final"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc", "acc-final"]\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
-    cmd = shlex.join(exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED", overwrite=False))
+    cmd = shlex.join(
+        exp.rows[0].command("SEED", f"runs/t/{exp.rows[0].slug}/seedSEED", overwrite=False)
+    )
     acc = COLUMNS["acc"].header
     (tmp_path / "doc.md").write_text(
         f"| setting | method | paper | {acc} | s/round | min/run | seeds | command |\n|---|---|---|---|---|---|---|---|\n"
-        f"| Cora | fedavg | — | 81.00 ± 0.50 | 1.25 | 3.0 | 1/1 | `{cmd}` |\n")
+        f"| Cora | fedavg | — | 81.00 ± 0.50 | 1.25 | 3.0 | 1/1 | `{cmd}` |\n"
+    )
     write_docs([exp])
     text = (tmp_path / "doc.md").read_text()
-    assert _row_of(text, "--method fedavg") == f"| Cora | fedavg | — | 81.00 ± 0.50 | — | 1.25 | 3.0 | 1/1 {KEPT} | c1 |"
+    assert (
+        _row_of(text, "--method fedavg")
+        == f"| Cora | fedavg | — | 81.00 ± 0.50 | — | 1.25 | 3.0 | 1/1 {KEPT} | c1 |"
+    )
     assert f"- c1 (Cora, fedavg): `{cmd}`" in text.splitlines()
 
 
@@ -405,7 +468,9 @@ def test_tables_hold_numbers_and_the_commands_follow_them(tmp_path):
     shutil.rmtree(exp.out / exp.rows[1].slug)
     (tmp_path / "doc.runs.jsonl").unlink()
     write_docs([exp])
-    assert _row_of((tmp_path / "doc.md").read_text(), "--method local").endswith(f"| 70.00 ± 0.00 | — | — | 1/1 {KEPT} | c2 |")
+    assert _row_of((tmp_path / "doc.md").read_text(), "--method local").endswith(
+        f"| 70.00 ± 0.00 | — | — | 1/1 {KEPT} | c2 |"
+    )
 
 
 def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
@@ -416,25 +481,35 @@ def test_a_paired_comparison_of_kept_rows_is_kept(tmp_path):
     from fgl_flower.bench import KEPT, write_docs
 
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
-                    'paired = ["acc"]\n[[row]]\nid = "base"\nmethod = "fedavg"\ndataset = "Cora"\n'
-                    '[[row]]\nversus = "base"\nmethod = "fedprox"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
+        'paired = ["acc"]\n[[row]]\nid = "base"\nmethod = "fedavg"\ndataset = "Cora"\n'
+        '[[row]]\nversus = "base"\nmethod = "fedprox"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     for seed in (0, 1):
         for row, acc in zip(exp.rows, (0.80 + seed / 100, 0.81 + seed / 50)):
             out = exp.out / row.slug / f"seed{seed}"
             out.mkdir(parents=True)
-            (out / "summary.json").write_text(json.dumps({"seed": seed, "best_val": {"test_acc": acc}}))
+            (out / "summary.json").write_text(
+                json.dumps({"seed": seed, "best_val": {"test_acc": acc}})
+            )
     write_docs([exp])
 
     def paired_line() -> str:
-        return next(x for x in (tmp_path / "doc.md").read_text().splitlines() if x.startswith("| Cora (fedprox) |"))
+        return next(
+            x
+            for x in (tmp_path / "doc.md").read_text().splitlines()
+            if x.startswith("| Cora (fedprox) |")
+        )
 
     assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith("| 2 |")
     shutil.rmtree(exp.out)
     (tmp_path / "doc.runs.jsonl").unlink()  # a page written before run records
     write_docs([exp])
-    assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith(f"| 2 {KEPT} |")
+    assert "| 0: +1.00, 1: +2.00 | +1.50 |" in paired_line() and paired_line().endswith(
+        f"| 2 {KEPT} |"
+    )
     write_docs([exp])  # marked once
     assert paired_line().endswith(f"| 2 {KEPT} |")
     out = exp.out / exp.rows[0].slug / "seed0"  # the base row measured again: no kept line
@@ -449,23 +524,30 @@ def test_kept_paired_lines_stay_with_their_own_section():
     from fgl_flower.bench import kept_lines
 
     def section(title: str, mean: str) -> str:
-        return (f"## {title}\n\n| row | minus | metric | per seed | mean | 95 % CI | seeds |\n|---|\n"
-                f"| Cora (s2fgl) | Cora (fedavg) | acc | 0: {mean} | {mean} | — | 1 |\n\n")
+        return (
+            f"## {title}\n\n| row | minus | metric | per seed | mean | 95 % CI | seeds |\n|---|\n"
+            f"| Cora (s2fgl) | Cora (fedavg) | acc | 0: {mean} | {mean} | — | 1 |\n\n"
+        )
 
     kept = kept_lines(section("Table 1", "-9.50") + section("Table 2", "-28.00"))
     assert kept.paired[("Table 1", "Cora (s2fgl)", "Cora (fedavg)", "acc")][4] == "-9.50"
     assert kept.paired[("Table 2", "Cora (s2fgl)", "Cora (fedavg)", "acc")][4] == "-28.00"
 
 
-@pytest.mark.parametrize("weight, says", [
-    ("split", "weighted by their counts"),
-    ("client", "the same as the client mean"),
-    ("client-size", "clients weighted by their size"),
-])
+@pytest.mark.parametrize(
+    "weight, says",
+    [
+        ("split", "weighted by their counts"),
+        ("client", "the same as the client mean"),
+        ("client-size", "clients weighted by their size"),
+    ],
+)
 def test_the_caption_says_what_weighted_means_for_the_rows(tmp_path, weight, says):
     spec = tmp_path / "exp.toml"
-    spec.write_text(f'title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
-                    f'[defaults]\nset = {{ eval-weight = "{weight}" }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        f'title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+        f'[defaults]\nset = {{ eval-weight = "{weight}" }}\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     text = render(load_experiment(spec, root=tmp_path))
     assert says in text and "the earliest such round on ties" in text
 
@@ -480,13 +562,24 @@ def test_a_cell_over_fewer_runs_than_its_row_says_so():
 
 def test_s_per_round_counts_the_servers_own_time(tmp_path):
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0]\ncolumns = ["acc"]\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     out = exp.out / exp.rows[0].slug / "seed0"
     out.mkdir(parents=True)
-    (out / "summary.json").write_text(json.dumps({"seed": 0, "best_val": {"test_acc": 0.8}, "total_time_s": 3.0,
-                                                  "total_server_time_s": 5.0, "rounds_completed": 2}))
+    (out / "summary.json").write_text(
+        json.dumps(
+            {
+                "seed": 0,
+                "best_val": {"test_acc": 0.8},
+                "total_time_s": 3.0,
+                "total_server_time_s": 5.0,
+                "rounds_completed": 2,
+            }
+        )
+    )
     assert "| 4.00 |" in _row_of(render(exp), "--method fedavg")
 
 
@@ -495,8 +588,10 @@ def test_a_kept_line_is_matched_by_its_seed_count():
     from fgl_flower.bench import kept_lines
 
     cmd = "`fgl run --method fedavg --dataset Cora --seed SEED --out runs/t/Cora-fedavg/seedSEED`"
-    kept = kept_lines(f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n\n"
-                      f"| Cora | fedavg | — | 79.00 ± 2.00 | — | — | 5/5 † | {cmd} |\n")
+    kept = kept_lines(
+        f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n\n"
+        f"| Cora | fedavg | — | 79.00 ± 2.00 | — | — | 5/5 † | {cmd} |\n"
+    )
     headers = ["setting", "method", "paper", "acc", "s/round", "min/run", "seeds", "command"]
     assert kept.cells(cmd.strip("`"), range(3), headers)[3] == "80.00 ± 1.00"
     assert kept.cells(cmd.strip("`"), range(5), headers)[3] == "79.00 ± 2.00"
@@ -508,8 +603,10 @@ def test_a_kept_line_is_matched_by_the_seeds_its_caption_names():
     from fgl_flower.bench import kept_lines
 
     cmd = "`fgl run --method fedavg --dataset Cora --seed SEED --out runs/t/Cora-fedavg/seedSEED`"
-    kept = kept_lines("## T\n\nMean ± std (population) over seeds 0, 1, 2 (`SEED` in the commands)\n\n"
-                      f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n")
+    kept = kept_lines(
+        "## T\n\nMean ± std (population) over seeds 0, 1, 2 (`SEED` in the commands)\n\n"
+        f"| Cora | fedavg | — | 80.00 ± 1.00 | — | — | 3/3 | {cmd} |\n"
+    )
     headers = ["setting", "method", "paper", "acc", "s/round", "min/run", "seeds", "command"]
     assert kept.cells(cmd.strip("`"), [0, 1, 2], headers)[3] == "80.00 ± 1.00"
     assert kept.cells(cmd.strip("`"), [1, 2, 3], headers) is None
@@ -536,10 +633,12 @@ def test_a_kept_row_shown_in_two_tables_keeps_the_columns_of_both():
     from fgl_flower.bench import kept_lines
 
     cmd = "`fgl run --method fedavg --dataset Cora --seed SEED --out runs/t/Cora-fedavg/seedSEED`"
-    kept = kept_lines("| setting | method | paper | acc | first | seeds | command |\n|---|\n"
-                      f"| Cora | fedavg | — | 80.00 ± 1.00 | 36 | 3/3 | {cmd} |\n\n"
-                      "| setting | method | paper | acc | bytes | first | seeds | command |\n|---|\n"
-                      f"| Cora | fedavg | — | 80.00 ± 1.00 | 1024 | — | 3/3 | {cmd} |\n")
+    kept = kept_lines(
+        "| setting | method | paper | acc | first | seeds | command |\n|---|\n"
+        f"| Cora | fedavg | — | 80.00 ± 1.00 | 36 | 3/3 | {cmd} |\n\n"
+        "| setting | method | paper | acc | bytes | first | seeds | command |\n|---|\n"
+        f"| Cora | fedavg | — | 80.00 ± 1.00 | 1024 | — | 3/3 | {cmd} |\n"
+    )
     first = ["setting", "method", "paper", "acc", "first", "seeds", "command"]
     second = ["setting", "method", "paper", "acc", "bytes", "first", "seeds", "command"]
     assert kept.cells(cmd.strip("`"), range(3), first)[4] == "36"
@@ -550,12 +649,25 @@ def _fake_run(folder, seed: int, accs: tuple[float, float], wall_s: float = 60.0
     """A finished run of two clients: summary, per-round evaluation and bench wall time."""
     folder.mkdir(parents=True)
     mean = sum(accs) / 2
-    rounds = [{"round": 1, "eval": {"test_acc_mean": 0.5}}, {"round": 2, "eval": {"test_acc_mean": mean}}]
+    rounds = [
+        {"round": 1, "eval": {"test_acc_mean": 0.5}},
+        {"round": 2, "eval": {"test_acc_mean": mean}},
+    ]
     (folder / "rounds.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rounds))
     ev = {"round": 2, "test_acc_mean": mean}
-    (folder / "summary.json").write_text(json.dumps({
-        "seed": seed, "final": ev, "best_val": ev, "total_time_s": 20.0, "rounds_completed": 2,
-        "final_clients": {"0": {"test_acc": accs[0]}, "1": {"test_acc": accs[1]}}, "config": {"big": "x" * 100}}))
+    (folder / "summary.json").write_text(
+        json.dumps(
+            {
+                "seed": seed,
+                "final": ev,
+                "best_val": ev,
+                "total_time_s": 20.0,
+                "rounds_completed": 2,
+                "final_clients": {"0": {"test_acc": accs[0]}, "1": {"test_acc": accs[1]}},
+                "config": {"big": "x" * 100},
+            }
+        )
+    )
     (folder / "bench.json").write_text(json.dumps({"wall_s": wall_s}))
 
 
@@ -567,9 +679,11 @@ def test_run_records_complete_a_table_across_machines(tmp_path, capsys):
     from fgl_flower.bench import KEPT, load_records, records_path, write_docs
 
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2, 3]\n'
-                    'columns = ["acc-paper", "first65"]\n'
-                    '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2, 3]\n'
+        'columns = ["acc-paper", "first65"]\n'
+        '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     accs = {1: (0.6, 0.8), 2: (0.7, 0.8), 3: (0.8, 0.5)}
     folder = exp.out / exp.rows[0].slug
@@ -613,9 +727,11 @@ def test_records_keep_bulky_parts_only_for_columns_that_read_them(tmp_path):
     from fgl_flower.bench import load_records, records_path, write_docs
 
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2]\n'
-                    'columns = ["acc-paper", "first65"]\n'
-                    '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2]\n'
+        'columns = ["acc-paper", "first65"]\n'
+        '[[row]]\nmethod = "feddense"\ndataset = "tu-single"\npartition = "per-dataset"\nclients = 2\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     folder = exp.out / exp.rows[0].slug
     for seed, accs in {1: (0.6, 0.8), 2: (0.7, 0.8)}.items():
@@ -625,7 +741,9 @@ def test_records_keep_bulky_parts_only_for_columns_that_read_them(tmp_path):
     assert all({"final_clients", "history"} <= set(run) for run in runs)
     bulky = records_path(exp.doc).read_text()
 
-    spec.write_text(spec.read_text().replace('["acc-paper", "first65"]', '["acc-mean", "acc-final"]'))
+    spec.write_text(
+        spec.read_text().replace('["acc-paper", "first65"]', '["acc-mean", "acc-final"]')
+    )
     exp = load_experiment(spec, root=tmp_path)
     write_docs([exp])
     from_folders = (tmp_path / "doc.md").read_text()
@@ -651,7 +769,9 @@ def test_a_broken_records_file_is_an_error(tmp_path):
 def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monkeypatch, capsys):
     """At the time limit the running run is stopped (Ctrl-C) and the next not started; run
     again, the stopped one continues from its checkpoint with ``fgl run --resume``."""
-    _fake_fgl(tmp_path, monkeypatch,
+    _fake_fgl(
+        tmp_path,
+        monkeypatch,
         "import json, os, pathlib, sys, time\n"
         "if '--resume' in sys.argv:\n"
         "    out = pathlib.Path(sys.argv[sys.argv.index('--resume') + 1])\n"
@@ -665,11 +785,14 @@ def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monke
         "(out / 'checkpoint' / 'server.records').write_bytes(b'')\n"
         "print('started', flush=True)\n"
         "time.sleep(float(os.environ.get('FAKE_RUN_S', '0')))\n"
-        "(out / 'summary.json').write_text(json.dumps({'seed': 1, 'best_val': {'test_acc': 0.7}}))\n")
+        "(out / 'summary.json').write_text(json.dumps({'seed': 1, 'best_val': {'test_acc': 0.7}}))\n",
+    )
     monkeypatch.setenv("FAKE_RUN_S", "60")
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [0, 1]\ncolumns = ["acc"]\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     folder = exp.out / exp.rows[0].slug
     run_experiment(exp, time_limit=2.0, neutral={"checkpoint-every": 2})
@@ -687,7 +810,9 @@ def test_time_limit_stops_runs_and_the_same_command_resumes_them(tmp_path, monke
     assert json.loads((folder / "seed0" / "bench.json").read_text())["resumed"] is True
     from fgl_flower.bench import write_docs
 
-    write_docs([exp])  # min/run from the run that ran through only (a resumed one's wall is partial)
+    write_docs(
+        [exp]
+    )  # min/run from the run that ran through only (a resumed one's wall is partial)
     wall = json.loads((folder / "seed1" / "bench.json").read_text())["wall_s"] / 60
     assert f"| 60.00 ± 10.00 | — | {wall:.1f} | 2/2 |" in (tmp_path / "doc.md").read_text()
 
@@ -698,21 +823,30 @@ def test_a_bench_started_with_ctrl_c_ignored_still_stops_its_runs_with_it(tmp_pa
     import subprocess
     import time
 
-    _fake_fgl(tmp_path, monkeypatch,
+    _fake_fgl(
+        tmp_path,
+        monkeypatch,
         "import pathlib, sys, time\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
         "print('started', flush=True)\n"
-        "time.sleep(60)\n")
+        "time.sleep(60)\n",
+    )
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
-    script = ("import signal, sys\n"
-              "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for a shell's background job\n"
-              "from pathlib import Path\n"
-              "from fgl_flower.bench import load_experiment, run_experiment\n"
-              f"run_experiment(load_experiment(Path({str(spec)!r}), root=Path({str(tmp_path)!r})), "
-              "time_limit=2.0)\n")
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
+    script = (
+        "import signal, sys\n"
+        "signal.signal(signal.SIGINT, signal.SIG_IGN)  # as for a shell's background job\n"
+        "from pathlib import Path\n"
+        "from fgl_flower.bench import load_experiment, run_experiment\n"
+        f"run_experiment(load_experiment(Path({str(spec)!r}), root=Path({str(tmp_path)!r})), "
+        "time_limit=2.0)\n"
+    )
     t0 = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert "stopped at the time limit" in done.stdout
     assert time.monotonic() - t0 < 30  # with SIGINT ignored by the run: about 62 s
@@ -720,17 +854,23 @@ def test_a_bench_started_with_ctrl_c_ignored_still_stops_its_runs_with_it(tmp_pa
     assert "KeyboardInterrupt" in next(log).read_text()
 
 
-def test_a_run_that_has_written_its_results_at_the_time_limit_is_not_stopped(tmp_path, monkeypatch,
-                                                                                 capsys):
+def test_a_run_that_has_written_its_results_at_the_time_limit_is_not_stopped(
+    tmp_path, monkeypatch, capsys
+):
     """A run whose summary is written when the limit comes is only exiting: it ends as a
     finished run (``ok``, with its wall time), not as one stopped for a later resume."""
-    _fake_fgl(tmp_path, monkeypatch,
+    _fake_fgl(
+        tmp_path,
+        monkeypatch,
         "import json, pathlib, sys, time\n"
         "out = pathlib.Path(sys.argv[sys.argv.index('--out') + 1])\n"
         "(out / 'summary.json').write_text(json.dumps({'seed': 0, 'best_val': {'test_acc': 0.5}}))\n"
-        "time.sleep(5)\n")
+        "time.sleep(5)\n",
+    )
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n')
+    spec.write_text(
+        'title = "T"\nout = "runs/t"\nseeds = [0]\n[[row]]\nmethod = "fedavg"\ndataset = "Cora"\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     # the limit must come after the fake has started and written its summary: 3 s leave a
     # loaded machine time to start Python (1 s did not, beside two benchmarks on 2 cores)
@@ -741,12 +881,17 @@ def test_a_run_that_has_written_its_results_at_the_time_limit_is_not_stopped(tmp
     assert wall >= 5
 
 
-@pytest.mark.parametrize("argv,match", [
-    (["--set", "lr=0.1"], "only keys that change no number"),
-    (["--set", "checkpoint-every"], "as KEY=VALUE"),
-    (["--time-limit", "0"], "more than 0"),
-])
-def test_bench_flags_that_would_change_numbers_or_make_no_sense_are_refused(tmp_path, argv, match, capsys):
+@pytest.mark.parametrize(
+    "argv,match",
+    [
+        (["--set", "lr=0.1"], "only keys that change no number"),
+        (["--set", "checkpoint-every"], "as KEY=VALUE"),
+        (["--time-limit", "0"], "more than 0"),
+    ],
+)
+def test_bench_flags_that_would_change_numbers_or_make_no_sense_are_refused(
+    tmp_path, argv, match, capsys
+):
     from fgl_flower.cli import main
 
     spec = tmp_path / "exp.toml"
@@ -757,7 +902,12 @@ def test_bench_flags_that_would_change_numbers_or_make_no_sense_are_refused(tmp_
 
 
 def test_probe_columns_read_the_last_rounds_client_mean():
-    summary = {"probes": {"latent.nonempty": {"mean": 0.25, "min": 0.0, "max": 0.5}, "clusters": {"mean": 3.0}}}
+    summary = {
+        "probes": {
+            "latent.nonempty": {"mean": 0.25, "min": 0.0, "max": 0.5},
+            "clusters": {"mean": 3.0},
+        }
+    }
     assert COLUMNS["latent-nonempty"].value(summary) == 0.25
     assert COLUMNS["clusters"].value(summary) == 3.0
     assert COLUMNS["latent-hubs"].value(summary) is None and COLUMNS["clusters"].value({}) is None
@@ -773,18 +923,34 @@ def test_records_keep_every_value_a_column_reads_and_no_other(tmp_path):
     from fgl_flower.bench import COLUMNS, load_records, records_path, run_record, write_docs
 
     spec = tmp_path / "exp.toml"
-    spec.write_text('title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2]\n'
-                    'columns = ["acc", "epsilon", "noise", "upload-bytes"]\n'
-                    '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\npartition = "louvain"\nclients = 2\n')
+    spec.write_text(
+        'title = "T"\ndoc = "doc.md"\nout = "runs/t"\nseeds = [1, 2]\n'
+        'columns = ["acc", "epsilon", "noise", "upload-bytes"]\n'
+        '[[row]]\nmethod = "fedavg"\ndataset = "Cora"\npartition = "louvain"\nclients = 2\n'
+    )
     exp = load_experiment(spec, root=tmp_path)
     for seed in (1, 2):
         folder = exp.out / exp.rows[0].slug / f"seed{seed}"
         folder.mkdir(parents=True)
-        point = {"round": 3, "selected_by": "val_acc", "test_acc": 0.5 + seed / 10, "test_loss": 1.2}
-        (folder / "summary.json").write_text(json.dumps({
-            "seed": seed, "final": point, "best_val": point, "total_time_s": 3.0, "rounds_completed": 3,
-            "dp": {"epsilon": 4.0 * seed, "noise_multiplier": 1.5, "delta": 1e-5},
-            "resources": {"upload_bytes": 1000.0, "clients": {"0": {"flops": 1.0}}}}))
+        point = {
+            "round": 3,
+            "selected_by": "val_acc",
+            "test_acc": 0.5 + seed / 10,
+            "test_loss": 1.2,
+        }
+        (folder / "summary.json").write_text(
+            json.dumps(
+                {
+                    "seed": seed,
+                    "final": point,
+                    "best_val": point,
+                    "total_time_s": 3.0,
+                    "rounds_completed": 3,
+                    "dp": {"epsilon": 4.0 * seed, "noise_multiplier": 1.5, "delta": 1e-5},
+                    "resources": {"upload_bytes": 1000.0, "clients": {"0": {"flops": 1.0}}},
+                }
+            )
+        )
     write_docs([exp])
     from_folders = (tmp_path / "doc.md").read_text()
     assert "| 4.00 |" not in from_folders and "| 6.00 | 1.50 | 1000 |" in from_folders

@@ -3,10 +3,10 @@
 import logging
 
 import pytest
-from methods_data import NEEDS, for_method
-from run_records import rounds
 import torch
 from flwr.app import Context, RecordDict
+from methods_data import NEEDS, for_method
+from run_records import rounds
 
 from fgl_flower.client_app import build_client
 from fgl_flower.inprocess import run_inprocess
@@ -14,8 +14,13 @@ from fgl_flower.methods import METHODS
 
 
 def _context(flat, **overrides):
-    return Context(run_id=0, node_id=1, node_config={"partition-id": 0, "num-partitions": 3},
-                   state=RecordDict(), run_config=dict(flat, **overrides))
+    return Context(
+        run_id=0,
+        node_id=1,
+        node_config={"partition-id": 0, "num-partitions": 3},
+        state=RecordDict(),
+        run_config=dict(flat, **overrides),
+    )
 
 
 def test_a_client_uses_as_many_threads_as_cpus_it_was_given(flat):
@@ -81,10 +86,20 @@ def test_fast_array_records_have_flowers_bytes():
     from fgl_flower.records import array_numpy, array_of
 
     rng = np.random.default_rng(0)
-    for value in (rng.random((7, 3), dtype=np.float32), np.arange(5), np.array(2.5),
-                  np.zeros((0, 4)), rng.random((2, 3)) > 0.5, np.asfortranarray(rng.random((3, 2)))):
+    for value in (
+        rng.random((7, 3), dtype=np.float32),
+        np.arange(5),
+        np.array(2.5),
+        np.zeros((0, 4)),
+        rng.random((2, 3)) > 0.5,
+        np.asfortranarray(rng.random((3, 2))),
+    ):
         ours, flowers = array_of(value), Array(value)
-        assert ours.data == flowers.data and ours.dtype == flowers.dtype and ours.shape == flowers.shape
+        assert (
+            ours.data == flowers.data
+            and ours.dtype == flowers.dtype
+            and ours.shape == flowers.shape
+        )
         back = array_numpy(ours)
         assert back.dtype == value.dtype and np.array_equal(back, value) and back.flags.writeable
 
@@ -125,8 +140,12 @@ def test_live_clients_reuse_a_client_only_for_the_state_it_saved():
     assert len(built) == 3
 
     for key in ("b", "c"):  # least recently used first out
-        live.serve(key, Context(run_id=0, node_id=2, node_config={}, state=RecordDict(),
-                                run_config={}), build, lambda c: RecordDict())
+        live.serve(
+            key,
+            Context(run_id=0, node_id=2, node_config={}, state=RecordDict(), run_config={}),
+            build,
+            lambda c: RecordDict(),
+        )
     assert len(live) == 2
     live.serve("a", moved, build, lambda c: RecordDict())
     assert len(built) == 6
@@ -134,7 +153,9 @@ def test_live_clients_reuse_a_client_only_for_the_state_it_saved():
 
 @pytest.mark.parametrize("method", list(METHODS))
 @pytest.mark.parametrize("keep", [True, False])
-def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_path, monkeypatch, request):
+def test_reused_clients_give_the_numbers_of_fresh_ones(
+    flat, method, keep, tmp_path, monkeypatch, request
+):
     """A client kept alive between messages computes what one rebuilt from context.state
     computes, for every method, with and without persistent optimizer state."""
     import fgl_flower.client_app as client_app
@@ -143,13 +164,22 @@ def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_p
     real = client_app.build_client
     monkeypatch.setattr(client_app, "build_client", lambda ctx: builds.append(1) or real(ctx))
     for_method(flat, method, request)
-    flat.update({"num-clients": 3, "num-rounds": 3, "keep-optimizer-state": keep,
-                 **({"fedavg.finetune-epochs": 2} if method == "fedavg" else {}), **NEEDS.get(method, {})})
+    flat.update(
+        {
+            "num-clients": 3,
+            "num-rounds": 3,
+            "keep-optimizer-state": keep,
+            **({"fedavg.finetune-epochs": 2} if method == "fedavg" else {}),
+            **NEEDS.get(method, {}),
+        }
+    )
     if method == "fedspray":
         flat["fedspray.variant"] = "paper" if keep else "official"
     live = run_inprocess(dict(flat, **{"out-dir": str(tmp_path / "live")}))
     assert len(builds) == 3 and len(client_app._LIVE) == 0  # built once per client, released
-    fresh = run_inprocess(dict(flat, **{"reuse-clients": False, "out-dir": str(tmp_path / "fresh")}))
+    fresh = run_inprocess(
+        dict(flat, **{"reuse-clients": False, "out-dir": str(tmp_path / "fresh")})
+    )
     assert len(builds) > 3 + 3
     for key in ("final", "best_val", "last"):
         assert live[key] == fresh[key]
@@ -158,15 +188,24 @@ def test_reused_clients_give_the_numbers_of_fresh_ones(flat, method, keep, tmp_p
 
 
 @pytest.mark.parametrize("progress", [True, False])
-def test_long_client_work_is_reported_unless_progress_is_off(flat, tmp_path, monkeypatch, caplog, progress):
+def test_long_client_work_is_reported_unless_progress_is_off(
+    flat, tmp_path, monkeypatch, caplog, progress
+):
     """Every train and evaluate message that runs past the threshold (here 0 s) gets a line
     with its time (the start line comes from a timer thread, so it is not counted here);
     ``progress=false`` silences them."""
     import fgl_flower.client_app as client_app
 
     monkeypatch.setattr(client_app, "CLIENT_REPORT_AFTER_S", 0.0)
-    flat = dict(flat, **{"out-dir": str(tmp_path), "progress": progress, "num-rounds": 1,
-                         "fused-evaluation": False})
+    flat = dict(
+        flat,
+        **{
+            "out-dir": str(tmp_path),
+            "progress": progress,
+            "num-rounds": 1,
+            "fused-evaluation": False,
+        },
+    )
     with caplog.at_level(logging.INFO, logger="flwr"):
         run_inprocess(flat)
     lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("client ")]
@@ -175,5 +214,7 @@ def test_long_client_work_is_reported_unless_progress_is_off(flat, tmp_path, mon
         return
     clients = list(range(int(flat["num-clients"])))
     for kind in ("train", "evaluate"):
-        ended = sorted(int(m.split()[1].rstrip(":")) for m in lines if f": {kind} of round 1: done in" in m)
+        ended = sorted(
+            int(m.split()[1].rstrip(":")) for m in lines if f": {kind} of round 1: done in" in m
+        )
         assert ended == clients, lines

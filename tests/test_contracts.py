@@ -2,11 +2,10 @@
 
 import json
 import re
+import tomllib
 from pathlib import Path
 
 import pytest
-
-import tomllib
 
 from fgl_flower.app_defaults import app_config_text, load_app_defaults, sync_pyproject
 from fgl_flower.config import CORE_KEYS
@@ -25,7 +24,9 @@ def test_the_checkouts_pyproject_carries_the_generated_app_config():
     """``flwr run .`` reads the checkout's pyproject.toml: its app part is the generated one
     (rewrite it with ``python -m fgl_flower.app_defaults --write pyproject.toml``)."""
     text = (REPO / "pyproject.toml").read_text()
-    assert sync_pyproject(text) == text, "run: python -m fgl_flower.app_defaults --write pyproject.toml"
+    assert sync_pyproject(text) == text, (
+        "run: python -m fgl_flower.app_defaults --write pyproject.toml"
+    )
 
 
 @pytest.mark.parametrize("name", list(METHODS))
@@ -44,7 +45,9 @@ def test_core_keys_are_the_plain_keys_of_pyproject():
 def test_method_options_match_pyproject(name):
     spec = METHODS.get(name)
     table = app_config().get(name, {})
-    assert table == dict(spec.options), f"[tool.flwr.app.config.{name}] must equal MethodSpec.options"
+    assert table == dict(spec.options), (
+        f"[tool.flwr.app.config.{name}] must equal MethodSpec.options"
+    )
 
 
 def test_every_pyproject_section_is_a_method_or_data():
@@ -67,7 +70,9 @@ def test_data_options_match_partitioners_and_synthetic():
     for name in generated:
         assert data[name] == _defaults(DATASETS.get(name).options), f"data.{name}"
     # Options of every node dataset: "" (= as stored) unless set.
-    assert {k: v for k, v in data.items() if not isinstance(v, dict)} == dict.fromkeys(NODE_OPTIONS, "")
+    assert {k: v for k, v in data.items() if not isinstance(v, dict)} == dict.fromkeys(
+        NODE_OPTIONS, ""
+    )
     assert set(data) <= set(PARTITIONERS) | set(generated) | set(NODE_OPTIONS)
 
 
@@ -112,14 +117,18 @@ def test_experiment_rows_are_valid_run_configs(path):
 
 
 def test_every_run_config_key_has_a_meaning_and_fgl_config_lists_it(capsys):
-    from fgl_flower.cli import main
     from fgl_flower.app_defaults import describe_keys
+    from fgl_flower.cli import main
 
     rows = describe_keys()
     assert [k for k, _, m in rows if not m] == []
     assert {k for k, _, _ in rows} == set(load_app_defaults())
     assert main(["config"]) == 0
-    listed = {line.split()[0] for line in capsys.readouterr().out.splitlines() if line and not line.startswith("Set ")}
+    listed = {
+        line.split()[0]
+        for line in capsys.readouterr().out.splitlines()
+        if line and not line.startswith("Set ")
+    }
     assert listed == set(load_app_defaults())
 
 
@@ -171,5 +180,14 @@ def test_model_init_reaches_the_model_or_stops_the_run(name):
     # own_init only where the client builds its own model; FedFA wraps the run's backbone
     # and FedLit applies model-init itself (tests/models/test_fedlit_model.py)
     client = spec.client_class()
-    own_builder = issubclass(client, LearnerClient) and client.model_builder is not LearnerClient.model_builder
+    own_builder = (
+        issubclass(client, LearnerClient)
+        and client.model_builder is not LearnerClient.model_builder
+    )
     assert spec.own_init == (own_builder and name not in {"fedfa", "fedlit"})
+
+
+def test_the_parse_tables_name_core_keys():
+    from fgl_flower.parse import CONVERT, RULES
+
+    assert set(RULES) | set(CONVERT) <= set(CORE_KEYS)

@@ -37,8 +37,22 @@ def test_cuda_without_gpu_says_what_to_do(spec):
 def test_fgl_run_with_cuda_stops_before_training(flat, capsys, tmp_path):
     from fgl_flower.cli import main
 
-    code = main(["run", "--inprocess", "--device", "cuda", "--clients", "3", "--rounds", "1",
-                 "--set", "data.synthetic.num-nodes=300", "--out", str(tmp_path / "out")])
+    code = main(
+        [
+            "run",
+            "--inprocess",
+            "--device",
+            "cuda",
+            "--clients",
+            "3",
+            "--rounds",
+            "1",
+            "--set",
+            "data.synthetic.num-nodes=300",
+            "--out",
+            str(tmp_path / "out"),
+        ]
+    )
     assert code == 2
     assert "sees no CUDA GPU" in capsys.readouterr().err
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["error.txt"]  # nothing ran
@@ -67,10 +81,17 @@ def test_client_state_and_replies_hold_cpu_tensors(flat):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("method,extra", [
-    ("fedavg", {}), ("fedprox", {}), ("local", {}), ("fedspray", {}),
-    ("s2fgl", NEEDS["s2fgl"]), ("opfgl", NEEDS["opfgl"]),
-])
+@pytest.mark.parametrize(
+    "method,extra",
+    [
+        ("fedavg", {}),
+        ("fedprox", {}),
+        ("local", {}),
+        ("fedspray", {}),
+        ("s2fgl", NEEDS["s2fgl"]),
+        ("opfgl", NEEDS["opfgl"]),
+    ],
+)
 def test_every_method_runs_on_cuda_close_to_cpu(flat, method, extra, tmp_path):
     from fgl_flower.inprocess import run_inprocess
 

@@ -13,13 +13,20 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.skipif(shutil.which("mkdocs") is None and not (Path(sys.executable).parent / "mkdocs").exists(),
-                    reason="mkdocs is not installed (pip install -e '.[docs]')")
+@pytest.mark.skipif(
+    shutil.which("mkdocs") is None and not (Path(sys.executable).parent / "mkdocs").exists(),
+    reason="mkdocs is not installed (pip install -e '.[docs]')",
+)
 def test_the_docs_site_builds_strictly(tmp_path):
     mkdocs = shutil.which("mkdocs") or str(Path(sys.executable).parent / "mkdocs")
-    done = subprocess.run([mkdocs, "build", "--strict", "-d", str(tmp_path / "site")], cwd=REPO,
-                          capture_output=True, text=True, timeout=600,
-                          env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent)})
+    done = subprocess.run(
+        [mkdocs, "build", "--strict", "-d", str(tmp_path / "site")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={"NO_MKDOCS_2_WARNING": "1", "PATH": str(Path(sys.executable).parent)},
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert (tmp_path / "site" / "methods" / "authoring" / "index.html").is_file()
     assert (tmp_path / "site" / "reference" / "api" / "index.html").is_file()
@@ -33,7 +40,9 @@ def test_the_readme_is_a_front_door():
 
 def test_the_readmes_links_resolve():
     text = (REPO / "README.md").read_text()
-    targets = [t for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if not t.startswith("http")]
+    targets = [
+        t for t in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text) if not t.startswith("http")
+    ]
     assert targets
     assert [t for t in targets if not (REPO / t).exists()] == []
 

@@ -25,8 +25,12 @@ def imported(path: Path, name: str, known: dict[str, Path]) -> set[str]:
     """The package modules ``name`` (at ``path``) imports: each target resolved to the
     longest known module prefix (``from a.b import c`` is ``a.b.c`` if that is a module)."""
     tree = ast.parse(path.read_text())
-    skip = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-            and "TYPE_CHECKING" in ast.unparse(node.test) for n in ast.walk(node)}
+    skip = {
+        id(n)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+        for n in ast.walk(node)
+    }
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets = set()
     for node in ast.walk(tree):
@@ -39,7 +43,9 @@ def imported(path: Path, name: str, known: dict[str, Path]) -> set[str]:
             if node.level:
                 parts = package.split(".")[: len(package.split(".")) - node.level + 1]
                 base = ".".join(parts + ([base] if base else []))
-            targets.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+            targets.update(
+                f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names
+            )
     out = set()
     for target in targets:
         while target and target not in known:
@@ -60,7 +66,7 @@ def find_circle(graph: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(graph[node]):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (found := visit(nxt)):
                 return found
         path.pop()
@@ -95,16 +101,22 @@ def graph() -> dict[str, set[str]]:
 def test_servers_import_no_client_module():
     """A server needs a method's record keys, not its client: those keys live in the
     torch-free spec (``methods/<m>.py``)."""
-    bad = {name: sorted(t for t in targets if t.startswith("fgl_flower.clients"))
-           for name, targets in graph().items() if name.startswith("fgl_flower.strategies")}
+    bad = {
+        name: sorted(t for t in targets if t.startswith("fgl_flower.clients"))
+        for name, targets in graph().items()
+        if name.startswith("fgl_flower.strategies")
+    }
     assert not {k: v for k, v in bad.items() if v}
 
 
 def test_the_specs_import_neither_half_nor_torch():
     g = graph()
     halves = ("fgl_flower.strategies", "fgl_flower.clients")
-    bad = {name: sorted(t for t in targets if t.startswith(halves))
-           for name, targets in g.items() if name.startswith("fgl_flower.methods")}
+    bad = {
+        name: sorted(t for t in targets if t.startswith(halves))
+        for name, targets in g.items()
+        if name.startswith("fgl_flower.methods")
+    }
     assert not {k: v for k, v in bad.items() if v}
     code = "import sys, fgl_flower.methods as m; assert len(m.METHODS) > 20; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

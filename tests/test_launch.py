@@ -18,7 +18,13 @@ from fgl_flower.launch import prepare
 prepare(json.loads({json.dumps(json.dumps(flat))}), "simulation")
 print("torch imported:", "torch" in sys.modules)
 """
-    res = subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True,
-                         text=True, timeout=120, check=False)
+    res = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert res.returncode == 0, res.stderr
     assert "torch imported: False" in res.stdout

@@ -28,7 +28,9 @@ def test_summarize_clients_by_hand():
         {"test_acc": 0.5, "num-test": 10, "test_loss": 1.0},
         {"test_acc": 1.0, "num-test": 30, "test_loss": 3.0},
     ]
-    s = summarize_clients(vals, ["test_acc", "test_loss"], {"test_acc": "num-test", "test_loss": "num-test"})
+    s = summarize_clients(
+        vals, ["test_acc", "test_loss"], {"test_acc": "num-test", "test_loss": "num-test"}
+    )
     assert s["test_acc"] == pytest.approx((0.5 * 10 + 1.0 * 30) / 40)
     assert s["test_acc_mean"] == pytest.approx(0.75)
     assert s["test_acc_std"] == pytest.approx(0.25)
@@ -50,9 +52,13 @@ def test_minority_accuracy_excludes_the_majority_class():
 
 
 def test_pooled_minority_is_weighted_by_minority_counts():
-    clients = [{"test_minority_acc": 0.5, "num-test-minority": 10.0},
-               {"test_minority_acc": 1.0, "num-test-minority": 30.0}]
-    out = summarize_clients(clients, ["test_minority_acc"], {"test_minority_acc": "num-test-minority"})
+    clients = [
+        {"test_minority_acc": 0.5, "num-test-minority": 10.0},
+        {"test_minority_acc": 1.0, "num-test-minority": 30.0},
+    ]
+    out = summarize_clients(
+        clients, ["test_minority_acc"], {"test_minority_acc": "num-test-minority"}
+    )
     assert out["test_minority_acc"] == pytest.approx((5 + 30) / 40)
 
 
@@ -60,13 +66,17 @@ def test_eval_weight_client_counts_every_client_once():
     clients = [{"val_acc": 0.5, "num-val": 10.0}, {"val_acc": 1.0, "num-val": 30.0}]
     out = summarize_clients(clients, ["val_acc"], {"val_acc": None})
     assert out["val_acc"] == out["val_acc_mean"] == pytest.approx(0.75)
-    assert summarize_clients(clients, ["val_acc"], {"val_acc": "num-val"})["val_acc"] == pytest.approx(0.875)
+    assert summarize_clients(clients, ["val_acc"], {"val_acc": "num-val"})[
+        "val_acc"
+    ] == pytest.approx(0.875)
 
 
 def test_clients_without_minority_test_nodes_do_not_drag_mean_and_worst_to_zero():
-    clients = [{"test_minority_acc": 0.8, "num-test-minority": 10.0, "num-local": 50.0},
-               {"test_minority_acc": 0.0, "num-test-minority": 0.0, "num-local": 50.0},
-               {"test_minority_acc": 0.6, "num-test-minority": 30.0, "num-local": 50.0}]
+    clients = [
+        {"test_minority_acc": 0.8, "num-test-minority": 10.0, "num-local": 50.0},
+        {"test_minority_acc": 0.0, "num-test-minority": 0.0, "num-local": 50.0},
+        {"test_minority_acc": 0.6, "num-test-minority": 30.0, "num-local": 50.0},
+    ]
     counts = {"test_minority_acc": "num-test-minority"}
     for weights in (counts, {"test_minority_acc": "num-local"}):  # eval-weight split / client-size
         out = summarize_clients(clients, ["test_minority_acc"], weights, count_key=counts)
@@ -78,8 +88,10 @@ def test_clients_without_minority_test_nodes_do_not_drag_mean_and_worst_to_zero(
 def test_best_round_by_val_loss_is_the_lowest():
     from fgl_flower.results import summarize_rounds
 
-    rounds = [{"round": i, "eval": {"val_acc": a, "val_loss": l, "test_acc": t}}
-              for i, (a, l, t) in enumerate([(0.5, 0.9, 0.1), (0.9, 0.5, 0.2), (0.8, 0.3, 0.3)], 1)]
+    rounds = [
+        {"round": i, "eval": {"val_acc": a, "val_loss": l, "test_acc": t}}
+        for i, (a, l, t) in enumerate([(0.5, 0.9, 0.1), (0.9, 0.5, 0.2), (0.8, 0.3, 0.3)], 1)
+    ]
     assert summarize_rounds(rounds, "val_acc")["best_val"]["round"] == 2
     best = summarize_rounds(rounds, "val_loss")["best_val"]
     assert best["round"] == 3 and best["selected_by"] == "val_loss"

@@ -19,8 +19,12 @@ PAPER_METHODS = ("fedspray", "opfgl", "s2fgl", "feddense", "fedhero")
 QUICK = {
     "01_quickstart.ipynb": {"rounds": 3},
     "02_fedspray.ipynb": {"rounds": 3},
-    "03_opfgl.ipynb": {"fedavg_rounds": 3, "opfgl_options": {  # the tests' short O-pFGL optimisations
-        k.removeprefix("opfgl."): v for k, v in NEEDS["opfgl"].items() if k.startswith("opfgl.")}},
+    "03_opfgl.ipynb": {
+        "fedavg_rounds": 3,
+        "opfgl_options": {  # the tests' short O-pFGL optimisations
+            k.removeprefix("opfgl."): v for k, v in NEEDS["opfgl"].items() if k.startswith("opfgl.")
+        },
+    },
     "04_s2fgl.ipynb": {"rounds": 3},
     "05_feddense.ipynb": {"rounds": 1},
     "06_fedhero.ipynb": {"rounds": 3},
@@ -30,7 +34,9 @@ QUICK = {
 
 
 def _runner():
-    spec = importlib.util.spec_from_file_location("run_notebooks", REPO / "scripts" / "run_notebooks.py")
+    spec = importlib.util.spec_from_file_location(
+        "run_notebooks", REPO / "scripts" / "run_notebooks.py"
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -44,7 +50,9 @@ def code_cells(path: Path) -> list[dict]:
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_top_to_bottom(path, data_root, monkeypatch):
     monkeypatch.setenv("FGL_DATA_ROOT", str(data_root))
-    book = _runner().execute(path, timeout=600, parameters=QUICK[path.name])  # raises at the first failing cell
+    book = _runner().execute(
+        path, timeout=600, parameters=QUICK[path.name]
+    )  # raises at the first failing cell
     assert all(c.get("execution_count") for c in book.cells if c.cell_type == "code")
     injected = [c for c in book.cells if "injected-parameters" in c.metadata.get("tags", [])]
     assert len(injected) == 1
@@ -63,8 +71,9 @@ def test_quick_parameters_are_those_the_notebooks_declare():
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_committed_notebook_holds_the_outputs_of_one_full_run(path):
     cells = code_cells(path)
-    assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1)), \
+    assert [c["execution_count"] for c in cells] == list(range(1, len(cells) + 1)), (
         f"{path.name}: execute it with python scripts/run_notebooks.py {path.relative_to(REPO)}"
+    )
     assert not [o for c in cells for o in c["outputs"] if o["output_type"] == "error"]
     assert sum(1 for c in cells for o in c["outputs"] if "image/png" in o.get("data", {})) >= 1
 

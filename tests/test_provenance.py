@@ -13,8 +13,11 @@ def test_code_version_names_the_commit_of_this_checkout():
     assert version.startswith(fgl_flower.__version__)
     root = Path(fgl_flower.__file__).resolve().parent.parent
     if (root / ".git").exists():  # run from a checkout: the commit (and whether it is changed)
-        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
-                              capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"],
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
         assert re.fullmatch(rf"{re.escape(fgl_flower.__version__)}\+{head}(\.dirty)?", version)
 
 

@@ -46,7 +46,9 @@ def main() -> None:
     ap.add_argument("--openfgl-python", required=True, help="python of a venv with openfgl-lib")
     ap.add_argument("--openfgl-root", default=str(Path.home() / "openfgl-data"))
     ap.add_argument("--seeds", default="0,1")
-    ap.add_argument("--variants", default=",".join(PATCHES), help=f"comma-separated: {', '.join(PATCHES)}")
+    ap.add_argument(
+        "--variants", default=",".join(PATCHES), help=f"comma-separated: {', '.join(PATCHES)}"
+    )
     args = ap.parse_args()
     variants = [v for v in args.variants.split(",") if v]
     if unknown := [v for v in variants if v not in PATCHES]:

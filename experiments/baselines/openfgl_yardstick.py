@@ -50,17 +50,32 @@ RECORDS = REPO / "docs" / "results" / "baselines.runs.jsonl"
 
 #: The job: OpenFGL's defaults for node classification (GCN width 64, dropout 0.5, Adam 0.01 /
 #: 5e-4, 3 local epochs), Cora cut into 10 clients by this project's Louvain partitioner.
-JOB = {"dataset": "Cora", "partition": "louvain", "num-clients": 10, "num-rounds": 100,
-       "local-epochs": 3, "hidden": 64, "num-layers": 2, "dropout": 0.5, "lr": 0.01,
-       "weight-decay": 5e-4, "eval-weight": "client-size", "checkpoint-every": 0, "progress": False}
+JOB = {
+    "dataset": "Cora",
+    "partition": "louvain",
+    "num-clients": 10,
+    "num-rounds": 100,
+    "local-epochs": 3,
+    "hidden": 64,
+    "num-layers": 2,
+    "dropout": 0.5,
+    "lr": 0.01,
+    "weight-decay": 5e-4,
+    "eval-weight": "client-size",
+    "checkpoint-every": 0,
+    "progress": False,
+}
 
 #: Per method: OpenFGL's algorithm name, its evaluation mode, and our options that match
 #: OpenFGL's configuration of it (``openfgl/flcore/<m>/<m>_config.py``).
 METHODS = {
     "fedavg": ("fedavg", "global_model_on_local_data", {}),
     # OpenFGL's FedPub: norm_scale 10, and the regularisers on state_dict()'s detached copies
-    "fedpub": ("fedpub", "local_model_on_local_data",
-               {"fedpub.norm-scale": 10.0, "fedpub.regularizers": "code"}),
+    "fedpub": (
+        "fedpub",
+        "local_model_on_local_data",
+        {"fedpub.norm-scale": 10.0, "fedpub.regularizers": "code"},
+    ),
     # OpenFGL's FedGTA: 10 moment orders (the authors' code: 6 for Cora)
     "fedgta": ("fedgta", "local_model_on_local_data", {"fedgta.num-moments": 10}),
     # FedTAD: the distilled global model on each client's data (OpenFGL's default mode for it
@@ -68,11 +83,23 @@ METHODS = {
     "fedtad": ("fedtad", "global_model_on_local_data", {"agg-weight": "local"}),
     # FGSSL: what OpenFGL trains (cross-entropy plus its edge-difference distillation), the
     # global model evaluated as for FedAvg, FedAvg weights by node counts (its num_samples)
-    "fgssl": ("fgssl", "global_model_on_local_data", {"fgssl.variant": "openfgl", "agg-weight": "local"}),
+    "fgssl": (
+        "fgssl",
+        "global_model_on_local_data",
+        {"fgssl.variant": "openfgl", "agg-weight": "local"},
+    ),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
-    "fggp": ("fggp", "global_model_on_local_data",
-             {"fggp.head": "aggregate", "fggp.evaluate": "head", "fggp.knn-every": 1, "agg-weight": "local"}),
+    "fggp": (
+        "fggp",
+        "global_model_on_local_data",
+        {
+            "fggp.head": "aggregate",
+            "fggp.evaluate": "head",
+            "fggp.knn-every": 1,
+            "agg-weight": "local",
+        },
+    ),
     # GCFL+ (our gcfl, variant gcfl+): OpenFGL's eps1 0.05 / eps2 0.1 (on a node task ours read
     # eps1-node / eps2-node), seq_length 5, no standardising, the sequence of the last local
     # gradient's norm (its convGradsNorm), a split only after its 0-based round 20 (ours count
@@ -80,22 +107,48 @@ METHODS = {
     # num_samples). Its personalised local models, as OpenFGL allows no global mode for it; ours
     # evaluates each cluster's model. OpenFGL's GCFL+ is graph-level (NODE_LEVEL_GIN below) and
     # shares only its GIN's convolutions; ours shares the whole GCN (not expressible here)
-    "gcfl+": ("gcfl_plus", "local_model_on_local_data",
-              {"method": "gcfl", "gcfl.variant": "gcfl+", "gcfl.eps1-node": 0.05, "gcfl.eps2-node": 0.1,
-               "gcfl.seq-length": 5, "gcfl.standardize": False, "gcfl.sequence": "grad",
-               "gcfl.split-after": 21, "gcfl.min-split-size": 3, "agg-weight": "local"}),
+    "gcfl+": (
+        "gcfl_plus",
+        "local_model_on_local_data",
+        {
+            "method": "gcfl",
+            "gcfl.variant": "gcfl+",
+            "gcfl.eps1-node": 0.05,
+            "gcfl.eps2-node": 0.1,
+            "gcfl.seq-length": 5,
+            "gcfl.standardize": False,
+            "gcfl.sequence": "grad",
+            "gcfl.split-after": 21,
+            "gcfl.min-split-size": 3,
+            "agg-weight": "local",
+        },
+    ),
     # FedSage+: OpenFGL's generator (hidden_portion 0.5, max_pred 5, latent 128, the run's width
     # 64 and dropout 0.5), its matching loop (greedy_loss), its one-way generated edges, all of the
     # generator trained by the run's Adam (0.01 / 5e-4), 10 generator rounds of the 100 (its 10
     # rounds x 3 epochs = 30 steps: our 20 local epochs, then 10 one-step rounds), a GraphSAGE
     # classifier averaged with equal weights (its 1/M), evaluated as the global model on each
     # client's data as ours is (OpenFGL's default mode for it is the local models)
-    "fedsageplus": ("fedsage_plus", "global_model_on_local_data",
-                    {"model": "graphsage", "fedsageplus.gen-rounds": 10, "fedsageplus.pretrain-epochs": 20,
-                     "fedsageplus.num-pred": 5, "fedsageplus.hidden-portion": 0.5, "fedsageplus.latent": 128,
-                     "fedsageplus.gen-hidden": 64, "fedsageplus.gen-dropout": 0.5, "fedsageplus.gen-lr": 0.01,
-                     "fedsageplus.gen-weight-decay": 5e-4, "fedsageplus.matching": "code",
-                     "fedsageplus.trainable": "all", "fedsageplus.undirected": False, "agg-weight": "uniform"}),
+    "fedsageplus": (
+        "fedsage_plus",
+        "global_model_on_local_data",
+        {
+            "model": "graphsage",
+            "fedsageplus.gen-rounds": 10,
+            "fedsageplus.pretrain-epochs": 20,
+            "fedsageplus.num-pred": 5,
+            "fedsageplus.hidden-portion": 0.5,
+            "fedsageplus.latent": 128,
+            "fedsageplus.gen-hidden": 64,
+            "fedsageplus.gen-dropout": 0.5,
+            "fedsageplus.gen-lr": 0.01,
+            "fedsageplus.gen-weight-decay": 5e-4,
+            "fedsageplus.matching": "code",
+            "fedsageplus.trainable": "all",
+            "fedsageplus.undirected": False,
+            "agg-weight": "uniform",
+        },
+    ),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
@@ -128,7 +181,7 @@ FGLTrainer(args).train()
 #: torch's own ``scatter_add``) and refuse the SparseTensor path. Put on OpenFGL's ``PYTHONPATH``
 #: only, never this project's.
 SHIMS = {
-    "torch_scatter": '''
+    "torch_scatter": """
 import torch
 def scatter_add(src, index, dim=0, dim_size=None):
     assert dim == 0 and src.dim() == 1, "stand-in: 1-d scatter along dim 0 only"
@@ -136,23 +189,25 @@ def scatter_add(src, index, dim=0, dim_size=None):
     return torch.zeros(size, dtype=src.dtype, device=src.device).scatter_add_(0, index, src)
 def scatter(*args, **kwargs):  # imported by OpenFGL's FGSSL for a sampler it never calls
     raise NotImplementedError("stand-in torch_scatter: scatter is not provided")
-''',
-    "torch_sparse": '''
+""",
+    "torch_sparse": """
 class SparseTensor:  # never instantiated: OpenFGL's FedPub is fed edge_index tensors here
     pass
 def _refuse(*args, **kwargs):
     raise NotImplementedError("stand-in torch_sparse: no SparseTensor support")
 fill_diag = matmul = mul = sum = _refuse
-''',
+""",
     # OpenFGL's FGGP imports it at module level; FINCH calls it only above 70,000 prototypes
-    "pynndescent": '''
+    "pynndescent": """
 class NNDescent:
     def __init__(self, *args, **kwargs):
         raise NotImplementedError("stand-in pynndescent: more than 70,000 prototypes")
-''',
+""",
 }
 
-BEST = re.compile(r"best_round: (\d+)\s+best_val_accuracy: ([0-9.]+)\s+best_test_accuracy: ([0-9.]+)")
+BEST = re.compile(
+    r"best_round: (\d+)\s+best_val_accuracy: ([0-9.]+)\s+best_test_accuracy: ([0-9.]+)"
+)
 
 
 def export_partition(root: Path, openfgl_root: Path) -> Path:
@@ -177,9 +232,16 @@ def export_partition(root: Path, openfgl_root: Path) -> Path:
         client = load_client_data(data_cfg, pid)
         g = client.data
         ids = g.global_id.tolist()
-        torch.save(Data(x=g.x.to_dense() if g.x.is_sparse else g.x, edge_index=g.edge_index, y=g.y,
-                        global_map=dict(enumerate(ids)), num_global_classes=client.num_classes),
-                   folder / f"data_{pid}.pt")
+        torch.save(
+            Data(
+                x=g.x.to_dense() if g.x.is_sparse else g.x,
+                edge_index=g.edge_index,
+                y=g.y,
+                global_map=dict(enumerate(ids)),
+                num_global_classes=client.num_classes,
+            ),
+            folder / f"data_{pid}.pt",
+        )
         for name in ("train", "val", "test"):
             mask = getattr(g, f"{name}_mask")
             torch.save(mask.clone(), split / f"{name}_{pid}.pt")
@@ -203,17 +265,40 @@ def run_ours(method: str, seed: int, out: Path) -> float:
     return 100 * float(summary["best_val"]["test_acc"])
 
 
-def run_openfgl(python: str, root: Path, method: str, seed: int, timeout: float = 3 * 3600) -> float:
+def run_openfgl(
+    python: str, root: Path, method: str, seed: int, timeout: float = 3 * 3600
+) -> float:
     algo, mode, _ = METHODS[method]
-    argv = [python, "-c", OPENFGL_RUN, str(root), algo, mode, str(seed), str(JOB["num-rounds"]),
-            str(JOB["num-clients"]), JOB["dataset"], str(JOB["local-epochs"]), str(JOB["hidden"]),
-            str(JOB["dropout"]), str(JOB["lr"]), str(JOB["weight-decay"])]
-    env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",  # OpenFGL pickles PyG Data objects
-           "PYTHONPATH": str(root / "shims")}
-    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False, env=env)
+    argv = [
+        python,
+        "-c",
+        OPENFGL_RUN,
+        str(root),
+        algo,
+        mode,
+        str(seed),
+        str(JOB["num-rounds"]),
+        str(JOB["num-clients"]),
+        JOB["dataset"],
+        str(JOB["local-epochs"]),
+        str(JOB["hidden"]),
+        str(JOB["dropout"]),
+        str(JOB["lr"]),
+        str(JOB["weight-decay"]),
+    ]
+    env = {
+        **os.environ,
+        "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",  # OpenFGL pickles PyG Data objects
+        "PYTHONPATH": str(root / "shims"),
+    }
+    res = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, check=False, env=env
+    )
     found = BEST.findall(res.stdout)
     if res.returncode != 0 or not found:
-        raise RuntimeError(f"OpenFGL {algo} seed {seed} failed (rc {res.returncode}): {res.stderr[-2000:]}")
+        raise RuntimeError(
+            f"OpenFGL {algo} seed {seed} failed (rc {res.returncode}): {res.stderr[-2000:]}"
+        )
     return 100 * float(found[-1][2])
 
 
@@ -233,14 +318,22 @@ class Records:
 
     @staticmethod
     def _key(rec: dict) -> str:
-        return json.dumps({k: rec[k] for k in ("method", "rounds", "seed", "side", "job", "options")},
-                          sort_keys=True)
+        return json.dumps(
+            {k: rec[k] for k in ("method", "rounds", "seed", "side", "job", "options")},
+            sort_keys=True,
+        )
 
     @staticmethod
     def record(method: str, seed: int, side: str) -> dict:
         """The identity of one run under the current :data:`JOB`."""
-        return {"method": method, "rounds": JOB["num-rounds"], "seed": seed, "side": side,
-                "job": {k: v for k, v in JOB.items() if k != "num-rounds"}, "options": METHODS[method][2]}
+        return {
+            "method": method,
+            "rounds": JOB["num-rounds"],
+            "seed": seed,
+            "side": side,
+            "job": {k: v for k, v in JOB.items() if k != "num-rounds"},
+            "options": METHODS[method][2],
+        }
 
     def get(self, method: str, seed: int, side: str) -> float | None:
         return self.values.get(self._key(self.record(method, seed, side)))
@@ -248,19 +341,27 @@ class Records:
     def add(self, method: str, seed: int, side: str, test_acc: float) -> None:
         from fgl_flower.results import append_line
 
-        rec = {**self.record(method, seed, side), "test_acc": test_acc, "date": time.strftime("%Y-%m-%d")}
+        rec = {
+            **self.record(method, seed, side),
+            "test_acc": test_acc,
+            "date": time.strftime("%Y-%m-%d"),
+        }
         with self.lock:
             append_line(self.path, json.dumps(rec))
             self.values[self._key(rec)] = test_acc
 
 
-def run_method(records: Records, method: str, seeds: list[int], run_theirs, run_ours_seed,
-               parallel: int = 1) -> tuple[list[float], list[float]]:
+def run_method(
+    records: Records, method: str, seeds: list[int], run_theirs, run_ours_seed, parallel: int = 1
+) -> tuple[list[float], list[float]]:
     """Both sides of ``method`` for every seed that :class:`Records` lacks, OpenFGL's in up to
     ``parallel`` threads beside ours (one after another), each recorded as it ends; returns
     (ours, OpenFGL's) per seed from the records."""
+
     def keep(seed: int, side: str):
-        return lambda done: None if done.exception() else records.add(method, seed, side, done.result())
+        return lambda done: (
+            None if done.exception() else records.add(method, seed, side, done.result())
+        )
 
     with ThreadPoolExecutor(max(parallel, 1)) as pool:
         futures: list[Future] = []
@@ -272,28 +373,51 @@ def run_method(records: Records, method: str, seeds: list[int], run_theirs, run_
             if records.get(method, seed, "ours") is None:
                 t0 = time.perf_counter()
                 records.add(method, seed, "ours", run_ours_seed(method, seed))
-                print(f"{method} seed {seed}: ours {records.get(method, seed, 'ours'):.2f} "
-                      f"({time.perf_counter() - t0:.0f} s)", flush=True)
+                print(
+                    f"{method} seed {seed}: ours {records.get(method, seed, 'ours'):.2f} "
+                    f"({time.perf_counter() - t0:.0f} s)",
+                    flush=True,
+                )
         for future in futures:
             future.result()  # an OpenFGL failure stops here, after the others were recorded
-    return ([records.get(method, s, "ours") for s in seeds],
-            [records.get(method, s, "openfgl") for s in seeds])
+    return (
+        [records.get(method, s, "ours") for s in seeds],
+        [records.get(method, s, "openfgl") for s in seeds],
+    )
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--openfgl-python", required=True, help="python of a venv with openfgl-lib")
-    ap.add_argument("--openfgl-root", default=str(Path.home() / "openfgl-data"),
-                    help="folder holding global/subgraph_fl/Cora for OpenFGL")
-    ap.add_argument("--methods", default="fedavg,fedpub", help=f"comma-separated: {', '.join(METHODS)}")
+    ap.add_argument(
+        "--openfgl-root",
+        default=str(Path.home() / "openfgl-data"),
+        help="folder holding global/subgraph_fl/Cora for OpenFGL",
+    )
+    ap.add_argument(
+        "--methods", default="fedavg,fedpub", help=f"comma-separated: {', '.join(METHODS)}"
+    )
     ap.add_argument("--seeds", default="0,1,2")
-    ap.add_argument("--rounds", type=int, default=JOB["num-rounds"],
-                    help="rounds of every run (a row with other than 100 says so)")
-    ap.add_argument("--parallel", type=int, default=1,
-                    help="OpenFGL runs at a time (its seeds; ours run one after another)")
-    ap.add_argument("--doc", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}")
-    ap.add_argument("--records", default=str(RECORDS),
-                    help="finished runs, appended as they end; recorded runs are not run again")
+    ap.add_argument(
+        "--rounds",
+        type=int,
+        default=JOB["num-rounds"],
+        help="rounds of every run (a row with other than 100 says so)",
+    )
+    ap.add_argument(
+        "--parallel",
+        type=int,
+        default=1,
+        help="OpenFGL runs at a time (its seeds; ours run one after another)",
+    )
+    ap.add_argument(
+        "--doc", action="store_true", help=f"write the table into {DOC.relative_to(REPO)}"
+    )
+    ap.add_argument(
+        "--records",
+        default=str(RECORDS),
+        help="finished runs, appended as they end; recorded runs are not run again",
+    )
     args = ap.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     if unknown := [m for m in methods if m not in METHODS]:
@@ -309,9 +433,13 @@ def main() -> None:
             export_partition(root, Path(args.openfgl_root).expanduser())
         for method in methods:
             ours, theirs = run_method(
-                records, method, seeds,
+                records,
+                method,
+                seeds,
                 lambda m, seed: run_openfgl(args.openfgl_python, root, m, seed),
-                lambda m, seed: run_ours(m, seed, Path(tmp) / f"ours-{m}-{seed}"), args.parallel)
+                lambda m, seed: run_ours(m, seed, Path(tmp) / f"ours-{m}-{seed}"),
+                args.parallel,
+            )
             print(f"{method}: OpenFGL {', '.join(f'{v:.2f}' for v in theirs)}", flush=True)
             label = method if args.rounds == ROUNDS else f"{method}, {args.rounds} rounds"
             rows.append((label, ours, theirs))
@@ -326,15 +454,21 @@ def _mean_std(values: list[float]) -> str:
 
 
 def render(rows: list[tuple[str, list[float], list[float]]], seeds: list[int]) -> str:
-    lines = ["| method | ours | OpenFGL | ours − OpenFGL | per seed (ours / OpenFGL) |",
-             "|---|---|---|---|---|"]
+    lines = [
+        "| method | ours | OpenFGL | ours − OpenFGL | per seed (ours / OpenFGL) |",
+        "|---|---|---|---|---|",
+    ]
     for method, ours, theirs in rows:
         diff = statistics.mean(ours) - statistics.mean(theirs)
         per_seed = ", ".join(f"{a:.2f} / {b:.2f}" for a, b in zip(ours, theirs))
-        lines.append(f"| {method} | {_mean_std(ours)} | {_mean_std(theirs)} | {diff:+.2f} | {per_seed} |")
+        lines.append(
+            f"| {method} | {_mean_std(ours)} | {_mean_std(theirs)} | {diff:+.2f} | {per_seed} |"
+        )
     job = {k: v for k, v in JOB.items() if k != "num-rounds"}
-    return "\n".join(lines) + (f"\n\nSeeds {', '.join(map(str, seeds))}; {ROUNDS} rounds unless the row says "
-                                f"otherwise; job: {json.dumps(job)}.\n")
+    return "\n".join(lines) + (
+        f"\n\nSeeds {', '.join(map(str, seeds))}; {ROUNDS} rounds unless the row says "
+        f"otherwise; job: {json.dumps(job)}.\n"
+    )
 
 
 def write_doc(table: str) -> None:
@@ -346,8 +480,11 @@ def write_doc(table: str) -> None:
     old, tail = rest.split(end, 1)
 
     def rows(block: str) -> dict[str, str]:
-        return {line.split("|")[1].strip(): line for line in block.splitlines()
-                if line.startswith("| ") and not line.startswith(("| method", "|---"))}
+        return {
+            line.split("|")[1].strip(): line
+            for line in block.splitlines()
+            if line.startswith("| ") and not line.startswith(("| method", "|---"))
+        }
 
     merged = {**rows(old), **rows(table)}
     header, rule = table.splitlines()[:2]

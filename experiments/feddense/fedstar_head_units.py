@@ -23,7 +23,9 @@ import torch
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("run", type=Path, help="a FedStar run folder with checkpoint/")
-    p.add_argument("--client", type=int, default=2, help="partition id (2 = COLLAB in tu-cross-diff)")
+    p.add_argument(
+        "--client", type=int, default=2, help="partition id (2 = COLLAB in tu-cross-diff)"
+    )
     args = p.parse_args()
 
     from fgl_flower.checkpoint import SERVER_FILE, client_dir, read_records, run_checkpoint_dir
@@ -41,15 +43,21 @@ def main() -> None:
     attach_graph_inputs(data, FedStarGIN.graph_inputs)
     model = FedStarGIN(data.num_features, cfg.hidden, data.num_classes, cfg.num_layers, cfg.dropout)
     files = sorted(client_dir(ckpt, args.client).glob("round-*.records"))
-    print(f"client {args.client}: {data.dataset}, {len(data.test)} test graphs, {len(files)} checkpointed rounds")
+    print(
+        f"client {args.client}: {data.dataset}, {len(data.test)} test graphs, {len(files)} checkpointed rounds"
+    )
     print("round  acc    alive  |h|       |g|")
     for f in files:
         arrays = read_records(f)["learner.model"]
         model.load_state_dict({k: torch.from_numpy(v.numpy()) for k, v in arrays.items()})
-        batches = data.packed("test", torch.device("cpu"), FedStarGIN.graph_inputs).batches(cfg.batch_size, False)
+        batches = data.packed("test", torch.device("cpu"), FedStarGIN.graph_inputs).batches(
+            cfg.batch_size, False
+        )
         st = head_stats(model, batches)
-        print(f"{int(f.stem[6:]):5d}  {st['acc']:.3f}  {st['alive']:2d}/{cfg.hidden}  "
-              f"{st['h_abs']:8.1f}  {st['g_abs']:9.0f}")
+        print(
+            f"{int(f.stem[6:]):5d}  {st['acc']:.3f}  {st['alive']:2d}/{cfg.hidden}  "
+            f"{st['h_abs']:8.1f}  {st['g_abs']:9.0f}"
+        )
 
 
 @torch.no_grad()

@@ -44,36 +44,59 @@ def main() -> None:
     seeds = None if args.seeds is None else {int(s) for s in args.seeds.split(",")}
     rows = final_accuracies(args.results, args.group, seeds)
     if not rows:
-        raise SystemExit(f"no {args.group} records in {args.results} for seeds {args.seeds or 'any'} "
-                         "(the page records Cross-Diff's and Multi's runs: tu-cross-diff, tu-multi)")
+        raise SystemExit(
+            f"no {args.group} records in {args.results} for seeds {args.seeds or 'any'} "
+            "(the page records Cross-Diff's and Multi's runs: tu-cross-diff, tu-multi)"
+        )
     names = {row: short(row) for row in rows}
     print("client        " + "".join(f"{names[r]:>{width(names[r])}}" for r in rows))
     print("seeds         " + "".join(f"{len(s):>{width(names[r])}}" for r, s in rows.items()))
     for k, dataset in enumerate(members):
         cells = "".join(f"{mean(s, k):>{width(names[r])}.1f}" for r, s in rows.items())
         print(f"{dataset:<14}{cells}")
-    print(f"{'mean':<14}" + "".join(
-        f"{sum(mean(s, k) for k in range(len(members))) / len(members):>{width(names[r])}.2f}"
-        for r, s in rows.items()))
+    print(
+        f"{'mean':<14}"
+        + "".join(
+            f"{sum(mean(s, k) for k in range(len(members))) / len(members):>{width(names[r])}.2f}"
+            for r, s in rows.items()
+        )
+    )
     print("\nclient mean per seed")
     for row, per_seed in rows.items():
-        print(f"  {names[row]:<14}" + "  ".join(f"{s}: {m:.2f}" for s, m in seed_means(per_seed).items()))
+        print(
+            f"  {names[row]:<14}"
+            + "  ".join(f"{s}: {m:.2f}" for s, m in seed_means(per_seed).items())
+        )
 
     if args.client is not None:
-        print(f"\nclient {args.client} ({members[args.client]}): first round with test loss < "
-              f"{args.loss_below}; best and final test acc; rounds from {args.start} with test acc "
-              f"< {args.acc_below:.0%} (lowest)")
+        print(
+            f"\nclient {args.client} ({members[args.client]}): first round with test loss < "
+            f"{args.loss_below}; best and final test acc; rounds from {args.start} with test acc "
+            f"< {args.acc_below:.0%} (lowest)"
+        )
         for row, per_seed in rows.items():
             for s in sorted(per_seed):
-                t = client_trace(RUNS / row / f"seed{s}", args.client,
-                                 args.loss_below, args.acc_below, args.start)
-                print(f"  {names[row]:<14} seed {s}: " + (
-                    "no run folder" if t is None else
-                    f"{t['first_below'] or 'never':>5}  best {100 * t['best']:.1f}  final "
-                    f"{100 * t['final']:.1f}  {t['low_rounds']} rounds (lowest {100 * t['lowest']:.1f})"))
+                t = client_trace(
+                    RUNS / row / f"seed{s}",
+                    args.client,
+                    args.loss_below,
+                    args.acc_below,
+                    args.start,
+                )
+                print(
+                    f"  {names[row]:<14} seed {s}: "
+                    + (
+                        "no run folder"
+                        if t is None
+                        else f"{t['first_below'] or 'never':>5}  best {100 * t['best']:.1f}  final "
+                        f"{100 * t['final']:.1f}  {t['low_rounds']} rounds (lowest {100 * t['lowest']:.1f})"
+                    )
+                )
 
 
-def final_accuracies(results: Path, group: str, seeds: set[int] | None) -> dict[str, dict[int, dict]]:
+def final_accuracies(
+    results: Path, group: str, seeds: set[int] | None
+) -> dict[str, dict[int, dict]]:
     """``{row folder: {seed: final_clients}}`` of the Table 2 records of ``group``."""
     from fgl_flower.bench import load_records
 
@@ -88,8 +111,9 @@ def final_accuracies(results: Path, group: str, seeds: set[int] | None) -> dict[
     return dict(sorted(rows.items()))
 
 
-def client_trace(run: Path, client: int, loss_below: float, acc_below: float,
-                 start: int) -> dict[str, float] | None:
+def client_trace(
+    run: Path, client: int, loss_below: float, acc_below: float, start: int
+) -> dict[str, float] | None:
     """Client ``client``'s test metrics over the rounds of ``run/rounds.jsonl`` (None if absent):
     ``first_below`` (first round with test loss < ``loss_below``, None if never), ``best`` and
     ``final`` test accuracy, ``low_rounds`` (rounds >= ``start`` with accuracy < ``acc_below``)
@@ -97,8 +121,10 @@ def client_trace(run: Path, client: int, loss_below: float, acc_below: float,
     path = run / "rounds.jsonl"
     if not path.exists():
         return None
-    trace = [(rec["round"], rec["clients"][str(client)])
-             for rec in map(json.loads, path.read_text().splitlines())]
+    trace = [
+        (rec["round"], rec["clients"][str(client)])
+        for rec in map(json.loads, path.read_text().splitlines())
+    ]
     late = [c["test_acc"] for r, c in trace if r >= start]
     return {
         "first_below": next((r for r, c in trace if c["test_loss"] < loss_below), None),
@@ -115,15 +141,20 @@ def mean(per_seed: dict[int, dict], k: int) -> float:
 
 def seed_means(per_seed: dict[int, dict]) -> dict[int, float]:
     """``{seed: unweighted mean over clients of the final test accuracy, in %}``."""
-    return {s: 100 * sum(c["test_acc"] for c in clients.values()) / len(clients)
-            for s, clients in sorted(per_seed.items())}
+    return {
+        s: 100 * sum(c["test_acc"] for c in clients.values()) / len(clients)
+        for s, clients in sorted(per_seed.items())
+    }
 
 
 def short(row: str) -> str:
     """A column name: the method, FedDense's width if not 16 and its placement if not the
     default (``feddense-r32-pre``)."""
-    return (row.split("-gin", 1)[0].rsplit("-", 1)[-1] + ("-r32" if "width=32" in row else "")
-            + ("-pre" if "activation=pre" in row else ""))
+    return (
+        row.split("-gin", 1)[0].rsplit("-", 1)[-1]
+        + ("-r32" if "width=32" in row else "")
+        + ("-pre" if "activation=pre" in row else "")
+    )
 
 
 def width(name: str) -> int:

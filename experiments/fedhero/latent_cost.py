@@ -23,8 +23,14 @@ import subprocess
 import sys
 import time
 
-DEFAULT_SETTINGS = ("chameleon:metis:3", "chameleon:louvain-merge:0", "squirrel:metis:5",
-                    "squirrel:louvain-merge:0", "Actor:metis:5", "Actor:louvain-merge:0")
+DEFAULT_SETTINGS = (
+    "chameleon:metis:3",
+    "chameleon:louvain-merge:0",
+    "squirrel:metis:5",
+    "squirrel:louvain-merge:0",
+    "Actor:metis:5",
+    "Actor:louvain-merge:0",
+)
 
 
 MODELS = ("fedhero", "gcn-concat")
@@ -42,11 +48,23 @@ def measure(setting: str, name: str, device: str, repeats: int) -> dict:
     from fgl_flower.parse import parse_run_config
 
     dataset, partition, clients = setting.split(":")
-    flat = {**load_app_defaults(), "method": "fedhero", "dataset": dataset, "partition": partition,
-            "num-clients": int(clients), "data.undirected": True, "split-mode": "five-group",
-            "hidden": 64, "num-layers": 2, "lr": 0.005, "device": device}
+    flat = {
+        **load_app_defaults(),
+        "method": "fedhero",
+        "dataset": dataset,
+        "partition": partition,
+        "num-clients": int(clients),
+        "data.undirected": True,
+        "split-mode": "five-group",
+        "hidden": 64,
+        "num-layers": 2,
+        "lr": 0.005,
+        "device": device,
+    }
     if int(clients) == 0:
-        flat["num-clients"] = natural_num_clients(parse_run_config({**flat, "num-clients": 1}).data_config())
+        flat["num-clients"] = natural_num_clients(
+            parse_run_config({**flat, "num-clients": 1}).data_config()
+        )
     cfg = parse_run_config(flat)
     sizes = [load_client_data(cfg.data_config(), k).data.num_nodes for k in range(cfg.num_clients)]
     big = max(range(len(sizes)), key=sizes.__getitem__)
@@ -63,8 +81,12 @@ def measure(setting: str, name: str, device: str, repeats: int) -> dict:
         if dev.type == "cuda":
             torch.cuda.synchronize()
 
-    out = {"setting": setting, "clients": cfg.num_clients, "largest_client_nodes": g.num_nodes,
-           "latent_graph_kib": latent_graph_bytes(g.num_nodes, 20) / 1024}
+    out = {
+        "setting": setting,
+        "clients": cfg.num_clients,
+        "largest_client_nodes": g.num_nodes,
+        "latent_graph_kib": latent_graph_bytes(g.num_nodes, 20) / 1024,
+    }
     base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     opt = torch.optim.Adam(model.parameters(), lr=0.005, weight_decay=5e-4)
     if dev.type == "cuda":
@@ -95,14 +117,19 @@ def measure(setting: str, name: str, device: str, repeats: int) -> dict:
     if dev.type == "cuda":
         out[f"{name}_peak_mib"] = (torch.cuda.max_memory_allocated() - start_mem) / 2**20
     else:  # ru_maxrss is in KiB on Linux
-        out[f"{name}_peak_rss_rise_mib"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) / 1024
+        out[f"{name}_peak_rss_rise_mib"] = (
+            resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss
+        ) / 1024
     return out
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--settings", default=",".join(DEFAULT_SETTINGS),
-                   help="dataset:partition:clients,... (clients 0: the partition's own count)")
+    p.add_argument(
+        "--settings",
+        default=",".join(DEFAULT_SETTINGS),
+        help="dataset:partition:clients,... (clients 0: the partition's own count)",
+    )
     p.add_argument("--device", default="cpu")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--one", help=argparse.SUPPRESS)  # internal: one setting and model, print JSON
@@ -115,19 +142,37 @@ def main() -> None:
     for setting in args.settings.split(","):
         row: dict = {}
         for name in MODELS:
-            res = subprocess.run([sys.executable, __file__, "--one", setting, "--model", name,
-                                  "--device", args.device, "--repeats", str(args.repeats)],
-                                 capture_output=True, text=True, check=True)
+            res = subprocess.run(
+                [
+                    sys.executable,
+                    __file__,
+                    "--one",
+                    setting,
+                    "--model",
+                    name,
+                    "--device",
+                    args.device,
+                    "--repeats",
+                    str(args.repeats),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             row.update(json.loads(res.stdout.strip().splitlines()[-1]))
         rows.append(row)
         print(json.dumps(row), flush=True)
     mem = "peak_mib" if args.device.startswith("cuda") else "peak_rss_rise_mib"
-    print("\n| setting | clients | largest client (nodes) | FedHERO step s | eval s | peak MiB "
-          "| latent graph KiB | gcn-concat step s | eval s | peak MiB |\n|---|---|---|---|---|---|---|---|---|---|")
+    print(
+        "\n| setting | clients | largest client (nodes) | FedHERO step s | eval s | peak MiB "
+        "| latent graph KiB | gcn-concat step s | eval s | peak MiB |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     for r in rows:
-        print(f"| {r['setting']} | {r['clients']} | {r['largest_client_nodes']} | {r['fedhero_step_s']:.3f} "
-              f"| {r['fedhero_eval_s']:.3f} | {r[f'fedhero_{mem}']:.0f} | {r['latent_graph_kib']:.0f} "
-              f"| {r['gcn-concat_step_s']:.3f} | {r['gcn-concat_eval_s']:.3f} | {r[f'gcn-concat_{mem}']:.0f} |")
+        print(
+            f"| {r['setting']} | {r['clients']} | {r['largest_client_nodes']} | {r['fedhero_step_s']:.3f} "
+            f"| {r['fedhero_eval_s']:.3f} | {r[f'fedhero_{mem}']:.0f} | {r['latent_graph_kib']:.0f} "
+            f"| {r['gcn-concat_step_s']:.3f} | {r['gcn-concat_eval_s']:.3f} | {r[f'gcn-concat_{mem}']:.0f} |"
+        )
 
 
 if __name__ == "__main__":

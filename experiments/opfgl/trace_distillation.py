@@ -30,9 +30,19 @@ from fgl_flower.methods import METHODS, register_method
 from fgl_flower.registry import import_object
 
 #: O-pFGL Table 1/6's settings (experiments/opfgl/table1_6_oneshot_fl.toml).
-TABLE = {"clients": 10, "rounds": 1, "model": "gcn", "split": "0.2,0.4,0.4", "split_mode": "stratified",
-         "split_seed": 42, "partition_seed": 42, "dropout": 0.0, "hidden": 64, "eval_weight": "client-size",
-         "local_epochs": 100}
+TABLE = {
+    "clients": 10,
+    "rounds": 1,
+    "model": "gcn",
+    "split": "0.2,0.4,0.4",
+    "split_mode": "stratified",
+    "split_seed": 42,
+    "partition_seed": 42,
+    "dropout": 0.0,
+    "hidden": 64,
+    "eval_weight": "client-size",
+    "local_epochs": 100,
+}
 
 
 class _Distilled(Exception):
@@ -52,13 +62,23 @@ def traced(base: type, every: int, clip: float | None) -> type:
             student.eval()
             with torch.no_grad():
                 probes = self.pool_probes(pool, student, float("nan"), classes)
-                newest = self.pool_probes(pool[-max(1, len(pool) // 4):], student, float("nan"), classes)
+                newest = self.pool_probes(
+                    pool[-max(1, len(pool) // 4) :], student, float("nan"), classes
+                )
                 norm = float(torch.cat([p.flatten() for p in student.parameters()]).norm())
             student.train(was_training)
             probes.pop("dense.teacher-fit")  # the last synthesis's, not known here
-            print(json.dumps({"epoch": epoch + 1, **{k: round(v, 4) for k, v in probes.items()},
-                              "agreement-newest-quarter": round(newest["dense.agreement"], 4),
-                              "student-weight-norm": round(norm, 2)}), flush=True)
+            print(
+                json.dumps(
+                    {
+                        "epoch": epoch + 1,
+                        **{k: round(v, 4) for k, v in probes.items()},
+                        "agreement-newest-quarter": round(newest["dense.agreement"], 4),
+                        "student-weight-norm": round(norm, 2),
+                    }
+                ),
+                flush=True,
+            )
 
         def clip_student(self, student):
             if clip is None:
@@ -73,23 +93,45 @@ def traced(base: type, every: int, clip: float | None) -> type:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--method", choices=("dense", "coboost"), default="dense")
     ap.add_argument("--dataset", default="CiteSeer")
     ap.add_argument("--partition", default="louvain-plus")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--every", type=int, default=5, help="trace every N distillation epochs")
-    ap.add_argument("--clip-student", type=float, default=None, help="clip the student's gradients to this norm")
-    ap.add_argument("--set", action="append", default=[], help="run option key=value (e.g. dense.adv=0)")
+    ap.add_argument(
+        "--clip-student", type=float, default=None, help="clip the student's gradients to this norm"
+    )
+    ap.add_argument(
+        "--set", action="append", default=[], help="run option key=value (e.g. dense.adv=0)"
+    )
     args = ap.parse_args()
     spec = METHODS.get(args.method)
-    register_method(dataclasses.replace(spec, strategy=traced(import_object(spec.strategy), args.every,
-                                                              args.clip_student)), replace_existing=True)
-    options = {**TABLE, f"{args.method}.finetune-epochs": 0, **dict(kv.split("=", 1) for kv in args.set)}
+    register_method(
+        dataclasses.replace(
+            spec, strategy=traced(import_object(spec.strategy), args.every, args.clip_student)
+        ),
+        replace_existing=True,
+    )
+    options = {
+        **TABLE,
+        f"{args.method}.finetune-epochs": 0,
+        **dict(kv.split("=", 1) for kv in args.set),
+    }
     with tempfile.TemporaryDirectory() as out:
         try:
-            api.run(args.method, dataset=args.dataset, partition=args.partition, seed=args.seed, out=out,
-                    overwrite=True, progress=False, **options)
+            api.run(
+                args.method,
+                dataset=args.dataset,
+                partition=args.partition,
+                seed=args.seed,
+                out=out,
+                overwrite=True,
+                progress=False,
+                **options,
+            )
         except _Distilled:
             pass
 

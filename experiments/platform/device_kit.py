@@ -46,10 +46,25 @@ REPO = Path(__file__).resolve().parents[2]
 KIT = REPO / ".device-kit"
 #: What the device call sends at most (tracked files, untracked ones, carried paths).
 CALL_LIMIT = 64 * 2**20
-PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64",
-             "manylinux_2_17_x86_64", "manylinux2014_x86_64", "manylinux1_x86_64", "manylinux_2_5_x86_64"]
-TARGET = ["--python-version", "3.12", "--implementation", "cp", "--abi", "cp312",
-          *[arg for p in PLATFORMS for arg in ("--platform", p)], "--only-binary=:all:"]
+PLATFORMS = [
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "manylinux_2_5_x86_64",
+]
+TARGET = [
+    "--python-version",
+    "3.12",
+    "--implementation",
+    "cp",
+    "--abi",
+    "cp312",
+    *[arg for p in PLATFORMS for arg in ("--platform", p)],
+    "--only-binary=:all:",
+]
 #: Distributions carried (their dependencies follow), all at this venv's versions.
 CARRIED = ["flwr[simulation,dp]", "torch-geometric", "pymetis", "pathspec", "tomli-w"]
 #: Built here as a wheel (no wheel on the index).
@@ -58,19 +73,71 @@ SOURCE_ONLY = ["python-louvain"]
 #: compiled against its PyTorch/NumPy or large, and general utilities that no number of a
 #: run depends on (HTTP, YAML, templating, terminal output). Flower's own pins (protobuf,
 #: grpcio, typer, pydantic, ...) are carried.
-FROM_IMAGE = {"torch", "numpy", "scipy", "scikit-learn", "networkx", "matplotlib", "pillow",
-              "sympy", "mpmath", "contourpy", "kiwisolver", "fonttools", "psutil", "tqdm", "uv",
-              "aiohttp", "aiosignal", "aiohappyeyeballs", "frozenlist", "multidict", "propcache",
-              "yarl", "uvloop", "anyio", "h11", "httpx", "httpcore", "requests", "urllib3", "idna",
-              "charset-normalizer", "certifi", "pygments", "pyyaml", "rich", "markdown-it-py", "mdurl",
-              "attrs", "filelock", "fsspec", "jinja2", "markupsafe", "packaging", "typing-extensions",
-              "wrapt", "pyparsing"}
+FROM_IMAGE = {
+    "torch",
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "networkx",
+    "matplotlib",
+    "pillow",
+    "sympy",
+    "mpmath",
+    "contourpy",
+    "kiwisolver",
+    "fonttools",
+    "psutil",
+    "tqdm",
+    "uv",
+    "aiohttp",
+    "aiosignal",
+    "aiohappyeyeballs",
+    "frozenlist",
+    "multidict",
+    "propcache",
+    "yarl",
+    "uvloop",
+    "anyio",
+    "h11",
+    "httpx",
+    "httpcore",
+    "requests",
+    "urllib3",
+    "idna",
+    "charset-normalizer",
+    "certifi",
+    "pygments",
+    "pyyaml",
+    "rich",
+    "markdown-it-py",
+    "mdurl",
+    "attrs",
+    "filelock",
+    "fsspec",
+    "jinja2",
+    "markupsafe",
+    "packaging",
+    "typing-extensions",
+    "wrapt",
+    "pyparsing",
+}
 #: Parts of Ray that Flower's simulation never loads.
-RAY_TRIM = ["ray/jars", "ray/dashboard/client/build", "ray/rllib", "ray/serve", "ray/tune",
-            "ray/train", "ray/llm", "ray/data"]
+RAY_TRIM = [
+    "ray/jars",
+    "ray/dashboard/client/build",
+    "ray/rllib",
+    "ray/serve",
+    "ray/tune",
+    "ray/train",
+    "ray/llm",
+    "ray/data",
+]
 #: What goes into the Ray archive (the rest of the site is the base archive).
 RAY_PARTS = re.compile(r"^(ray|ray-[^/]*\.dist-info|bin/ray|bin/serve|bin/tune)(/|$)")
-CALLS = {"setup": ["site-base.tar.xz", "site-ray.tar.xz"], "methods": ["site-base.tar.xz", "data-coauthor"]}
+CALLS = {
+    "setup": ["site-base.tar.xz", "site-ray.tar.xz"],
+    "methods": ["site-base.tar.xz", "data-coauthor"],
+}
 
 
 def normalise(name: str) -> str:
@@ -87,8 +154,12 @@ def wheel_name(path: Path) -> str:
 
 def constraints(work: Path) -> Path:
     """This venv's versions of everything (``pip freeze``), for the download's resolver."""
-    frozen = subprocess.run([sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
-                            capture_output=True, text=True, check=True).stdout
+    frozen = subprocess.run(
+        [sys.executable, "-m", "pip", "freeze", "--exclude-editable"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     path = work / "constraints.txt"
     path.write_text("\n".join(line for line in frozen.splitlines() if "==" in line) + "\n")
     return path
@@ -102,7 +173,16 @@ def build_site(work: Path) -> Path:
     for name in SOURCE_ONLY:
         pip("wheel", "--no-deps", "-w", str(wheels), f"{name}=={md.version(name)}")
     local = sorted(wheels.glob("*.whl"))
-    pip("download", "-d", str(wheels), "-c", str(constraints(work)), *TARGET, *specs, *map(str, local))
+    pip(
+        "download",
+        "-d",
+        str(wheels),
+        "-c",
+        str(constraints(work)),
+        *TARGET,
+        *specs,
+        *map(str, local),
+    )
     keep = [w for w in sorted(wheels.glob("*.whl")) if wheel_name(w) not in FROM_IMAGE]
     site = work / "site"
     pip("install", "--no-deps", "--no-compile", "--target", str(site), *TARGET, *map(str, keep))
@@ -133,7 +213,9 @@ def copy_data(root: Path) -> int:
     partition = root.parent / "fedspray_partition"
     physics = sorted(partition.glob("Physics_*.txt"))
     if not physics:
-        sys.exit(f"no Physics_*.txt in {partition}: FedSpray's Physics partition is read from beside the data.")
+        sys.exit(
+            f"no Physics_*.txt in {partition}: FedSpray's Physics partition is read from beside the data."
+        )
     (dest / "fedspray_partition").mkdir()
     for f in physics:
         shutil.copy2(f, dest / "fedspray_partition" / f.name)
@@ -142,14 +224,21 @@ def copy_data(root: Path) -> int:
 
 def tree_size() -> int:
     """Bytes of the files a call sends besides what it carries (tracked and untracked)."""
-    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO,
-                           capture_output=True, text=True, check=True).stdout.split("\0")
+    files = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
     return sum((REPO / f).stat().st_size for f in files if f and (REPO / f).is_file())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data-root", default=os.environ.get("FGL_DATA_ROOT", str(REPO.parent / "shared" / "data")))
+    ap.add_argument(
+        "--data-root", default=os.environ.get("FGL_DATA_ROOT", str(REPO.parent / "shared" / "data"))
+    )
     ap.add_argument("--skip-site", action="store_true", help="keep existing site archives")
     args = ap.parse_args()
     KIT.mkdir(exist_ok=True)
@@ -170,8 +259,10 @@ def main() -> None:
         total = tree + sum(sizes[p] for p in paths)
         status = "fits" if total <= CALL_LIMIT else "OVER the 64 MiB a call sends"
         carry = ", ".join(f'".device-kit/{p}"' for p in paths)
-        print(f"call `{stage}`: carry [{carry}], command `bash experiments/platform/gpu_session.sh {stage}`"
-              f" ({total / mib:.1f} MiB, {status})")
+        print(
+            f"call `{stage}`: carry [{carry}], command `bash experiments/platform/gpu_session.sh {stage}`"
+            f" ({total / mib:.1f} MiB, {status})"
+        )
 
 
 if __name__ == "__main__":

@@ -32,9 +32,19 @@ def main() -> None:
     from fgl_flower.datasets.encodings import attach_graph_inputs
     from fgl_flower.parse import parse_run_config
 
-    cfg = parse_run_config(run_config(
-        "feddense", dataset=args.dataset, partition="per-dataset", clients=args.clients, model="gin",
-        split="0.8,0.1,0.1", split_mode="stratified", split_seed=123, out="runs/graph-batching"))
+    cfg = parse_run_config(
+        run_config(
+            "feddense",
+            dataset=args.dataset,
+            partition="per-dataset",
+            clients=args.clients,
+            model="gin",
+            split="0.8,0.1,0.1",
+            split_mode="stratified",
+            split_seed=123,
+            out="runs/graph-batching",
+        )
+    )
     device = torch.device(args.device)
 
     def sync() -> None:

@@ -53,16 +53,33 @@ import tempfile
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NamedTuple
+from typing import NamedTuple
 
 import psutil
 
 from fgl_flower.datasets.catalog import dataset_status
 
 REPO = Path(__file__).resolve().parents[2]
-JOB = ["--method", "fedavg", "--dataset", "Cora", "--partition", "louvain", "--clients", "10",
-       "--rounds", "100", "--seed", "0", "--set", "progress=false", "--set", "checkpoint-every=0"]
+JOB = [
+    "--method",
+    "fedavg",
+    "--dataset",
+    "Cora",
+    "--partition",
+    "louvain",
+    "--clients",
+    "10",
+    "--rounds",
+    "100",
+    "--seed",
+    "0",
+    "--set",
+    "progress=false",
+    "--set",
+    "checkpoint-every=0",
+]
 
 #: OpenFGL's side of the job: its own Louvain split and per-class split (its defaults), the
 #: global model scored on the clients' data, accuracy weighted by client size.
@@ -150,8 +167,9 @@ class TreeMemory:
 def timed(cmd: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> dict:
     """Run ``cmd`` to the end; wall seconds, peak tree memory (MB) and its output."""
     t0 = time.perf_counter()
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          env=env, cwd=cwd) as proc:
+    with subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=cwd
+    ) as proc:
         mem = TreeMemory(proc.pid)
         out = proc.communicate()[0]
     peak = mem.stop()
@@ -170,21 +188,30 @@ class Tool(NamedTuple):
     cwd: Path | None = None
 
 
-def tools(tmp: Path, openfgl_python: str | None, openfgl_root: str,
-          fedgraph_python: str | None, cora_raw: Path) -> dict[str, Tool]:
+def tools(
+    tmp: Path,
+    openfgl_python: str | None,
+    openfgl_root: str,
+    fedgraph_python: str | None,
+    cora_raw: Path,
+) -> dict[str, Tool]:
     """``{row: Tool}``, one row per tool to time."""
+
     def summary_acc(out: Path):
         return lambda _: 100 * json.loads((out / "summary.json").read_text())["final"]["test_acc"]
 
     rows = {
         "plain PyTorch loop (this project's learners, no Flower)": Tool(
             [sys.executable, __file__, "--plain-loop"],
-            lambda text: float(re.findall(r"final test acc ([\d.]+)", text)[-1])),
+            lambda text: float(re.findall(r"final test acc ([\d.]+)", text)[-1]),
+        ),
         "`fgl run --inprocess`": Tool(
             ["fgl", "run", *JOB, "--inprocess", "--out", str(tmp / "inprocess"), "--overwrite"],
-            summary_acc(tmp / "inprocess")),
+            summary_acc(tmp / "inprocess"),
+        ),
         "`fgl run` (Flower simulation, Ray)": Tool(
-            ["fgl", "run", *JOB, "--out", str(tmp / "ray"), "--overwrite"], summary_acc(tmp / "ray")),
+            ["fgl", "run", *JOB, "--out", str(tmp / "ray"), "--overwrite"], summary_acc(tmp / "ray")
+        ),
     }
     if openfgl_python:
         script = tmp / "openfgl_job.py"
@@ -192,7 +219,9 @@ def tools(tmp: Path, openfgl_python: str | None, openfgl_root: str,
         env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}  # its partition files
         rows["OpenFGL (`openfgl-lib`), its own Louvain and split"] = Tool(
             [openfgl_python, str(script), openfgl_root],
-            lambda text: 100 * float(re.findall(r"curr_test_accuracy: ([\d.]+)", text)[-1]), env=env)
+            lambda text: 100 * float(re.findall(r"curr_test_accuracy: ([\d.]+)", text)[-1]),
+            env=env,
+        )
     if fedgraph_python:
         script = tmp / "fedgraph_job.py"
         script.write_text(FEDGRAPH_JOB)
@@ -200,7 +229,8 @@ def tools(tmp: Path, openfgl_python: str | None, openfgl_root: str,
         rows["FedGraph (`fedgraph` 0.2.5, Ray), its own partition and split"] = Tool(
             [fedgraph_python, str(script), str(cora_raw)],
             lambda text: 100 * float(re.findall(r"Global Test Accuracy = ([\d.]+)", text)[-1]),
-            cwd=tmp / "fedgraph")
+            cwd=tmp / "fedgraph",
+        )
     return rows
 
 
@@ -215,24 +245,38 @@ def plain_loop_main() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cycles", type=int, default=3, help="timed cycles after the warm-up (default 3)")
+    ap.add_argument(
+        "--cycles", type=int, default=3, help="timed cycles after the warm-up (default 3)"
+    )
     ap.add_argument("--openfgl-python", help="python of a virtual environment with openfgl-lib")
-    ap.add_argument("--openfgl-root", default=str(Path.home() / "openfgl-data"),
-                    help="OpenFGL's data root (holds global/subgraph_fl/Cora)")
+    ap.add_argument(
+        "--openfgl-root",
+        default=str(Path.home() / "openfgl-data"),
+        help="OpenFGL's data root (holds global/subgraph_fl/Cora)",
+    )
     ap.add_argument("--fedgraph-python", help="python of a virtual environment with fedgraph")
     ap.add_argument("--plain-loop", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.plain_loop:
         return plain_loop_main()
-    if args.openfgl_python and not (Path(args.openfgl_root) / "global" / "subgraph_fl" / "Cora").is_dir():
-        sys.exit(f"{args.openfgl_root}/global/subgraph_fl/Cora is missing: copy ../shared/data/Planetoid/Cora "
-                 "there (see this script's docstring).")
+    if (
+        args.openfgl_python
+        and not (Path(args.openfgl_root) / "global" / "subgraph_fl" / "Cora").is_dir()
+    ):
+        sys.exit(
+            f"{args.openfgl_root}/global/subgraph_fl/Cora is missing: copy ../shared/data/Planetoid/Cora "
+            "there (see this script's docstring)."
+        )
     cora_present, cora_raw = dataset_status("Cora")  # the data root fgl run reads
     if args.fedgraph_python and not cora_present:
-        sys.exit(f"Cora's raw files are missing from {cora_raw}: set FGL_DATA_ROOT to a data root "
-                 "that holds Planetoid/Cora/raw (FedGraph reads those files).")
+        sys.exit(
+            f"Cora's raw files are missing from {cora_raw}: set FGL_DATA_ROOT to a data root "
+            "that holds Planetoid/Cora/raw (FedGraph reads those files)."
+        )
     with tempfile.TemporaryDirectory() as tmp:
-        rows = tools(Path(tmp), args.openfgl_python, args.openfgl_root, args.fedgraph_python, cora_raw)
+        rows = tools(
+            Path(tmp), args.openfgl_python, args.openfgl_root, args.fedgraph_python, cora_raw
+        )
         runs: dict[str, list[dict]] = {name: [] for name in rows}
         for cycle in range(args.cycles + 1):  # cycle 0: the warm-up, not timed
             for name, tool in rows.items():
@@ -246,16 +290,23 @@ def main() -> None:
     lines = "\n".join(
         f"| {name} | {median[name]:.1f} s | {median[name] / base:.2f}x | "
         f"{statistics.median(r['mem_mb'] for r in rs):.0f} MB | {rs[-1]['acc']:.2f} |"
-        for name, rs in sorted(runs.items(), key=lambda kv: median[kv[0]]))
-    flags = "".join(f" --{tool}-python PY" for tool in ("openfgl", "fedgraph")
-                    if getattr(args, f"{tool}_python"))
+        for name, rs in sorted(runs.items(), key=lambda kv: median[kv[0]])
+    )
+    flags = "".join(
+        f" --{tool}-python PY"
+        for tool in ("openfgl", "fedgraph")
+        if getattr(args, f"{tool}_python")
+    )
     fedgraph_note = textwrap.fill(
         "FedGraph runs its own protocol where its code fixes one: a near-uniform label-Dirichlet "
         "partition (no Louvain for node tasks), Planetoid's public split, a GCN of 16 hidden units, "
         "SGD (learning rate 0.5, its Cora example), and each of its ten Ray actors asks for a tenth "
-        "of the CPUs." if args.fedgraph_python else
-        "FedGraph is not measured here (`--fedgraph-python`: it needs torch-scatter and torch-sparse "
-        "compiled from source).", width=96)
+        "of the CPUs."
+        if args.fedgraph_python
+        else "FedGraph is not measured here (`--fedgraph-python`: it needs torch-scatter and torch-sparse "
+        "compiled from source).",
+        width=96,
+    )
     section = f"""## Beside the peers
 
 The same job in every tool, whole processes: FedAvg, 2-layer GCN (64 hidden, dropout 0.5),

@@ -35,23 +35,75 @@ from pathlib import Path
 import psutil
 import torch
 
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.clients.base import derive_seed
 from fgl_flower.clients.learner import make_learner
-from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
 from fgl_flower.parse import parse_run_config
 from fgl_flower.results import atomic_write_text
 
 REPO = Path(__file__).resolve().parents[2]
-ARGS = {"method": "fedavg", "dataset": "Cora", "partition": "louvain", "num-clients": 10,
-        "num-rounds": 100, "seed": 0, "progress": False}
-RUN = ["--method", "fedavg", "--dataset", "Cora", "--partition", "louvain", "--clients", "10",
-       "--rounds", "100", "--seed", "0", "--set", "progress=false"]
-DEPLOY = ["--method", "fedavg", "--dataset", "Cora", "--partition", "louvain", "--clients", "3",
-          "--rounds", "8", "--seed", "0", "--set", "progress=false"]
-SCALE = ["--method", "fedavg", "--dataset", "synthetic", "--partition", "metis", "--clients", "1000",
-         "--fraction-train", "0.05", "--rounds", "20", "--seed", "0", "--set", "progress=false",
-         "--set", "data.synthetic.num-nodes=100000"]
+ARGS = {
+    "method": "fedavg",
+    "dataset": "Cora",
+    "partition": "louvain",
+    "num-clients": 10,
+    "num-rounds": 100,
+    "seed": 0,
+    "progress": False,
+}
+RUN = [
+    "--method",
+    "fedavg",
+    "--dataset",
+    "Cora",
+    "--partition",
+    "louvain",
+    "--clients",
+    "10",
+    "--rounds",
+    "100",
+    "--seed",
+    "0",
+    "--set",
+    "progress=false",
+]
+DEPLOY = [
+    "--method",
+    "fedavg",
+    "--dataset",
+    "Cora",
+    "--partition",
+    "louvain",
+    "--clients",
+    "3",
+    "--rounds",
+    "8",
+    "--seed",
+    "0",
+    "--set",
+    "progress=false",
+]
+SCALE = [
+    "--method",
+    "fedavg",
+    "--dataset",
+    "synthetic",
+    "--partition",
+    "metis",
+    "--clients",
+    "1000",
+    "--fraction-train",
+    "0.05",
+    "--rounds",
+    "20",
+    "--seed",
+    "0",
+    "--set",
+    "progress=false",
+    "--set",
+    "data.synthetic.num-nodes=100000",
+]
 
 
 class MemorySampler:
@@ -85,8 +137,13 @@ def fgl(command: str, argv: list[str], out: Path) -> dict:
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     wall = time.perf_counter() - t0
     rounds = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
-    return {"wall_s": wall, "peak_mem_mb": mem.peak / 2**20, "command": " ".join(cmd[:-2]),
-            "summary": json.loads((out / "summary.json").read_text()), "rounds": rounds}
+    return {
+        "wall_s": wall,
+        "peak_mem_mb": mem.peak / 2**20,
+        "command": " ".join(cmd[:-2]),
+        "summary": json.loads((out / "summary.json").read_text()),
+        "rounds": rounds,
+    }
 
 
 def inprocess_grid(out: Path, **overrides) -> dict:
@@ -118,7 +175,9 @@ def plain_loop(**overrides) -> dict:
             weights.append(ln.num_train)
         total = float(sum(weights))
         global_sd = {
-            n: sum((w / total) * u[n].double() for w, u in zip(weights, uploads)).to(uploads[0][n].dtype)
+            n: sum((w / total) * u[n].double() for w, u in zip(weights, uploads)).to(
+                uploads[0][n].dtype
+            )
             for n in uploads[0]
         }
         res = []
@@ -146,8 +205,13 @@ def flower_floor(tmp: Path, runtime: str, nodes: int, rounds: int) -> tuple[floa
     launch = run_simulation if runtime == "simulation" else run_deployment
     t0 = time.perf_counter()
     with open(os.devnull, "w") as sink:
-        code = launch(app, {"num-rounds": rounds, "num-nodes": nodes, "out-file": str(out)}, nodes,
-                      stream=sink, timeout=600)
+        code = launch(
+            app,
+            {"num-rounds": rounds, "num-nodes": nodes, "out-file": str(out)},
+            nodes,
+            stream=sink,
+            timeout=600,
+        )
     assert code == 0, f"the toy {runtime} failed"
     return time.perf_counter() - t0, json.loads(out.read_text())["seconds"]
 
@@ -173,24 +237,57 @@ def three_way(tmp: Path) -> str:
     floor_wall, floor_rounds = flower_floor(tmp, "simulation", nodes=10, rounds=101)
     acc = lambda s: 100 * s["final"]["test_acc"]  # noqa: E731
     rows = [
-        ("`fgl run` (flwr run: SuperLink + Ray simulation, 1 CPU per client)", flwr["wall_s"],
-         f"{flwr['summary']['total_time_s']:.1f} s", f"{flwr['peak_mem_mb']:.0f} MB (system-wide increase)",
-         acc(flwr["summary"])),
-        ("same app, `InProcessGrid` (Flower records by reference, no SuperLink/Ray), checkpoints "
-         "every round (default)", grid["wall_s"], f"{grid['summary']['total_time_s']:.1f} s", "—",
-         acc(grid["summary"])),
-        ("same, `checkpoint-every=0` (no checkpoints: the work the plain loop does)",
-         unsaved["wall_s"], f"{unsaved['summary']['total_time_s']:.1f} s", "—", acc(unsaved["summary"])),
-        ("same, `reuse-clients=false` (every message builds its client from `context.state`, "
-         "as a deployment does)", rebuilt["wall_s"], f"{rebuilt['summary']['total_time_s']:.1f} s", "—",
-         acc(rebuilt["summary"])),
-        ("plain PyTorch loop (same learners, seeds, aggregation)", plain["wall_s"], "—",
-         f"{plain['peak_rss_mb']:.0f} MB (max RSS)", 100 * plain["final"]["test_acc"]),
-        ("Flower's floor: `flwr run` simulation of a ClientApp that imports only Flower and "
-         "answers at once, 10 nodes, 101 message batches", floor_wall, f"{floor_rounds:.1f} s", "—", None),
+        (
+            "`fgl run` (flwr run: SuperLink + Ray simulation, 1 CPU per client)",
+            flwr["wall_s"],
+            f"{flwr['summary']['total_time_s']:.1f} s",
+            f"{flwr['peak_mem_mb']:.0f} MB (system-wide increase)",
+            acc(flwr["summary"]),
+        ),
+        (
+            "same app, `InProcessGrid` (Flower records by reference, no SuperLink/Ray), checkpoints "
+            "every round (default)",
+            grid["wall_s"],
+            f"{grid['summary']['total_time_s']:.1f} s",
+            "—",
+            acc(grid["summary"]),
+        ),
+        (
+            "same, `checkpoint-every=0` (no checkpoints: the work the plain loop does)",
+            unsaved["wall_s"],
+            f"{unsaved['summary']['total_time_s']:.1f} s",
+            "—",
+            acc(unsaved["summary"]),
+        ),
+        (
+            "same, `reuse-clients=false` (every message builds its client from `context.state`, "
+            "as a deployment does)",
+            rebuilt["wall_s"],
+            f"{rebuilt['summary']['total_time_s']:.1f} s",
+            "—",
+            acc(rebuilt["summary"]),
+        ),
+        (
+            "plain PyTorch loop (same learners, seeds, aggregation)",
+            plain["wall_s"],
+            "—",
+            f"{plain['peak_rss_mb']:.0f} MB (max RSS)",
+            100 * plain["final"]["test_acc"],
+        ),
+        (
+            "Flower's floor: `flwr run` simulation of a ClientApp that imports only Flower and "
+            "answers at once, 10 nodes, 101 message batches",
+            floor_wall,
+            f"{floor_rounds:.1f} s",
+            "—",
+            None,
+        ),
     ]
-    table = "\n".join(f"| {name} | {wall:.1f} s | {wall / plain['wall_s']:.2f}x | {rounds} | {mem} | "
-                      f"{'—' if a is None else f'{a:.2f}'} |" for name, wall, rounds, mem, a in rows)
+    table = "\n".join(
+        f"| {name} | {wall:.1f} s | {wall / plain['wall_s']:.2f}x | {rounds} | {mem} | "
+        f"{'—' if a is None else f'{a:.2f}'} |"
+        for name, wall, rounds, mem, a in rows
+    )
     startup = flwr["wall_s"] - flwr["summary"]["total_time_s"]
     return f"""## Three ways, side by side
 
@@ -211,9 +308,9 @@ cost the difference between the first two in-process rows.
 torch, the partition-id discovery) was {startup:.0f} s. The floor row is what Flower's own
 simulation costs for the same number of message batches (100 rounds + the final evaluation)
 with no work at all: {floor_rounds / 101:.2f} s per batch and {floor_wall - floor_rounds:.0f} s
-fixed, i.e. {floor_wall / plain['wall_s']:.1f}x the plain loop before any training. `fgl run`'s
+fixed, i.e. {floor_wall / plain["wall_s"]:.1f}x the plain loop before any training. `fgl run`'s
 fixed part is {startup - (floor_wall - floor_rounds):+.1f} s from the floor's (issue 45 allows
-+3 s), its rounds {flwr['summary']['total_time_s'] / 101:.2f} s per batch. Command: `{flwr['command']}`; the
++3 s), its rounds {flwr["summary"]["total_time_s"] / 101:.2f} s per batch. Command: `{flwr["command"]}`; the
 other rows are in `experiments/platform/performance.py`.
 """
 
@@ -221,7 +318,9 @@ other rows are in `experiments/platform/performance.py`.
 def deployment(tmp: Path) -> str:
     dep = fgl("deploy-local", DEPLOY, tmp / "deploy")
     per_round = [r["time_s"] for r in dep["rounds"]]
-    steady = statistics.median(per_round[1:-1])  # round 1 pays the first imports; the last, the final evaluation
+    steady = statistics.median(
+        per_round[1:-1]
+    )  # round 1 pays the first imports; the last, the final evaluation
     rounds = 8
     floor = flower_floor(tmp, "deployment", nodes=3, rounds=rounds)[1] / rounds
     return f"""## Local deployment
@@ -240,7 +339,7 @@ Per round and client one process: Python and Flower start (the floor's part), th
 (about 1.6 s of CPU; no PyG, scikit-learn or networkx for a GCN client), the cached
 partition file, training and the reply; the three processes share 2 cores. An idle
 SuperNode polls the SuperLink every 3 s (fixed in Flower's `flower-supernode`), which
-sets most of the floor. Command: `{dep['command']}`.
+sets most of the floor. Command: `{dep["command"]}`.
 
 `fgl deploy-local` also ends at the ServerApp's results-written line, as `fgl run` does, and
 then kills the SuperLink and the SuperNodes (neither keeps anything the run needs). From
@@ -271,15 +370,15 @@ sample), 20 rounds, Ray simulation with 1 CPU per client.
 | what | value |
 |---|---|
 | partitioning 1000 clients (cold cache, in `fgl run`'s preparation) | {partition_s:.1f} s |
-| `fgl run` wall time (warm cache) | {run['wall_s']:.1f} s |
+| `fgl run` wall time (warm cache) | {run["wall_s"]:.1f} s |
 | time per round (median) | {per_round:.2f} s |
-| rounds completed | {run['summary']['rounds_completed']} |
-| peak memory (system-wide increase) | {run['peak_mem_mb']:.0f} MB |
-| final test accuracy (weighted, over the evaluated sample) | {100 * run['summary']['final']['test_acc']:.2f} |
+| rounds completed | {run["summary"]["rounds_completed"]} |
+| peak memory (system-wide increase) | {run["peak_mem_mb"]:.0f} MB |
+| final test accuracy (weighted, over the evaluated sample) | {100 * run["summary"]["final"]["test_acc"]:.2f} |
 
 A round sends {sampled} train messages (and nothing to the other {1000 - sampled} clients); the
 server's records, aggregation and evaluation grow with the sample. Command:
-`{run['command']}`.
+`{run["command"]}`.
 """
 
 
@@ -296,9 +395,24 @@ def many_run(tmp: Path, clients: int) -> dict:
     from fgl_flower.cli import prepare_command
 
     partition, nodes, fraction, rounds = MANY[clients]
-    argv = ["--method", "fedavg", "--dataset", "synthetic", "--partition", partition,
-            "--clients", str(clients), "--fraction-train", str(fraction), "--rounds", str(rounds),
-            "--seed", "0", "--set", f"data.synthetic.num-nodes={nodes}"]
+    argv = [
+        "--method",
+        "fedavg",
+        "--dataset",
+        "synthetic",
+        "--partition",
+        partition,
+        "--clients",
+        str(clients),
+        "--fraction-train",
+        str(fraction),
+        "--rounds",
+        str(rounds),
+        "--seed",
+        "0",
+        "--set",
+        f"data.synthetic.num-nodes={nodes}",
+    ]
     os.environ["FGL_CACHE_DIR"] = str(tmp / f"many-{clients}-cache")
     t0 = time.perf_counter()
     prepare_command(argv, tmp / f"many-{clients}-prepare")
@@ -307,22 +421,36 @@ def many_run(tmp: Path, clients: int) -> dict:
     cmd = ["fgl", "run", *argv, "--out", str(out)]
     seen: dict[str, float] = {}
     t0 = time.perf_counter()
-    with MemorySampler() as mem, subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                                  text=True) as proc:
+    with (
+        MemorySampler() as mem,
+        subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc,
+    ):
         for line in proc.stdout:  # type: ignore[union-attr]
-            for what, marker in (("prepared", "Running fedavg"), ("discovered", "FedAvgStrategy:"),
-                                 ("done", "Done: best-val")):
+            for what, marker in (
+                ("prepared", "Running fedavg"),
+                ("discovered", "FedAvgStrategy:"),
+                ("done", "Done: best-val"),
+            ):
                 if what not in seen and marker in line:
                     seen[what] = time.perf_counter() - t0
     wall = time.perf_counter() - t0
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode})")
     recs = [json.loads(line) for line in (out / "rounds.jsonl").read_text().splitlines()]
-    return {"clients": clients, "partition": partition, "nodes": nodes, "prepare_s": prepare_s,
-            "wall_s": wall, "seen": seen, "peak_mem_mb": mem.peak / 2**20, "command": " ".join(cmd[:-2]),
-            "round_s": statistics.median(r["time_s"] for r in recs), "rounds": len(recs),
-            "sampled": len(recs[0]["train_clients"]),
-            "test_acc": json.loads((out / "summary.json").read_text())["final"]["test_acc"]}
+    return {
+        "clients": clients,
+        "partition": partition,
+        "nodes": nodes,
+        "prepare_s": prepare_s,
+        "wall_s": wall,
+        "seen": seen,
+        "peak_mem_mb": mem.peak / 2**20,
+        "command": " ".join(cmd[:-2]),
+        "round_s": statistics.median(r["time_s"] for r in recs),
+        "rounds": len(recs),
+        "sampled": len(recs[0]["train_clients"]),
+        "test_acc": json.loads((out / "summary.json").read_text())["final"]["test_acc"],
+    }
 
 
 def many_clients(tmp: Path) -> str:
@@ -330,7 +458,9 @@ def many_clients(tmp: Path) -> str:
     rows = "\n".join(
         f"| {r['clients']:,} | {r['nodes']:,}, {r['partition']} | {r['sampled']} | {r['prepare_s']:.1f} s | "
         f"{r['seen']['discovered']:.1f} s | {r['round_s']:.1f} s | {r['rounds']} | {r['wall_s']:.1f} s | "
-        f"{r['peak_mem_mb']:.0f} MB | {100 * r['test_acc']:.2f} |" for r in runs)
+        f"{r['peak_mem_mb']:.0f} MB | {100 * r['test_acc']:.2f} |"
+        for r in runs
+    )
     commands = "\n".join(f"- {r['clients']:,}: `{r['command']}`" for r in runs)
     return f"""## 10,000 and 100,000 virtual clients
 
@@ -404,7 +534,7 @@ def startup(tmp: Path) -> str:
     rows = "\n".join(f"| {what} | {seen[what]:.1f} |" for what, _ in MILESTONES if what in seen)
     return f"""## Where `fgl run`'s time goes
 
-Seconds since the start of `{' '.join(cmd[:-2])}` at which each step's line appeared:
+Seconds since the start of `{" ".join(cmd[:-2])}` at which each step's line appeared:
 
 | step | s |
 |---|---|
@@ -413,8 +543,8 @@ Seconds since the start of `{' '.join(cmd[:-2])}` at which each step's line appe
 `flwr run <folder>` walks every file of the folder before it filters them into the app
 bundle; `fgl run` gives it a staged folder with the bundle's files alone
 (`fgl_flower/runtime/bundle.py`). Measured just before the run above: building the bundle
-from this project folder ({walk['files']:,} files, `.venv` and run folders included) took
-{walk['whole_s']:.2f} s, from the staged folder {walk['staged_s']:.2f} s, {"the same" if walk['same'] else "NOT the same"} bytes.
+from this project folder ({walk["files"]:,} files, `.venv` and run folders included) took
+{walk["whole_s"]:.2f} s, from the staged folder {walk["staged_s"]:.2f} s, {"the same" if walk["same"] else "NOT the same"} bytes.
 
 What is cut, and what is left. The launcher answers the class check of a cached partition
 without importing torch (`fgl_flower/datasets/class_check.py`: validated at 1.0 s, was 2.7 s);
@@ -461,8 +591,13 @@ grows with the clients that exist.
 """
 
 
-PARTS = {"three-way": three_way, "startup": startup, "deployment": deployment, "scale": scale,
-         "many-clients": many_clients}
+PARTS = {
+    "three-way": three_way,
+    "startup": startup,
+    "deployment": deployment,
+    "scale": scale,
+    "many-clients": many_clients,
+}
 
 
 def main() -> None:
@@ -493,18 +628,28 @@ machine is shared, so repeated runs vary by 10-30 %, and ratios are taken within
 
 
 #: The heading each part's section starts with.
-HEADINGS = {"three-way": "## Three ways", "peers": "## Beside the peers", "startup": "## Where", "deployment": "## Local deployment",
-            "scale": "## 1000 virtual clients", "many-clients": "## 10,000 and 100,000",
-            "batching": "## Graph classification",
-            "gpu": "## On a GPU"}  # batching: graph_batching.py; gpu: gpu_benchmark.py; peers: peers.py
+HEADINGS = {
+    "three-way": "## Three ways",
+    "peers": "## Beside the peers",
+    "startup": "## Where",
+    "deployment": "## Local deployment",
+    "scale": "## 1000 virtual clients",
+    "many-clients": "## 10,000 and 100,000",
+    "batching": "## Graph classification",
+    "gpu": "## On a GPU",
+}  # batching: graph_batching.py; gpu: gpu_benchmark.py; peers: peers.py
 
 
 def kept_sections(path: Path) -> dict[str, str]:
     """The sections of the current ``docs/performance.md``, by part."""
     text = path.read_text() if path.exists() else ""
     chunks = ["## " + c for c in text.split("\n## ")[1:]]
-    return {name: chunk.rstrip() + "\n" for chunk in chunks
-            for name, head in HEADINGS.items() if chunk.startswith(head)}
+    return {
+        name: chunk.rstrip() + "\n"
+        for chunk in chunks
+        for name, head in HEADINGS.items()
+        if chunk.startswith(head)
+    }
 
 
 if __name__ == "__main__":

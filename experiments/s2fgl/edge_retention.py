@@ -36,15 +36,21 @@ def retention(owner: np.ndarray, edges: np.ndarray) -> dict[str, float]:
     sizes = np.bincount(comp)
     in_lcc = comp[edges[0]] == sizes.argmax()
     kept = owner[edges[0]] == owner[edges[1]]
-    out = {"edges": float(kept.size), "kept": float(kept.mean()),
-           "kept_lcc": float(kept[in_lcc].mean()), "kept_rest": float(kept[~in_lcc].mean())}
+    out = {
+        "edges": float(kept.size),
+        "kept": float(kept.mean()),
+        "kept_lcc": float(kept[in_lcc].mean()),
+        "kept_rest": float(kept[~in_lcc].mean()),
+    }
     for s in (2, 3):
         comps = np.flatnonzero(sizes == s)
         whole = [np.unique(owner[comp == c]).size == 1 for c in comps]
         out[f"whole_{s}"] = float(np.mean(whole)) if whole else float("nan")
     ends = np.concatenate([edges[0], edges[1]])
     deg = np.bincount(ends, minlength=n)
-    share = np.bincount(ends, weights=np.concatenate([kept, kept]), minlength=n) / np.maximum(deg, 1)
+    share = np.bincount(ends, weights=np.concatenate([kept, kept]), minlength=n) / np.maximum(
+        deg, 1
+    )
     hub = deg >= 3
     out["none_deg3"] = float((share[hub] == 0).mean())
     out["most_deg3"] = float((share[hub] >= 0.9).mean())
@@ -80,14 +86,20 @@ def main() -> None:
         files = partition_files(str(a.files), a.dataset)
         rows.append((str(a.files), _owner([np.loadtxt(f, dtype=np.int64) for f in files], n)))
 
-    print(f"{a.dataset}: {n} nodes, {edges.shape[1]} undirected edges, {a.clients} clients "
-          f"(random assignment keeps ~{1 / a.clients:.0%})")
-    print(f"{'partition':32} {'kept':>6} {'in LCC':>7} {'outside':>8} {'2-comp whole':>13} "
-          f"{'3-comp whole':>13} {'deg>=3 keep none':>17} {'keep >=90%':>11}")
+    print(
+        f"{a.dataset}: {n} nodes, {edges.shape[1]} undirected edges, {a.clients} clients "
+        f"(random assignment keeps ~{1 / a.clients:.0%})"
+    )
+    print(
+        f"{'partition':32} {'kept':>6} {'in LCC':>7} {'outside':>8} {'2-comp whole':>13} "
+        f"{'3-comp whole':>13} {'deg>=3 keep none':>17} {'keep >=90%':>11}"
+    )
     for name, owner in rows:
         r = retention(owner, edges)
-        print(f"{name:32} {r['kept']:6.1%} {r['kept_lcc']:7.1%} {r['kept_rest']:8.1%} "
-              f"{r['whole_2']:13.1%} {r['whole_3']:13.1%} {r['none_deg3']:17.1%} {r['most_deg3']:11.1%}")
+        print(
+            f"{name:32} {r['kept']:6.1%} {r['kept_lcc']:7.1%} {r['kept_rest']:8.1%} "
+            f"{r['whole_2']:13.1%} {r['whole_3']:13.1%} {r['none_deg3']:17.1%} {r['most_deg3']:11.1%}"
+        )
 
 
 if __name__ == "__main__":

@@ -36,24 +36,41 @@ def fit(x, edges, owners, rows, n):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--dataset", default="Wisconsin")
     ap.add_argument("--clients", type=int, default=3)
     ap.add_argument("--partition", default="louvain")
     ap.add_argument("--epochs", default="20", help="local generator epochs, comma-separated")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    print("| clients' local epochs | client | nodes | count >= 1 | neighbour | generator | no noise |")
+    print(
+        "| clients' local epochs | client | nodes | count >= 1 | neighbour | generator | no noise |"
+    )
     print("|---|---|---|---|---|---|---|")
     for epochs in map(int, args.epochs.split(",")):
         flat = load_app_defaults()
-        flat.update({"method": "fedsageplus", "dataset": args.dataset, "partition": args.partition,
-                     "num-clients": args.clients, "num-rounds": 2, "seed": args.seed, "model": "graphsage",
-                     "fedsageplus.gen-rounds": 1, "fedsageplus.pretrain-epochs": epochs,
-                     "data.undirected": "true", "untrained-classes": "allow"})
+        flat.update(
+            {
+                "method": "fedsageplus",
+                "dataset": args.dataset,
+                "partition": args.partition,
+                "num-clients": args.clients,
+                "num-rounds": 2,
+                "seed": args.seed,
+                "model": "graphsage",
+                "fedsageplus.gen-rounds": 1,
+                "fedsageplus.pretrain-epochs": epochs,
+                "data.undirected": "true",
+                "untrained-classes": "allow",
+            }
+        )
         cfg = parse_run_config(flat)
         for p in range(args.clients):
-            client = FedSagePlusClient(cfg, load_client_data(cfg.data_config(), p), ClientState(RecordDict()), p)
+            client = FedSagePlusClient(
+                cfg, load_client_data(cfg.data_config(), p), ClientState(RecordDict()), p
+            )
             model = client.generator()
             client.pretrain(model)
             model.eval()
@@ -77,9 +94,11 @@ def main() -> None:
                 nb = dst[src == o]
                 pick.append(nb[torch.randint(nb.numel(), (k,), generator=draw)])
             true_rows = x[torch.stack(pick)]
-            print(f"| {epochs} | {p} | {n} | {float((count >= 1).float().mean()):.3f} | "
-                  f"{fit(x, e, owners, true_rows, n):.3f} | {fit(x, e, kept, noisy, n):.3f} | "
-                  f"{fit(x, e, kept, clean, n):.3f} |")
+            print(
+                f"| {epochs} | {p} | {n} | {float((count >= 1).float().mean()):.3f} | "
+                f"{fit(x, e, owners, true_rows, n):.3f} | {fit(x, e, kept, noisy, n):.3f} | "
+                f"{fit(x, e, kept, clean, n):.3f} |"
+            )
 
 
 if __name__ == "__main__":

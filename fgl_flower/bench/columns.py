@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 
-
 @dataclass(frozen=True)
 class Column:
     """A metric column: header, how to read one run's value from its summary, and how to
@@ -34,15 +33,24 @@ class Column:
         if self.cell is not None:
             return self.cell(values, runs)
         text = _mean_std(values)
-        return f"{text} ({len(values)} of {len(runs)} runs)" if values and len(values) < len(runs) else text
+        return (
+            f"{text} ({len(values)} of {len(runs)} runs)"
+            if values and len(values) < len(runs)
+            else text
+        )
 
 
 def _at(point: str, key: str) -> Callable[[Mapping[str, Any]], float | None]:
     return lambda summary: summary.get(point, {}).get(key)
 
 
-def metric(header: str, point: str, key: str,
-           cell: Callable[[list[float], list[Mapping[str, Any]]], str] | None = None, **kw: Any) -> Column:
+def metric(
+    header: str,
+    point: str,
+    key: str,
+    cell: Callable[[list[float], list[Mapping[str, Any]]], str] | None = None,
+    **kw: Any,
+) -> Column:
     """A column of ``summary[point][key]`` (e.g. ``best_val``/``test_acc``)."""
     return Column(header, _at(point, key), cell, point=(point, key), **kw)
 
@@ -98,11 +106,15 @@ def eval_history(summary: Mapping[str, Any], key: str) -> list[tuple[int, float]
     return [(int(r["round"]), float(r["eval"][key])) for r in rounds if key in r.get("eval", {})]
 
 
-def first_round_reaching(threshold: float, key: str = "test_acc_mean") -> Callable[[Mapping[str, Any]], float | None]:
+def first_round_reaching(
+    threshold: float, key: str = "test_acc_mean"
+) -> Callable[[Mapping[str, Any]], float | None]:
     """A run's first round whose ``eval[key]`` reaches ``threshold`` (``None`` if it never
     does)."""
+
     def value(summary: Mapping[str, Any]) -> float | None:
         return next((float(r) for r, v in eval_history(summary, key) if v >= threshold), None)
+
     return value
 
 
@@ -114,18 +126,23 @@ def _first_rounds(values: list[float], runs: list[Mapping[str, Any]]) -> str:
 
 
 def first_round_of_mean_curve(
-    threshold: float, key: str = "test_acc_mean",
+    threshold: float,
+    key: str = "test_acc_mean",
 ) -> Callable[[list[float], list[Mapping[str, Any]]], str]:
     """Cell: the first round at which the curve averaged over a row's runs,
     ``mean_runs eval[key](t)``, reaches ``threshold`` (FedDense's Figure 3), over the rounds
     that every run evaluated; "—" unless every run has its history, "never" if it stays below."""
+
     def cell(values: list[float], runs: list[Mapping[str, Any]]) -> str:
         curves = [dict(eval_history(r, key)) for r in runs]
         if not curves or not all(curves):
             return "—"
         rounds = sorted(set.intersection(*(set(c) for c in curves)))
-        first = next((t for t in rounds if statistics.fmean(c[t] for c in curves) >= threshold), None)
+        first = next(
+            (t for t in rounds if statistics.fmean(c[t] for c in curves) >= threshold), None
+        )
         return "never" if first is None else str(first)
+
     return cell
 
 
@@ -145,26 +162,49 @@ COLUMNS: dict[str, Column] = {
     "worst": metric("worst client (best-val)", "best_val", "test_acc_worst"),
     "minority": metric("minority acc, pooled (best-val)", "best_val", "test_minority_acc"),
     "minority-final": metric("minority acc, pooled (final)", "final", "test_minority_acc"),
-    "acc-paper": metric("test acc, client mean (final) ± FedStar std", "final", "test_acc_mean",
-                        _with_fedstar_std, reads=("final_clients",)),
+    "acc-paper": metric(
+        "test acc, client mean (final) ± FedStar std",
+        "final",
+        "test_acc_mean",
+        _with_fedstar_std,
+        reads=("final_clients",),
+    ),
     "acc-paper-runstd": metric("± run std", "final", "test_acc_mean", _run_std),
     "acc-gcfl": metric("client mean, GCFL's rule (final)", "final", "test_acc_gcfl_mean"),
-    "first65": Column("first round ≥ 65% (client mean)", first_round_reaching(0.65), _first_rounds,
-                      reads=("history",)),
-    "first65-curve": Column("first round ≥ 65%, seed-mean curve", first_round_reaching(0.65),
-                            first_round_of_mean_curve(0.65), reads=("history",)),
-    "latent-nonempty": Column("latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")),
+    "first65": Column(
+        "first round ≥ 65% (client mean)",
+        first_round_reaching(0.65),
+        _first_rounds,
+        reads=("history",),
+    ),
+    "first65-curve": Column(
+        "first round ≥ 65%, seed-mean curve",
+        first_round_reaching(0.65),
+        first_round_of_mean_curve(0.65),
+        reads=("history",),
+    ),
+    "latent-nonempty": Column(
+        "latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")
+    ),
     "latent-contrast": Column("latent contrast (final)", _probe("latent.contrast"), _plain(".2f")),
-    "latent-homophily": Column("latent homophily (final)", _probe("latent.homophily"), _plain(".2f")),
+    "latent-homophily": Column(
+        "latent homophily (final)", _probe("latent.homophily"), _plain(".2f")
+    ),
     "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
     "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
     "hre-share": Column("HRE nodes per labelled node", _probe("hre.share"), _plain(".2f")),
     "epsilon": metric("ε spent (δ = 1e-5 unless noted)", "dp", "epsilon", _plain(".2f")),
     "noise": metric("noise multiplier z", "dp", "noise_multiplier", _plain(".2f")),
     "gflops": metric("GFLOPs /client/round", "resources", "gflops", _plain(".2f")),
-    "mp-gflops": metric("message-passing GFLOPs /client/round", "resources", "mp_gflops", _plain(".2f")),
-    "payload-kib": metric("payload KiB (4 B × shared params)", "resources", "payload_kib", _plain(".2f")),
-    "upload-bytes": metric("upload B /client/round (metered)", "resources", "upload_bytes", _plain(".0f")),
+    "mp-gflops": metric(
+        "message-passing GFLOPs /client/round", "resources", "mp_gflops", _plain(".2f")
+    ),
+    "payload-kib": metric(
+        "payload KiB (4 B × shared params)", "resources", "payload_kib", _plain(".2f")
+    ),
+    "upload-bytes": metric(
+        "upload B /client/round (metered)", "resources", "upload_bytes", _plain(".0f")
+    ),
     "model-kib": metric("model KiB (client mean)", "resources", "model_kib", _plain(".2f")),
     "shared-params": metric("shared params", "resources", "shared_params", _plain(".0f")),
 }

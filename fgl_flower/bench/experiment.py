@@ -12,10 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.bench.columns import COLUMNS, DEFAULT_COLUMNS
 from fgl_flower.app_defaults import read_toml
+from fgl_flower.bench.columns import COLUMNS, DEFAULT_COLUMNS
 from fgl_flower.errors import ConfigError
-
 
 FLAGS = ("method", "dataset", "partition", "clients", "rounds", "model")
 
@@ -42,7 +41,10 @@ class Row:
     def slug(self) -> str:
         """Run-folder name: dataset, partition, clients, method, model and the row's own
         overrides (what tells rows of one file apart)."""
-        parts = [str(self.args.get(k, "")) for k in ("dataset", "partition", "clients", "method", "model")]
+        parts = [
+            str(self.args.get(k, ""))
+            for k in ("dataset", "partition", "clients", "method", "model")
+        ]
         extra = "-".join(f"{k}={v}" for k, v in sorted(self.own.items()))
         slug = "-".join(p for p in parts if p) + (f"-{extra}" if extra else "")
         return re.sub(r"[^\w.,=+-]", "_", slug)
@@ -95,16 +97,18 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
         unknown = set(merged) - set(FLAGS) - {"group", "set", "paper", "inprocess", "id", "versus"}
         if unknown:
             raise ConfigError(f"{path}: row {i} has unknown fields {sorted(unknown)}.")
-        rows.append(Row(
-            group=str(merged.get("group", merged.get("dataset", ""))),
-            args={k: merged[k] for k in FLAGS if k in merged},
-            overrides={**defaults.get("set", {}), **raw.get("set", {})},
-            paper=merged.get("paper"),
-            own=dict(raw.get("set", {})),
-            inprocess=bool(merged.get("inprocess", False)),
-            id=str(raw.get("id", "")),
-            versus=str(raw.get("versus", "")),
-        ))
+        rows.append(
+            Row(
+                group=str(merged.get("group", merged.get("dataset", ""))),
+                args={k: merged[k] for k in FLAGS if k in merged},
+                overrides={**defaults.get("set", {}), **raw.get("set", {})},
+                paper=merged.get("paper"),
+                own=dict(raw.get("set", {})),
+                inprocess=bool(merged.get("inprocess", False)),
+                id=str(raw.get("id", "")),
+                versus=str(raw.get("versus", "")),
+            )
+        )
     if not rows:
         raise ConfigError(f"{path}: no [[row]] entries.")
     columns = tuple(spec.get("columns", DEFAULT_COLUMNS))
@@ -184,14 +188,18 @@ def doc_sections(exps: list[Experiment]) -> dict[Path, list[Experiment]]:
             try:
                 spec = read_toml(path)
             except ValueError as e:  # tomllib.TOMLDecodeError
-                raise ConfigError(f"{path}: not valid TOML ({e}); it sits beside an experiment "
-                                  "file, so it may hold a section of the same document.") from e
+                raise ConfigError(
+                    f"{path}: not valid TOML ({e}); it sits beside an experiment "
+                    "file, so it may hold a section of the same document."
+                ) from e
             doc = _doc_path(spec, path, root)
             if doc not in by_doc:
                 continue  # another document's experiment, or not an experiment file
             by_doc[doc][path] = load_experiment(path, root)  # a broken section is an error
-    return {doc: sorted(group.values(), key=lambda e: (e.order, e.source.name if e.source else ""))
-            for doc, group in by_doc.items()}
+    return {
+        doc: sorted(group.values(), key=lambda e: (e.order, e.source.name if e.source else ""))
+        for doc, group in by_doc.items()
+    }
 
 
 def check_run_folders(exps: list[Experiment]) -> None:

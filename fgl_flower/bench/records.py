@@ -74,8 +74,17 @@ Records = dict[tuple[str, int], dict[str, Any]]
 
 
 #: Summary keys a run record keeps whole: the seed, the run's length and time, the probes.
-RECORD_KEYS = ("seed", "total_time_s", "total_server_time_s", "rounds_completed", "num_rounds", "wall_s",
-               "probes", "probes_dead", "code")
+RECORD_KEYS = (
+    "seed",
+    "total_time_s",
+    "total_server_time_s",
+    "rounds_completed",
+    "num_rounds",
+    "wall_s",
+    "probes",
+    "probes_dead",
+    "code",
+)
 #: Keys of a summary point that say which round(s) it is, kept with its values.
 POINT_META = ("round", "rounds", "selected_by")
 #: Bulky parts kept only where a column of the experiment reads them (:attr:`Column.reads`).
@@ -87,8 +96,9 @@ def column_reads(exp: Experiment) -> set[str]:
     return {part for name in exp.columns + exp.paired for part in COLUMNS[name].reads}
 
 
-def run_record(summary: Mapping[str, Any], reads: set[str] | frozenset[str] = frozenset(OPTIONAL_KEYS)
-               ) -> dict[str, Any]:
+def run_record(
+    summary: Mapping[str, Any], reads: set[str] | frozenset[str] = frozenset(OPTIONAL_KEYS)
+) -> dict[str, Any]:
     """The record of a run: what :func:`trimmed` keeps of its summary (:data:`RECORD_KEYS`,
     the point values some column reads, ``final_clients`` if in ``reads``), and with
     ``history`` in ``reads`` the per-round :data:`HISTORY_KEYS` (:func:`eval_history`)."""
@@ -102,8 +112,11 @@ def run_record(summary: Mapping[str, Any], reads: set[str] | frozenset[str] = fr
 
 def _points(summary: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Of each summary point that columns read, those values (and :data:`POINT_META`)."""
-    return {point: {k: v for k, v in summary[point].items() if k in keys or k in POINT_META}
-            for point, keys in read_points().items() if isinstance(summary.get(point), Mapping)}
+    return {
+        point: {k: v for k, v in summary[point].items() if k in keys or k in POINT_META}
+        for point, keys in read_points().items()
+        if isinstance(summary.get(point), Mapping)
+    }
 
 
 def trimmed(record: Mapping[str, Any], reads: set[str] | frozenset[str]) -> dict[str, Any]:
@@ -111,8 +124,9 @@ def trimmed(record: Mapping[str, Any], reads: set[str] | frozenset[str]) -> dict
     keeps it: :data:`RECORD_KEYS`, of each summary point the values some column reads
     (:func:`~fgl_flower.bench.columns.read_points`, with :data:`POINT_META`), and the
     :data:`OPTIONAL_KEYS` in ``reads``."""
-    kept = {k: v for k, v in record.items()
-            if k in RECORD_KEYS or (k in OPTIONAL_KEYS and k in reads)}
+    kept = {
+        k: v for k, v in record.items() if k in RECORD_KEYS or (k in OPTIONAL_KEYS and k in reads)
+    }
     kept.update(_points(record))
     return kept
 
@@ -132,7 +146,9 @@ def load_records(path: Path) -> Records:
             entry = json.loads(line)
             records[(entry["command"], int(entry["seed"]))] = entry["run"]
         except (ValueError, KeyError, TypeError) as e:
-            raise ConfigError(f"{path}:{n}: not a run record ({e}); restore the file from git.") from e
+            raise ConfigError(
+                f"{path}:{n}: not a run record ({e}); restore the file from git."
+            ) from e
     return records
 
 
@@ -155,7 +171,9 @@ def sync_records(path: Path, exps: list[Experiment], lock: bool = True) -> Recor
                 key = record_key(exp, row)
                 shown.setdefault(key, set()).update(exp.seeds)
                 reads.setdefault(key, set()).update(column_reads(exp))
-        records = {k: trimmed(v, reads[k[0]]) for k, v in old.items() if k[1] in shown.get(k[0], ())}
+        records = {
+            k: trimmed(v, reads[k[0]]) for k, v in old.items() if k[1] in shown.get(k[0], ())
+        }
         for exp in exps:
             for row in exp.rows:
                 key = record_key(exp, row)
@@ -164,7 +182,9 @@ def sync_records(path: Path, exps: list[Experiment], lock: bool = True) -> Recor
                     if summary is not None:
                         records[(key, seed)] = run_record(summary, reads[key])
         if records != old:
-            lines = [json.dumps({"command": k, "seed": s, "run": records[(k, s)]}, sort_keys=True)
-                     for k, s in sorted(records)]
+            lines = [
+                json.dumps({"command": k, "seed": s, "run": records[(k, s)]}, sort_keys=True)
+                for k, s in sorted(records)
+            ]
             atomic_write_text(path, "".join(line + "\n" for line in lines))
     return records

@@ -20,9 +20,15 @@ from fgl_flower.provenance import code_version
 from fgl_flower.results import atomic_write_text
 
 
-def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | None = None,
-                   rows: list[str] | None = None, jobs: int = 1, time_limit: float | None = None,
-                   neutral: Mapping[str, Any] | None = None) -> None:
+def run_experiment(
+    exp: Experiment,
+    dry_run: bool = False,
+    seeds: list[int] | None = None,
+    rows: list[str] | None = None,
+    jobs: int = 1,
+    time_limit: float | None = None,
+    neutral: Mapping[str, Any] | None = None,
+) -> None:
     """Run every (seed, row) with neither a run folder nor a record (only ``seeds`` and the
     rows matching ``rows`` (see :func:`select_rows`) if given) with ``fgl run``, ``jobs`` at
     a time; print one line per run as it starts and one as it ends.
@@ -37,11 +43,18 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
     seeds = exp.seeds if seeds is None else seeds
     selected = select_rows(exp, rows)
     records = load_records(records_path(exp.doc))
-    recorded = {(row.slug, seed) for seed in seeds for row in selected
-                if (record_key(exp, row), seed) in records}
+    recorded = {
+        (row.slug, seed)
+        for seed in seeds
+        for row in selected
+        if (record_key(exp, row), seed) in records
+    }
     if recorded:
-        print(f"{len(recorded)} run(s) recorded in {records_path(exp.doc)} are not run again "
-              "(delete their lines to rerun them)", flush=True)
+        print(
+            f"{len(recorded)} run(s) recorded in {records_path(exp.doc)} are not run again "
+            "(delete their lines to rerun them)",
+            flush=True,
+        )
     missing = []
     for seed in seeds:  # seed-major: a partial benchmark has every row for early seeds
         for row in selected:
@@ -50,13 +63,19 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
                 continue
             other = folder_command(out)
             if other is not None and other != key:  # the folder holds another command's run
-                print(f"{out} holds a run of another command (`{other}`); it is run again", flush=True)
+                print(
+                    f"{out} holds a run of another command (`{other}`); it is run again", flush=True
+                )
             elif (out / "summary.json").exists():
                 continue
             if other in (None, key) and resumable(out):
-                cmd = ["fgl", "run", "--resume", str(out)] + (["--inprocess"] if row.inprocess else [])
+                cmd = ["fgl", "run", "--resume", str(out)] + (
+                    ["--inprocess"] if row.inprocess else []
+                )
             else:
-                cmd = replace(row, overrides={**row.overrides, **(neutral or {})}).command(seed, str(out))
+                cmd = replace(row, overrides={**row.overrides, **(neutral or {})}).command(
+                    seed, str(out)
+                )
             missing.append((out, cmd, key))
     pending = [(f"[{i}/{len(missing)}]", *run) for i, run in enumerate(missing, 1)]
     if dry_run:
@@ -74,9 +93,12 @@ def run_experiment(exp: Experiment, dry_run: bool = False, seeds: list[int] | No
         pool.shutdown(cancel_futures=True)  # after Ctrl-C or an error, start no further runs
     stopped, unstarted = outcomes.count("stopped"), outcomes.count("not started")
     if stopped or unstarted:
-        print(f"time limit reached: {stopped} run(s) stopped, {unstarted} not started; the same "
-              "command resumes the stopped ones from their last checkpoint (`checkpoint-every`) "
-              "and starts the others", flush=True)
+        print(
+            f"time limit reached: {stopped} run(s) stopped, {unstarted} not started; the same "
+            "command resumes the stopped ones from their last checkpoint (`checkpoint-every`) "
+            "and starts the others",
+            flush=True,
+        )
 
 
 def _let_runs_take_ctrl_c() -> None:
@@ -94,8 +116,9 @@ def _let_runs_take_ctrl_c() -> None:
 STOP_GRACE_S = 60.0
 
 
-def _run_one(tag: str, out: Path, cmd: list[str], key: str, version: str,
-             deadline: float | None = None) -> str:
+def _run_one(
+    tag: str, out: Path, cmd: list[str], key: str, version: str, deadline: float | None = None
+) -> str:
     """One ``fgl run`` into ``out`` (its output in ``out/fgl.log``, appended to when it
     resumes). ``bench.json`` holds from the start the row's record ``key`` and the code
     versions that ran it (a resumed run's earlier ones, then ``version``), and its wall time
@@ -118,14 +141,22 @@ def _run_one(tag: str, out: Path, cmd: list[str], key: str, version: str,
             code = _wait_if_done(proc, out)
             if code is None:
                 _stop(proc)
-                print(f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s", flush=True)
+                print(
+                    f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s",
+                    flush=True,
+                )
                 return "stopped"
         except BaseException:  # Ctrl-C in this process reached the run too; let it end
             _stop(proc)
             raise
     wall = time.perf_counter() - t0
     if code == 0:  # a resumed run's wall time covers only its last part
-        bench = {"command": key, "code": codes, "wall_s": wall, **({"resumed": True} if resumed else {})}
+        bench = {
+            "command": key,
+            "code": codes,
+            "wall_s": wall,
+            **({"resumed": True} if resumed else {}),
+        }
         atomic_write_text(out / "bench.json", json.dumps(bench) + "\n")
     status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
     print(f"    {tag} {status} in {wall:.0f}s", flush=True)

@@ -129,8 +129,11 @@ class APFLClient(LearnerClient):
                 self.alpha = min(1.0, max(0.0, self.alpha - self.alpha_lr * float(alpha.grad)))
         self.personal.save(self.state, PERSONAL)
         self.state.set_json(ALPHA, self.alpha)
-        metrics = {"train_loss": loss_w.item(), "apfl.local_loss": loss_v.item(),
-                   **as_metrics({"alpha": self.alpha, "alpha.moved": abs(self.alpha - start)})}
+        metrics = {
+            "train_loss": loss_w.item(),
+            "apfl.local_loss": loss_v.item(),
+            **as_metrics({"alpha": self.alpha, "alpha.moved": abs(self.alpha - start)}),
+        }
         if self.opts.evaluate == "trained":  # the server reads the round's evaluation here
             metrics.update(self.evaluate_personalized(server_round))
         return self.training_reply(metrics)

@@ -73,7 +73,8 @@ class FGLClient:
                 f"Partition {self.partition_id} has no training {self.data.kind} (of its "
                 f"{self.data.num_local}; split="
                 f"{','.join(f'{r:g}' for r in self.cfg.split)}, split-mode={self.cfg.split_mode}), so it "
-                "cannot train. Raise the train ratio, use split-mode=stratified, or use fewer clients.")
+                "cannot train. Raise the train ratio, use split-mode=stratified, or use fewer clients."
+            )
 
     def seed_round(self, server_round: int, phase: str = "train") -> None:
         """Seed torch for this client, round and phase (reproducible, distinct per client)."""
@@ -121,8 +122,9 @@ class LearnerClient(FGLClient):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.learner: Learner = make_learner(self.cfg, self.data, self.device,
-                                             self.model_builder(), self.shared_prefixes())
+        self.learner: Learner = make_learner(
+            self.cfg, self.data, self.device, self.model_builder(), self.shared_prefixes()
+        )
         self.learner.restore(self.state)
         self._loaded: tuple | None = None  # (record, parameter versions, tensors) last loaded
         self.dp = dp_settings(self.cfg)  # client-level DP (fgl_flower.dp): None without
@@ -156,8 +158,12 @@ class LearnerClient(FGLClient):
         """
         record = get_record(content, ARRAYS, ArrayRecord)
         self.global_received = record is not None and len(record) > 0
-        if record is not None and self._loaded is not None and self._loaded[0] is record \
-                and self._loaded[1] == self._shared_versions():
+        if (
+            record is not None
+            and self._loaded is not None
+            and self._loaded[0] is record
+            and self._loaded[1] == self._shared_versions()
+        ):
             return self._loaded[2]
         tensors = record_torch(record) if record is not None and len(record) else {}
         if tensors:
@@ -194,8 +200,12 @@ class LearnerClient(FGLClient):
             return self.shared_snapshot()
         return None
 
-    def training_reply(self, train_metrics: dict[str, float], upload: bool = True,
-                       reference: dict[str, torch.Tensor] | None = None) -> RecordDict:
+    def training_reply(
+        self,
+        train_metrics: dict[str, float],
+        upload: bool = True,
+        reference: dict[str, torch.Tensor] | None = None,
+    ) -> RecordDict:
         """Persist the learner and reply with its shared arrays (or none); the client's
         first reply of a run also reports its resources (:mod:`~fgl_flower.clients.resources`).
         ``reference`` is the round's start (:meth:`round_start`): under DP the arrays are the
@@ -205,7 +215,10 @@ class LearnerClient(FGLClient):
         if RESOURCES_REPORTED not in self.state:
             from fgl_flower.clients.resources import resource_metrics
 
-            train_metrics = {**train_metrics, **resource_metrics(self.learner, self.cfg.local_epochs, upload)}
+            train_metrics = {
+                **train_metrics,
+                **resource_metrics(self.learner, self.cfg.local_epochs, upload),
+            }
             self.state.set_json(RESOURCES_REPORTED, True)
         self.learner.save(self.state)
         shared = self.learner.get_shared() if upload else {}
@@ -215,8 +228,14 @@ class LearnerClient(FGLClient):
             shared, dp_metrics = clipped_upload(shared, reference, self.dp.clip)
             train_metrics = {**train_metrics, **dp_metrics}
         arrays = torch_record(shared) if upload else ArrayRecord()
-        reply = RecordDict({ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.aggregation_weight())})
-        if reference is not None and not self.global_received and (self.dp is not None or self.sends_start):
+        reply = RecordDict(
+            {ARRAYS: arrays, METRICS: self.metrics(train_metrics, self.aggregation_weight())}
+        )
+        if (
+            reference is not None
+            and not self.global_received
+            and (self.dp is not None or self.sends_start)
+        ):
             reply[START] = torch_record(reference)
         return reply
 

@@ -15,5 +15,7 @@ from fgl_flower.records import torch_record
 class DENSEClient(FedAvgClient):
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         reply = super().train(content, server_round)
-        reply[SHAPE] = torch_record({"shape": torch.tensor([self.data.num_features, self.data.num_classes])})
+        reply[SHAPE] = torch_record(
+            {"shape": torch.tensor([self.data.num_features, self.data.num_classes])}
+        )
         return reply

@@ -52,7 +52,9 @@ class FedAvgClient(LearnerClient):
         self.learner = tuned = copy.copy(learner)
         try:
             tuned.model = copy.deepcopy(learner.model)
-            tuned.optimizer = make_adam(tuned.model.parameters(), self.cfg.lr, self.cfg.weight_decay)
+            tuned.optimizer = make_adam(
+                tuned.model.parameters(), self.cfg.lr, self.cfg.weight_decay
+            )
             self.seed_round(server_round, "finetune")
             tuned.fit(epochs)
             return self.evaluation_reply(server_round)

@@ -14,5 +14,12 @@ class FedDenseClient(FedStarClient):
 
         c, o = self.cfg, FedDenseOptions.from_config(self.cfg)
         return lambda num_features, num_classes: DDCGNN(
-            num_features, num_classes, width=o.width, d0=o.init_width, head=o.head,
-            num_layers=c.num_layers, dropout=c.dropout, activation=o.activation)
+            num_features,
+            num_classes,
+            width=o.width,
+            d0=o.init_width,
+            head=o.head,
+            num_layers=c.num_layers,
+            dropout=c.dropout,
+            activation=o.activation,
+        )

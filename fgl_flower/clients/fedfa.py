@@ -27,7 +27,9 @@ class FedFAClient(FedAvgClient):
 
         o, c = FedFAOptions.from_config(self.cfg), self.cfg
         return lambda num_features, num_classes: FedFANet(
-            seeded_model(c, "node", num_features, num_classes), FFALayer(c.hidden, o.prob, o.momentum, o.eps))
+            seeded_model(c, "node", num_features, num_classes),
+            FFALayer(c.hidden, o.prob, o.momentum, o.eps),
+        )
 
     def before_fit(self) -> None:
         ffa = self.learner.model.ffa

@@ -49,8 +49,9 @@ from fgl_flower.probes import as_metrics
 from fgl_flower.records import torch_record
 
 
-def label_propagation(adj: Adjacency, probs: Tensor, y: Tensor, train_mask: Tensor, steps: int,
-                      alpha: float) -> Tensor:
+def label_propagation(
+    adj: Adjacency, probs: Tensor, y: Tensor, train_mask: Tensor, steps: int, alpha: float
+) -> Tensor:
     r""":math:`\mathbf F^{(k)}`, ``[N, C]``, of the module docstring, from the predictions
     ``probs [N, C]`` and the labels ``y [N]`` of the training nodes ``train_mask [N]``."""
     f0 = probs.clone()
@@ -93,7 +94,9 @@ class FedGTAClient(FedAvgClient):
         res = self.learner.fit(self.cfg.local_epochs)
         moment_vector, confidence, share = self.statistics()
         reply = self.training_reply({**res, **as_metrics({"fedgta.confidence": share})})
-        reply[STATISTICS] = torch_record({"moments": moment_vector, "confidence": confidence.reshape(1)})
+        reply[STATISTICS] = torch_record(
+            {"moments": moment_vector, "confidence": confidence.reshape(1)}
+        )
         return reply
 
     @torch.no_grad()

@@ -32,12 +32,26 @@ class FedHEROClient(FedAvgClient):
             raise ConfigError(
                 f"FedHERO: client {self.partition_id} has {n} nodes, above fedhero.max-nodes="
                 f"{o.max_nodes}; its latent graph costs O(N^2) time per step ({n}^2 similarities). "
-                "Use more clients (a finer partition) or raise fedhero.max-nodes knowingly.")
+                "Use more clients (a finer partition) or raise fedhero.max-nodes knowingly."
+            )
         return lambda num_features, num_classes: FedHERONet(
-            num_features, c.hidden, num_classes, c.num_layers, c.dropout, alpha=o.alpha, k=o.k,
-            heads=o.heads, metric=o.metric, dual_channel=o.dual_channel, lam=o.lam, mu=o.mu,
-            reg_norm=o.reg_norm, latent=o.latent, reg_surrogate=o.reg_surrogate,
-            struct_act=o.struct_act)
+            num_features,
+            c.hidden,
+            num_classes,
+            c.num_layers,
+            c.dropout,
+            alpha=o.alpha,
+            k=o.k,
+            heads=o.heads,
+            metric=o.metric,
+            dual_channel=o.dual_channel,
+            lam=o.lam,
+            mu=o.mu,
+            reg_norm=o.reg_norm,
+            latent=o.latent,
+            reg_surrogate=o.reg_surrogate,
+            struct_act=o.struct_act,
+        )
 
     def shared_prefixes(self) -> tuple[str, ...] | None:
         return shared_prefixes(self.options)

@@ -27,7 +27,9 @@ from fgl_flower.probes import as_metrics
 from fgl_flower.records import torch_record
 
 
-def train_counts(types: torch.Tensor, edge_index: torch.Tensor, train_mask: torch.Tensor, k: int) -> torch.Tensor:
+def train_counts(
+    types: torch.Tensor, edge_index: torch.Tensor, train_mask: torch.Tensor, k: int
+) -> torch.Tensor:
     """``[K]``: per type, the training nodes incident to an edge of that type (the official
     ``cluster_train_size``)."""
     counts = torch.zeros(k, dtype=torch.float64)
@@ -56,8 +58,16 @@ class FedLitClient(LearnerClient):
 
         o, c = self.options, self.cfg
         return lambda num_features, num_classes: build_fedlit(
-            num_features, num_classes, c.hidden, o.num_types, c.num_layers, c.dropout, o.em_iters, c.seed,
-            c.model_init)
+            num_features,
+            num_classes,
+            c.hidden,
+            o.num_types,
+            c.num_layers,
+            c.dropout,
+            o.em_iters,
+            c.seed,
+            c.model_init,
+        )
 
     def shared_prefixes(self) -> tuple[str, ...]:
         return ("feature1.", "channels.", "classifier.", "centroids")
@@ -90,9 +100,20 @@ class FedLitClient(LearnerClient):
         if start is not None:
             with torch.no_grad():
                 end = model.types_of(model.project(g.x), g.edge_index)
-            metrics.update(as_metrics({"fedlit.reassigned": float((start != end).double().mean()) if end.numel() else 0.0}))
-        counts = (train_counts(types.cpu(), g.edge_index.cpu(), mask.cpu(), model.num_types) if types is not None
-                  else torch.zeros(model.num_types, dtype=torch.float64))
+            metrics.update(
+                as_metrics(
+                    {
+                        "fedlit.reassigned": float((start != end).double().mean())
+                        if end.numel()
+                        else 0.0
+                    }
+                )
+            )
+        counts = (
+            train_counts(types.cpu(), g.edge_index.cpu(), mask.cpu(), model.num_types)
+            if types is not None
+            else torch.zeros(model.num_types, dtype=torch.float64)
+        )
         reply = self.training_reply(metrics)
         reply[CENTROIDS] = torch_record({"train-counts": counts})
         return reply

@@ -55,7 +55,7 @@ def batches(n: int, size: int) -> list[Tensor]:
     perm = torch.randperm(n)
     if n < size:
         return [perm]
-    return [perm[i * size:(i + 1) * size] for i in range(n // size)]
+    return [perm[i * size : (i + 1) * size] for i in range(n // size)]
 
 
 def pair_graph(x: Tensor, generated: Tensor) -> tuple[Tensor, Tensor]:
@@ -83,7 +83,8 @@ class FedLoGClient(LearnerClient):
 
         o, c = FedLoGOptions.from_config(self.cfg), self.cfg
         return lambda num_features, num_classes: FedLoGNet(
-            num_features, c.hidden, num_classes, o.num_proto, o.head_degree, o.adaptation, c.dropout)
+            num_features, c.hidden, num_classes, o.num_proto, o.head_degree, o.adaptation, c.dropout
+        )
 
     def shared_prefixes(self) -> tuple[str, ...]:
         return ("embedder.", "classifier.", "head.", "tail.")
@@ -106,13 +107,20 @@ class FedLoGClient(LearnerClient):
         if upload:
             model, g = self.learner.model, self.data.data
             counts = torch.bincount(g.y[g.train_mask], minlength=self.data.num_classes).double()
-            reply[SYNTHETIC] = torch_record({"syn-head": model.syn_head.detach(), "syn-tail": model.syn_tail.detach(),
-                                             "class-rate": counts / counts.sum().clamp_min(1)})
+            reply[SYNTHETIC] = torch_record(
+                {
+                    "syn-head": model.syn_head.detach(),
+                    "syn-tail": model.syn_tail.detach(),
+                    "class-rate": counts / counts.sum().clamp_min(1),
+                }
+            )
             if generator is not None:
                 reply[GENERATOR] = torch_record(generator.state_dict())
         return reply
 
-    def received_global(self, content: RecordDict) -> tuple[Tensor | None, Tensor | None, list | None]:
+    def received_global(
+        self, content: RecordDict
+    ) -> tuple[Tensor | None, Tensor | None, list | None]:
         """The server's global synthetic nodes ``(x, y)`` and the per-class generators (none in
         round 1; ``generators = official``: the code's untrained ones)."""
         record = get_record(content, GLOBAL, ArrayRecord)
@@ -131,7 +139,9 @@ class FedLoGClient(LearnerClient):
                 return [NeighborGenerator(f).to(self.device) for _ in range(c)]
         flat = record_torch(get_record(content, CLASS_GENERATORS, ArrayRecord))["weights"]
         gens = []
-        for row in flat:  # the server's rows follow the state-dict order, the parameters' (no buffers)
+        for (
+            row
+        ) in flat:  # the server's rows follow the state-dict order, the parameters' (no buffers)
             gen = NeighborGenerator(f)
             vector_to_parameters(row, gen.parameters())
             gens.append(gen.to(self.device))
@@ -145,7 +155,9 @@ class FedLoGClient(LearnerClient):
 
         o, g = self.opts, self.data.data
         x = g.x.to_dense() if g.x.is_sparse else g.x
-        with cpu_seeded(derive_seed(self.cfg.seed, "fedlog-generator")):  # every client starts from the same
+        with cpu_seeded(
+            derive_seed(self.cfg.seed, "fedlog-generator")
+        ):  # every client starts from the same
             gen = NeighborGenerator(x.size(1)).to(self.device)
         opt = torch.optim.Adam(gen.parameters(), lr=o.gen_lr)
         mask, y = g.train_mask, g.y[g.train_mask]
@@ -157,14 +169,26 @@ class FedLoGClient(LearnerClient):
             feats, edges = pair_graph(x, pred)
             grad_loss = torch.zeros((), device=self.device)
             for _ in range(o.gen_inits):  # a fresh random GNN + classifier each time
-                gnn = GraphSAGE(x.size(1), 2 * self.cfg.hidden, num_layers=2, out_channels=self.cfg.hidden,
-                                dropout=0.5).to(self.device)
+                gnn = GraphSAGE(
+                    x.size(1),
+                    2 * self.cfg.hidden,
+                    num_layers=2,
+                    out_channels=self.cfg.hidden,
+                    dropout=0.5,
+                ).to(self.device)
                 head = code_linear(self.cfg.hidden, self.data.num_classes).to(self.device)
                 params = list(gnn.parameters())
-                real = torch.autograd.grad(F.cross_entropy(head(gnn(x, g.edge_index))[mask], y), params)
-                fake = torch.autograd.grad(F.cross_entropy(head(gnn(feats, edges)[0::2])[mask], y), params,
-                                           create_graph=True)
-                grad_loss = (grad_loss + sum(F.mse_loss(a, b.detach()) for a, b in zip(fake, real))) / o.gen_inits
+                real = torch.autograd.grad(
+                    F.cross_entropy(head(gnn(x, g.edge_index))[mask], y), params
+                )
+                fake = torch.autograd.grad(
+                    F.cross_entropy(head(gnn(feats, edges)[0::2])[mask], y),
+                    params,
+                    create_graph=True,
+                )
+                grad_loss = (
+                    grad_loss + sum(F.mse_loss(a, b.detach()) for a, b in zip(fake, real))
+                ) / o.gen_inits
             loss = F.mse_loss(pred[mask], true_neighbors[mask]) + grad_loss
             loss.backward()
             opt.step()
@@ -173,8 +197,11 @@ class FedLoGClient(LearnerClient):
     def pretrain_model(self) -> None:
         """Embedder + classifier by cross-entropy, early-stopped on validation accuracy."""
         o, g, model = self.opts, self.data.data, self.learner.model
-        opt = make_adam(list(model.embedder.parameters()) + list(model.classifier.parameters()),
-                        self.cfg.lr, self.cfg.weight_decay)
+        opt = make_adam(
+            list(model.embedder.parameters()) + list(model.classifier.parameters()),
+            self.cfg.lr,
+            self.cfg.weight_decay,
+        )
         idx = g.train_mask.nonzero().view(-1)
         best, waited = -1.0, 0
         for _ in range(o.pre_epochs):
@@ -182,12 +209,18 @@ class FedLoGClient(LearnerClient):
             for batch in batches(idx.numel(), o.batch_size):
                 nodes = idx[batch.to(idx.device)]
                 opt.zero_grad()
-                F.cross_entropy(model.classifier(model.embed(g.x, g.edge_index)[nodes]), g.y[nodes]).backward()
+                F.cross_entropy(
+                    model.classifier(model.embed(g.x, g.edge_index)[nodes]), g.y[nodes]
+                ).backward()
                 opt.step()
             model.eval()
             with torch.no_grad():
                 pred = model.classifier(model.embed(g.x, g.edge_index)).argmax(1)
-                acc = float((pred[g.val_mask] == g.y[g.val_mask]).double().mean()) if g.val_mask.any() else 0.0
+                acc = (
+                    float((pred[g.val_mask] == g.y[g.val_mask]).double().mean())
+                    if g.val_mask.any()
+                    else 0.0
+                )
             if acc >= best:
                 best, waited = acc, 0
             else:
@@ -196,7 +229,9 @@ class FedLoGClient(LearnerClient):
                     break
 
     # -- training ----------------------------------------------------------------------------
-    def fit_round(self, gx: Tensor | None, gy: Tensor | None, gens: list | None) -> dict[str, float]:
+    def fit_round(
+        self, gx: Tensor | None, gy: Tensor | None, gens: list | None
+    ) -> dict[str, float]:
         from fgl_flower.models.fedlog import degree_weight, neighbor_mean
 
         o, g, model = self.opts, self.data.data, self.learner.model
@@ -215,15 +250,21 @@ class FedLoGClient(LearnerClient):
                 opt_syn.zero_grad()
                 h = model.embed(g.x, g.edge_index)
                 syn = model.synthetic_embeddings()
-                head, tail = model.branch_log_probs(h[nodes], neighbor_mean(h, g.edge_index)[nodes], syn)
+                head, tail = model.branch_log_probs(
+                    h[nodes], neighbor_mean(h, g.edge_index)[nodes], syn
+                )
                 probes["fedlog.adapt"] = model.head.last_shift
                 a = alpha[nodes]
                 loss_metric = F.nll_loss(a * head + (1 - a) * tail, g.y[nodes])
-                loss = o.metric_weight * loss_metric + o.norm_weight * 0.5 * (model.syn_head.norm() + model.syn_tail.norm())
+                loss = o.metric_weight * loss_metric + o.norm_weight * 0.5 * (
+                    model.syn_head.norm() + model.syn_tail.norm()
+                )
                 if gx is not None:
                     loss_cd, acc = self.global_loss(gx, gy, gens, syn)
                     loss = loss + o.cd_weight * loss_cd
-                    shares.append(float(o.cd_weight * loss_cd.detach() / loss.detach().clamp_min(1e-12)))
+                    shares.append(
+                        float(o.cd_weight * loss_cd.detach() / loss.detach().clamp_min(1e-12))
+                    )
                     probes["fedlog.syn-acc"] = acc
                     probes["fedlog.syn-gain"] = acc - 1.0 / self.data.num_classes
                 loss.backward()
@@ -233,7 +274,9 @@ class FedLoGClient(LearnerClient):
         probes["fedlog.scaler"] = float(self.scaler.mean())
         return {"train_loss": loss_metric.item(), **as_metrics(probes)}
 
-    def global_loss(self, gx: Tensor, gy: Tensor, gens: list, syn: tuple[Tensor, Tensor]) -> tuple[Tensor, float]:
+    def global_loss(
+        self, gx: Tensor, gy: Tensor, gens: list, syn: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, float]:
         """The metric loss on the global synthetic nodes (branches half and half); updates the
         per-class scaler from their per-class accuracy. Returns ``(loss, accuracy)``."""
         o, model = self.opts, self.learner.model

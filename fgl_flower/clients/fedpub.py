@@ -47,9 +47,11 @@ class FedPubClient(FedAvgClient):
             from fgl_flower.models.registry import build_run_model
 
             return lambda num_features, num_classes: MaskedBackbone(
-                build_run_model(c, "node", num_features, num_classes), o.l1, o.mask_init)
+                build_run_model(c, "node", num_features, num_classes), o.l1, o.mask_init
+            )
         return lambda num_features, num_classes: MaskedGCN(
-            num_features, c.hidden, num_classes, c.dropout, o.l1, o.mask_init)
+            num_features, c.hidden, num_classes, c.dropout, o.l1, o.mask_init
+        )
 
     def shared_prefixes(self) -> tuple[str, ...]:
         if self.options.backbone == "model":
@@ -88,8 +90,9 @@ class FedPubClient(FedAvgClient):
     def functional_embedding(self) -> torch.Tensor:
         """``[H]``: the mean of ``H_2`` over the proxy graph's nodes, in evaluation mode."""
         o, model = self.options, self.learner.model
-        x, edge_index = proxy_graph(self.cfg.seed, self.data.num_features, o.proxy_graphs,
-                                    o.proxy_nodes, o.proxy_p)
+        x, edge_index = proxy_graph(
+            self.cfg.seed, self.data.num_features, o.proxy_graphs, o.proxy_nodes, o.proxy_p
+        )
         was_training = model.training
         model.eval()
         try:
@@ -107,5 +110,3 @@ class FedPubClient(FedAvgClient):
         if self.options.evaluate == "received":
             self.load_global(content)
         return self.evaluation_reply(server_round)
-
-

@@ -41,10 +41,23 @@ from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.clients.learner import NodeLearner, make_adam
 from fgl_flower.datasets import NodeClientData
 from fgl_flower.device import cpu_seeded
-from fgl_flower.methods.fedsageplus import CROSS, GENERATED, GRADIENTS, ROUND_CLIENTS, FedSagePlusOptions
+from fgl_flower.methods.fedsageplus import (
+    CROSS,
+    GENERATED,
+    GRADIENTS,
+    ROUND_CLIENTS,
+    FedSagePlusOptions,
+)
 from fgl_flower.models.fedsage import (
-    LocSagePlus, feature_loss, hide_nodes, impaired_graph, mend, missing_neighbours, neighbour_features,
-    owner_fit, sample_targets,
+    LocSagePlus,
+    feature_loss,
+    hide_nodes,
+    impaired_graph,
+    mend,
+    missing_neighbours,
+    neighbour_features,
+    owner_fit,
+    sample_targets,
 )
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_LOCAL, SERVER_ROUND
@@ -52,8 +65,12 @@ from fgl_flower.records import get_record, record_torch, require_record, torch_r
 from fgl_flower.seeds import derive_seed
 
 #: Client state: the generator, its optimizer, whether it was pre-trained, the mended graph.
-GENERATOR, OPTIMIZER, PRETRAINED, MENDED = ("fedsageplus.gen", "fedsageplus.gen-optim",
-                                            "fedsageplus.pretrained", "fedsageplus.mended")
+GENERATOR, OPTIMIZER, PRETRAINED, MENDED = (
+    "fedsageplus.gen",
+    "fedsageplus.gen-optim",
+    "fedsageplus.pretrained",
+    "fedsageplus.mended",
+)
 
 
 class MendedLearner(NodeLearner):
@@ -78,9 +95,13 @@ class FedSagePlusClient(FedAvgClient):
         self.original = data
         saved = state.load_tensors(MENDED)
         self.mended = saved is not None
-        super().__init__(cfg, self.mended_data(data, saved) if self.mended else data, state, partition_id)
+        super().__init__(
+            cfg, self.mended_data(data, saved) if self.mended else data, state, partition_id
+        )
         if self.mended:  # the learner of a later classifier round: on the mended graph
-            self.learner = MendedLearner(self.cfg, self.data, self.device, real_nodes=data.data.num_nodes)
+            self.learner = MendedLearner(
+                self.cfg, self.data, self.device, real_nodes=data.data.num_nodes
+            )
             self.learner.restore(self.state)
             self.forget_generator()  # a checkpoint written before 2026-12-04 still holds it
         self._impaired: dict[str, Tensor] | None = None
@@ -99,12 +120,18 @@ class FedSagePlusClient(FedAvgClient):
             x = torch.cat([own, saved["generated"].to(device=g.y.device, dtype=own.dtype)])
         n, extra = g.num_nodes, x.size(0) - g.num_nodes
         pad = torch.zeros(extra, dtype=torch.bool, device=g.y.device)
-        graph = replace(g, x=x, edge_index=saved["edge_index"].to(g.y.device),
-                        y=torch.cat([g.y, torch.zeros(extra, dtype=g.y.dtype, device=g.y.device)]),
-                        train_mask=torch.cat([g.train_mask, pad]), val_mask=torch.cat([g.val_mask, pad]),
-                        test_mask=torch.cat([g.test_mask, pad]),
-                        global_id=torch.cat([g.global_id, torch.full((extra,), -1, dtype=g.global_id.dtype,
-                                                                     device=g.y.device)]))
+        graph = replace(
+            g,
+            x=x,
+            edge_index=saved["edge_index"].to(g.y.device),
+            y=torch.cat([g.y, torch.zeros(extra, dtype=g.y.dtype, device=g.y.device)]),
+            train_mask=torch.cat([g.train_mask, pad]),
+            val_mask=torch.cat([g.val_mask, pad]),
+            test_mask=torch.cat([g.test_mask, pad]),
+            global_id=torch.cat(
+                [g.global_id, torch.full((extra,), -1, dtype=g.global_id.dtype, device=g.y.device)]
+            ),
+        )
         assert graph.num_nodes == n + extra
         return replace(data, data=graph, _copies={})
 
@@ -112,7 +139,9 @@ class FedSagePlusClient(FedAvgClient):
         """Switch the classifier to the mended graph: a fresh learner (the seeded initial
         model, as every client's) whose size counts the real nodes."""
         self.data = self.mended_data(self.original, saved).to(self.device)
-        self.learner = MendedLearner(self.cfg, self.data, self.device, real_nodes=self.original.data.num_nodes)
+        self.learner = MendedLearner(
+            self.cfg, self.data, self.device, real_nodes=self.original.data.num_nodes
+        )
         self.mended = True
 
     # -- the generator ---------------------------------------------------------------------
@@ -121,39 +150,73 @@ class FedSagePlusClient(FedAvgClient):
         if self._impaired is None:
             g = self.original.to(self.device).data
             o = self.opts
-            hidden = hide_nodes(g.val_mask, o.hidden_portion,
-                                torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedsage-hide")))
+            hidden = hide_nodes(
+                g.val_mask,
+                o.hidden_portion,
+                torch.Generator().manual_seed(
+                    derive_seed(self.cfg.seed, self.partition_id, "fedsage-hide")
+                ),
+            )
             kept, edges = impaired_graph(g.edge_index, hidden)
             # a neighbour either way, as the codes count them on undirected edge lists
-            count, index = missing_neighbours(to_undirected(g.edge_index, num_nodes=g.num_nodes), hidden, o.num_pred)
+            count, index = missing_neighbours(
+                to_undirected(g.edge_index, num_nodes=g.num_nodes), hidden, o.num_pred
+            )
             x = g.x.to_dense() if g.x.is_sparse else g.x
-            self._impaired = {"hidden": hidden, "kept": kept, "edge_index": edges, "x": x[kept],
-                              "y": g.y[kept], "train": g.train_mask[kept], "count": count,
-                              "target": neighbour_features(x, index)}
+            self._impaired = {
+                "hidden": hidden,
+                "kept": kept,
+                "edge_index": edges,
+                "x": x[kept],
+                "y": g.y[kept],
+                "train": g.train_mask[kept],
+                "count": count,
+                "target": neighbour_features(x, index),
+            }
         return self._impaired
 
     def generator(self) -> LocSagePlus:
         o = self.opts
         with cpu_seeded(derive_seed(self.cfg.seed, "fedsage-generator")):
-            model = LocSagePlus(self.data.num_features, self.data.num_classes, o.num_pred, o.gen_hidden,
-                                o.latent, o.gen_dropout)
+            model = LocSagePlus(
+                self.data.num_features,
+                self.data.num_classes,
+                o.num_pred,
+                o.gen_hidden,
+                o.latent,
+                o.gen_dropout,
+            )
         self.state.load_module(GENERATOR, model)
         return model.to(self.device)
 
-    def generator_loss(self, model: LocSagePlus, out: tuple[Tensor, Tensor]) -> tuple[Tensor, dict[str, float]]:
+    def generator_loss(
+        self, model: LocSagePlus, out: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, dict[str, float]]:
         """:math:`a\\mathcal L_d + b\\mathcal L_f + c\\mathcal L_c` on the impaired graph's
         training nodes, the classifier's on the impaired graph mended with ``out``."""
         o, imp = self.opts, self.impaired()
         pred_count, feats = out
         train = imp["train"]
         loss_d = F.smooth_l1_loss(pred_count[train], imp["count"][train])
-        loss_f = feature_loss(feats[train], imp["target"][train], pred_count[train], imp["count"][train], o.matching)
+        loss_f = feature_loss(
+            feats[train], imp["target"][train], pred_count[train], imp["count"][train], o.matching
+        )
         n = imp["x"].size(0)
-        x2, e2 = mend(imp["x"], imp["edge_index"], torch.arange(n, device=feats.device), pred_count, feats,
-                      o.undirected)
+        x2, e2 = mend(
+            imp["x"],
+            imp["edge_index"],
+            torch.arange(n, device=feats.device),
+            pred_count,
+            feats,
+            o.undirected,
+        )
         loss_c = F.cross_entropy(model.cls(x2, e2)[:n][train], imp["y"][train])
         total = o.loss_count * loss_d + o.loss_feat * loss_f + o.loss_cls * loss_c
-        return total, {"count_loss": loss_d.item(), "feature_loss": loss_f.item(), "gen_cls_loss": loss_c.item()}
+        return total, {
+            "count_loss": loss_d.item(),
+            "feature_loss": loss_f.item(),
+            "gen_cls_loss": loss_c.item(),
+        }
 
     def pretrain(self, model: LocSagePlus) -> None:
         """The local generator epochs before the federated ones (once)."""
@@ -187,11 +250,22 @@ class FedSagePlusClient(FedAvgClient):
             with torch.no_grad():
                 pred_count, feats = self.generate(model, server_round)
             train = self.impaired()["train"]
-            return RecordDict({GENERATED: torch_record({
-                "feats": feats[train], "pred": pred_count[train], "true": self.impaired()["count"][train]}),
-                METRICS: self.metrics({}, float(train.sum()))})
+            return RecordDict(
+                {
+                    GENERATED: torch_record(
+                        {
+                            "feats": feats[train],
+                            "pred": pred_count[train],
+                            "true": self.impaired()["count"][train],
+                        }
+                    ),
+                    METRICS: self.metrics({}, float(train.sum())),
+                }
+            )
         if action == "cross_grad":
-            return self.cross_gradients(record_torch(require_record(content, CROSS, ArrayRecord)), server_round)
+            return self.cross_gradients(
+                record_torch(require_record(content, CROSS, ArrayRecord)), server_round
+            )
         return super().query(action, content)
 
     def cross_gradients(self, others: dict[str, Tensor], server_round: int) -> RecordDict:
@@ -203,11 +277,21 @@ class FedSagePlusClient(FedAvgClient):
         for key in sorted(k for k in others if k.startswith("feats.")):
             pid = key.removeprefix("feats.")
             feats = others[key].to(self.device).requires_grad_(True)
-            draws = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, server_round,
-                                                              int(pid), "fedsage-cross"))
-            targets = sample_targets(g.x, edges, feats.size(0), self.opts.num_pred, draws).to(self.device)
-            loss = feature_loss(feats, targets, others[f"pred.{pid}"].to(self.device),
-                                others[f"true.{pid}"].to(self.device), self.opts.matching)
+            draws = torch.Generator().manual_seed(
+                derive_seed(
+                    self.cfg.seed, self.partition_id, server_round, int(pid), "fedsage-cross"
+                )
+            )
+            targets = sample_targets(g.x, edges, feats.size(0), self.opts.num_pred, draws).to(
+                self.device
+            )
+            loss = feature_loss(
+                feats,
+                targets,
+                others[f"pred.{pid}"].to(self.device),
+                others[f"true.{pid}"].to(self.device),
+                self.opts.matching,
+            )
             grads[f"grad.{pid}"] = torch.autograd.grad(loss, feats)[0]
             losses[pid] = loss.item()
         metrics = self.metrics({"cross_loss": sum(losses.values()) / max(len(losses), 1)}, 1.0)
@@ -251,14 +335,20 @@ class FedSagePlusClient(FedAvgClient):
             train = self.impaired()["train"]
             cross = record_torch(received)["grad"].to(out[1].device) * (o.loss_feat / m)
             own_grad = torch.autograd.grad(loss, out[1], retain_graph=True)[0][train]
-            probes["fedsageplus.cross-grad"] = float(cross.norm() / own_grad.norm().clamp_min(1e-12))
-            loss = loss + (out[1][train] * cross).sum()  # its gradient: the others' terms, by the chain rule
+            probes["fedsageplus.cross-grad"] = float(
+                cross.norm() / own_grad.norm().clamp_min(1e-12)
+            )
+            loss = (
+                loss + (out[1][train] * cross).sum()
+            )  # its gradient: the others' terms, by the chain rule
         loss.backward()
         optimizer.step()
         self.state.save_module(GENERATOR, model)
         self.state.save_optimizer(OPTIMIZER, optimizer)
         metrics = {"gen_loss": own.item(), **parts, **as_metrics(probes)}
-        return RecordDict({ARRAYS: ArrayRecord(), METRICS: self.metrics(metrics, self.aggregation_weight())})
+        return RecordDict(
+            {ARRAYS: ArrayRecord(), METRICS: self.metrics(metrics, self.aggregation_weight())}
+        )
 
     @torch.no_grad()
     def mend_graph(self) -> dict[str, Tensor]:
@@ -274,7 +364,7 @@ class FedSagePlusClient(FedAvgClient):
         pred_count, feats = model.gen(imp["x"], imp["edge_index"])
         g = self.original.to(self.device).data
         x, edges = mend(g.x, g.edge_index, imp["kept"], pred_count, feats, self.opts.undirected)
-        saved = {"generated": x[g.num_nodes:].cpu(), "edge_index": edges.cpu()}
+        saved = {"generated": x[g.num_nodes :].cpu(), "edge_index": edges.cpu()}
         self.state.save_tensors(MENDED, saved)
         self.forget_generator()
         return saved
@@ -300,8 +390,15 @@ class FedSagePlusClient(FedAvgClient):
         model.train(was)
         effect = float((mended - plain).norm() / plain.norm().clamp_min(1e-12))
         if self._owner_fit is None:  # the mended graph is fixed: once per client instance
-            draws = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedsage-owner-fit"))
+            draws = torch.Generator().manual_seed(
+                derive_seed(self.cfg.seed, self.partition_id, "fedsage-owner-fit")
+            )
             fit = owner_fit(g.x, g.edge_index, n, draws)
             self._owner_fit = float("nan") if fit is None else fit
-        return as_metrics({"fedsageplus.generated": (g.num_nodes - n) / max(n, 1),
-                           "fedsageplus.feature-effect": effect, "fedsageplus.owner-fit": self._owner_fit})
+        return as_metrics(
+            {
+                "fedsageplus.generated": (g.num_nodes - n) / max(n, 1),
+                "fedsageplus.feature-effect": effect,
+                "fedsageplus.owner-fit": self._owner_fit,
+            }
+        )

@@ -56,12 +56,11 @@ from fgl_flower.datasets import NodeClientData
 from fgl_flower.device import cpu_seeded
 from fgl_flower.dp.clipping import clipped_upload
 from fgl_flower.dp.options import dp_settings
-from fgl_flower.methods.fedspray import FedSprayOptions
+from fgl_flower.methods.fedspray import DP_PROXIES, PROXIES, FedSprayOptions
 from fgl_flower.models.fedspray import FeatureStructureEncoder, initial_proxies
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import ARRAYS, METRICS, START
 from fgl_flower.records import get_record, torch_record
-from fgl_flower.methods.fedspray import DP_PROXIES, PROXIES
 
 INITIAL_NODE_PROXY = 0.1  # the official code's initial per-node proxy value
 
@@ -107,9 +106,17 @@ def proxy_alignment(local: Tensor, received: Tensor, classes: Tensor) -> float:
 
 
 def spray_probes(
-    glob: FeatureStructureEncoder, e: Tensor, teacher_proxies: Tensor, teacher_logp: Tensor,
-    global_nodes: Tensor, kd_nodes: Tensor, unlabeled: Tensor, y_hat: Tensor,
-    local_S: Tensor, S: Tensor, classes: Tensor,
+    glob: FeatureStructureEncoder,
+    e: Tensor,
+    teacher_proxies: Tensor,
+    teacher_logp: Tensor,
+    global_nodes: Tensor,
+    kd_nodes: Tensor,
+    unlabeled: Tensor,
+    y_hat: Tensor,
+    local_S: Tensor,
+    S: Tensor,
+    classes: Tensor,
 ) -> dict[str, float]:
     r"""FedSpray's probes of one round (:data:`fgl_flower.methods.fedspray.PROBES`).
 
@@ -123,14 +130,20 @@ def spray_probes(
     ``kd.unlabeled``: share of the unlabeled nodes in :math:`\mathcal V_{KD}`.
     """
     agree = teacher_logp[kd_nodes].argmax(-1) == y_hat[kd_nodes].argmax(-1)
-    out = {"proxy.alignment": proxy_alignment(local_S, S, classes),
-           "proxy.norm": float(S.double().norm(dim=1).mean()),
-           "kd.agreement": float(agree.double().mean()) if agree.numel() else 0.0,
-           "kd.unlabeled": float((kd_nodes & unlabeled).sum() / unlabeled.sum().clamp(min=1))}
+    out = {
+        "proxy.alignment": proxy_alignment(local_S, S, classes),
+        "proxy.norm": float(S.double().norm(dim=1).mean()),
+        "kd.agreement": float(agree.double().mean()) if agree.numel() else 0.0,
+        "kd.unlabeled": float((kd_nodes & unlabeled).sum() / unlabeled.sum().clamp(min=1)),
+    }
     if global_nodes.any():
         with torch.no_grad():  # all rows, as the teacher: exactly 0 for zero proxies
-            bare = F.log_softmax(glob.teacher_logits(e, torch.zeros_like(teacher_proxies)), -1)[global_nodes]
-        out["proxy.shift"] = float(0.5 * (teacher_logp[global_nodes].exp() - bare.exp()).abs().sum(-1).mean())
+            bare = F.log_softmax(glob.teacher_logits(e, torch.zeros_like(teacher_proxies)), -1)[
+                global_nodes
+            ]
+        out["proxy.shift"] = float(
+            0.5 * (teacher_logp[global_nodes].exp() - bare.exp()).abs().sum(-1).mean()
+        )
     else:
         out["proxy.shift"] = 0.0
     return out
@@ -156,7 +169,8 @@ class FedSprayClient(FGLClient):
         self.encoder_optim = make_adam(self.encoder.parameters(), self.cfg.lr)
         n = self.data.data.num_nodes
         self.node_proxies = nn.Parameter(
-            torch.full((n, self.opts.proxy_dim), INITIAL_NODE_PROXY, device=self.device))
+            torch.full((n, self.opts.proxy_dim), INITIAL_NODE_PROXY, device=self.device)
+        )
         self.proxy_optim = make_adam([self.node_proxies], self.opts.proxy_lr)
         if self.cfg.keep_optimizer_state:
             self.state.load_optimizer("encoder.optim", self.encoder_optim)
@@ -238,7 +252,9 @@ class FedSprayClient(FGLClient):
         self.encoder.load_state_dict(glob.state_dict())
         if opts.variant == "official":  # the code loads the global classifier into g_q
             self.encoder.projector.load_state_dict(glob.classifier.state_dict())
-        start = {k: v.detach().clone() for k, v in self.encoder.state_dict().items()}  # (DP's reference)
+        start = {
+            k: v.detach().clone() for k, v in self.encoder.state_dict().items()
+        }  # (DP's reference)
         if opts.zero_proxies:
             self.node_proxies.data.zero_()
         elif opts.variant == "paper":
@@ -267,30 +283,57 @@ class FedSprayClient(FGLClient):
         # the nodes whose teacher proxies come from the global S: the confident unlabeled
         # ones in the official variant (training nodes keep their own), all in the paper's
         global_nodes = kd_nodes & ~train if opts.variant == "official" else kd_nodes
-        probes = spray_probes(glob, e_global, teacher_proxies, teacher, global_nodes, kd_nodes, ~train, y_hat,
-                              local_S, S, (counts > 0).nonzero().view(-1))
+        probes = spray_probes(
+            glob,
+            e_global,
+            teacher_proxies,
+            teacher,
+            global_nodes,
+            kd_nodes,
+            ~train,
+            y_hat,
+            local_S,
+            S,
+            (counts > 0).nonzero().view(-1),
+        )
         metrics = {
-            "train_loss": ce.item(), "gnn_kd": kd.item(), "encoder_ce": fce.item(),
-            "encoder_kd": fkd.item(), "kd_nodes": float(kd_nodes.sum()),
-            **self.evaluate_learner(self.gnn, server_round),  # the GNN is final for this round (see the strategy)
+            "train_loss": ce.item(),
+            "gnn_kd": kd.item(),
+            "encoder_ce": fce.item(),
+            "encoder_kd": fkd.item(),
+            "kd_nodes": float(kd_nodes.sum()),
+            **self.evaluate_learner(
+                self.gnn, server_round
+            ),  # the GNN is final for this round (see the strategy)
             **as_metrics(probes),
         }
         if self.dp is not None:  # encoder and proxies: one clipped update, averaged equally
             reference = {**start, DP_PROXIES: S}
             upload, dp_metrics = clipped_upload(
-                {**self.encoder.state_dict(), DP_PROXIES: torch.where((counts > 0).unsqueeze(1), local_S, S)},
-                reference, self.dp.clip)
-            reply = RecordDict({ARRAYS: torch_record(upload), METRICS: self.metrics({**metrics, **dp_metrics}, 1)})
+                {
+                    **self.encoder.state_dict(),
+                    DP_PROXIES: torch.where((counts > 0).unsqueeze(1), local_S, S),
+                },
+                reference,
+                self.dp.clip,
+            )
+            reply = RecordDict(
+                {ARRAYS: torch_record(upload), METRICS: self.metrics({**metrics, **dp_metrics}, 1)}
+            )
             received = get_record(content, ARRAYS, ArrayRecord)
-            if received is None or not len(received):  # round 1: the server's w0 (fgl_flower.protocol.START)
+            if received is None or not len(
+                received
+            ):  # round 1: the server's w0 (fgl_flower.protocol.START)
                 reply[START] = torch_record(reference)
             return reply
-        return RecordDict({
-            ARRAYS: torch_record(self.encoder.state_dict()),
-            PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),
-            # the weight by agg-weight: train (the code's) by default, local the paper's N^(k)
-            METRICS: self.metrics(metrics, self.gnn.num_examples),
-        })
+        return RecordDict(
+            {
+                ARRAYS: torch_record(self.encoder.state_dict()),
+                PROXIES: torch_record({"S": local_S, "class-ratio": ratio}),
+                # the weight by agg-weight: train (the code's) by default, local the paper's N^(k)
+                METRICS: self.metrics(metrics, self.gnn.num_examples),
+            }
+        )
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         """Metrics of the personalized GNN (nothing global is needed)."""

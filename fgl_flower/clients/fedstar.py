@@ -31,7 +31,8 @@ class FedStarClient(FedAvgClient):
         node = FedStarNodeACM if c.option("feature-conv") == "acm" else FedStarNodeGIN
         cls = node if isinstance(self.data, NodeClientData) else FedStarGIN
         return lambda num_features, num_classes: cls(
-            num_features, c.hidden, num_classes, c.num_layers, c.dropout)
+            num_features, c.hidden, num_classes, c.num_layers, c.dropout
+        )
 
     def shared_prefixes(self) -> tuple[str, ...]:
         return ("struct.",)

@@ -43,7 +43,9 @@ def topology_walks(degree: Tensor, max_length: int, generator: torch.Generator) 
         cur = torch.arange(n)
         cols.append(cur)
         for _ in range(length - 1):
-            stay = torch.rand(n, generator=generator, dtype=torch.float64) < stay_weight[cur] / (stay_weight[cur] + n - 1)
+            stay = torch.rand(n, generator=generator, dtype=torch.float64) < stay_weight[cur] / (
+                stay_weight[cur] + n - 1
+            )
             other = torch.randint(0, max(n - 1, 1), (n,), generator=generator)
             other = other + (other >= cur).long()  # uniform over the other n - 1 nodes
             cur = torch.where(stay | (n == 1), cur, other)
@@ -55,8 +57,15 @@ def topology_walks(degree: Tensor, max_length: int, generator: torch.Generator) 
 EDGE_CHUNK = 1 << 16
 
 
-def class_reliability(x: Tensor, edge_index: Tensor, y: Tensor, train_mask: Tensor, num_classes: int,
-                      walk_length: int, generator: torch.Generator) -> Tensor:
+def class_reliability(
+    x: Tensor,
+    edge_index: Tensor,
+    y: Tensor,
+    train_mask: Tensor,
+    num_classes: int,
+    walk_length: int,
+    generator: torch.Generator,
+) -> Tensor:
     """``[C]``: the CKR of the module docstring, on the CPU (``x [N, F]`` dense, ``edge_index``
     without self-loops, all on the CPU), where its sums are deterministic."""
     n = x.size(0)
@@ -64,8 +73,16 @@ def class_reliability(x: Tensor, edge_index: Tensor, y: Tensor, train_mask: Tens
     degree = torch.bincount(src, minlength=n) + 1  # rows of A + I
     h = torch.cat([x.float(), topology_walks(degree, walk_length, generator)], dim=1)
     h = torch.nn.functional.normalize(h, dim=1, eps=1e-8)
-    cos = torch.cat([(h[s] * h[d]).sum(dim=1)  # [E], without an [E, F] gather of every edge at once
-                     for s, d in zip(src.split(EDGE_CHUNK), dst.split(EDGE_CHUNK))]) if src.numel() else h.new_zeros(0)
+    cos = (
+        torch.cat(
+            [
+                (h[s] * h[d]).sum(dim=1)  # [E], without an [E, F] gather of every edge at once
+                for s, d in zip(src.split(EDGE_CHUNK), dst.split(EDGE_CHUNK))
+            ]
+        )
+        if src.numel()
+        else h.new_zeros(0)
+    )
     total = torch.ones(n).index_add_(0, src, cos)
     r = total / (torch.bincount(src, minlength=n) + 1)
     return torch.zeros(num_classes).index_add_(0, y[train_mask], r[train_mask])
@@ -93,7 +110,16 @@ class FedTADClient(FedAvgClient):
             g = self.data.data.to("cpu")
             x = g.x.to_dense() if g.x.is_sparse else g.x
             loops = g.edge_index[0] == g.edge_index[1]
-            walks = torch.Generator().manual_seed(derive_seed(self.cfg.seed, self.partition_id, "fedtad-walks"))
-            self._ckr = class_reliability(x, g.edge_index[:, ~loops], g.y, g.train_mask, self.data.num_classes,
-                                          self.options.walk_length, walks)
+            walks = torch.Generator().manual_seed(
+                derive_seed(self.cfg.seed, self.partition_id, "fedtad-walks")
+            )
+            self._ckr = class_reliability(
+                x,
+                g.edge_index[:, ~loops],
+                g.y,
+                g.train_mask,
+                self.data.num_classes,
+                self.options.walk_length,
+                walks,
+            )
         return self._ckr

@@ -44,8 +44,15 @@ from fgl_flower.device import cpu_seeded
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fggp import MEMORY, PROTOTYPES, FGGPOptions
 from fgl_flower.models.fggp import (
-    Augmentor, FGGPNet, dense_normalize, knn_edges, prototype_contrast, prototype_scores,
-    prototype_weights, reconstruction_loss, to_dense,
+    Augmentor,
+    FGGPNet,
+    dense_normalize,
+    knn_edges,
+    prototype_contrast,
+    prototype_scores,
+    prototype_weights,
+    reconstruction_loss,
+    to_dense,
 )
 from fgl_flower.models.functional import grad_norm
 from fgl_flower.probes import as_metrics
@@ -74,7 +81,8 @@ class FGGPClient(LearnerClient):
                 f"Client {self.partition_id} has {n} nodes; FGGP's augmented view is a dense "
                 f"[N, N] matrix and fggp.dense-max-nodes={self.opts.dense_max_nodes}. Use more "
                 f"clients (smaller subgraphs) or raise fggp.dense-max-nodes if the memory allows "
-                f"(about 60 N^2 bytes at a local step's peak).")
+                f"(about 60 N^2 bytes at a local step's peak)."
+            )
 
     @functools.cached_property
     def opts(self) -> FGGPOptions:
@@ -90,8 +98,11 @@ class FGGPClient(LearnerClient):
     def shared_prefixes(self) -> tuple[str, ...] | None:
         if self.opts.head == "aggregate":
             return None
-        return ("body.convs.", "aug.") if self.cfg.model == "acmgcn" else \
-            tuple(f"body.convs.{i}." for i in range(self.cfg.num_layers - 1)) + ("aug.",)
+        return (
+            ("body.convs.", "aug.")
+            if self.cfg.model == "acmgcn"
+            else tuple(f"body.convs.{i}." for i in range(self.cfg.num_layers - 1)) + ("aug.",)
+        )
 
     def reset_head(self) -> None:
         """The classifier layer back at the run's seeded initial weights."""
@@ -138,7 +149,10 @@ class FGGPClient(LearnerClient):
         edges, share = self.global_graph(server_round)
         a_aug = to_dense(edges, g.num_nodes)
         a_norm = dense_normalize(a_aug)
-        clean, clean_out = model.propagation(g.x, g.edge_index), model.output_propagation(g.x, g.edge_index)
+        clean, clean_out = (
+            model.propagation(g.x, g.edge_index),
+            model.output_propagation(g.x, g.edge_index),
+        )
         aug_out = model.output_propagation(g.x, edges)
         augmentor = list(model.aug.parameters())
         train, y = g.train_mask, g.y
@@ -157,8 +171,11 @@ class FGGPClient(LearnerClient):
             weights, _ = prototype_weights(logits, y, train, self.data.num_classes)
             contrast = prototype_contrast(weights @ z_view, weights @ z, o.tau)
             recon = reconstruction_loss(scores, a_aug)
-            parts = {"view": o.view_weight * ce_view, "contrast": o.contrast_weight * contrast,
-                     "reconstruction": o.reconstruction_weight * recon}
+            parts = {
+                "view": o.view_weight * ce_view,
+                "contrast": o.contrast_weight * contrast,
+                "reconstruction": o.reconstruction_weight * recon,
+            }
             if step % o.probe_every == 0:
                 probed += 1
                 for name, value in self.gradient_probes(ce, parts, (z, z_view), augmentor).items():
@@ -167,22 +184,31 @@ class FGGPClient(LearnerClient):
             optimizer.step()
             last_logits = logits.detach()
             losses = {"train_loss": float(ce.detach())} | {
-                f"{k}_loss": float(v.detach()) for k, v in parts.items()}
+                f"{k}_loss": float(v.detach()) for k, v in parts.items()
+            }
         probes = {k: v / max(probed, 1) for k, v in ratios.items()}  # means over the probed steps
         reply = self.training_reply(losses | as_metrics(probes | {"fggp.knn-new-edges": share}))
         reply[PROTOTYPES] = self.prototypes(last_logits)
         return reply
 
     @staticmethod
-    def gradient_probes(ce: Tensor, parts: dict[str, Tensor], features: tuple[Tensor, Tensor],
-                        augmentor: list[Tensor]) -> dict[str, float]:
+    def gradient_probes(
+        ce: Tensor,
+        parts: dict[str, Tensor],
+        features: tuple[Tensor, Tensor],
+        augmentor: list[Tensor],
+    ) -> dict[str, float]:
         """One step's probes: the contrast's gradient on the two views' features against the
         cross-entropy's on the clean ones (a contrast cut off from the features reads 0 even
         while the prototype weights' confidences pass it on to the classifier), and the view
         loss's gradient on the augmentor against the reconstruction's (the task's pull on the
         edge sampler; absolute when the reconstruction is off)."""
-        contrast = grad_norm(parts["contrast"], list(features)) / (grad_norm(ce, [features[0]]) or 1.0)
-        view = grad_norm(parts["view"], augmentor) / (grad_norm(parts["reconstruction"], augmentor) or 1.0)
+        contrast = grad_norm(parts["contrast"], list(features)) / (
+            grad_norm(ce, [features[0]]) or 1.0
+        )
+        view = grad_norm(parts["view"], augmentor) / (
+            grad_norm(parts["reconstruction"], augmentor) or 1.0
+        )
         return {"fggp.contrast-grad": contrast, "fggp.view-grad": view}
 
     @torch.no_grad()
@@ -192,10 +218,16 @@ class FGGPClient(LearnerClient):
         g, model = self.data.data, self.learner.model
         model.eval()
         z, own = model.on_graph(g.x, g.edge_index)
-        weights, classes = prototype_weights(own if logits is None else logits, g.y, g.train_mask,
-                                             self.data.num_classes)
-        return torch_record({"prototypes": weights @ z, "classes": classes,
-                             "num-classes": torch.tensor([self.data.num_classes])})
+        weights, classes = prototype_weights(
+            own if logits is None else logits, g.y, g.train_mask, self.data.num_classes
+        )
+        return torch_record(
+            {
+                "prototypes": weights @ z,
+                "classes": classes,
+                "num-classes": torch.tensor([self.data.num_classes]),
+            }
+        )
 
     # -- evaluation --------------------------------------------------------------------------
     def memory(self, content: RecordDict) -> tuple[Tensor, Tensor] | None:
@@ -219,8 +251,10 @@ class FGGPClient(LearnerClient):
             probes["fggp.proto-margin"] = self.proto_margin(z, *memory)
         if o.evaluate == "proto":
             if memory is None:
-                raise FGLError(f"Round {server_round}: FGGP's evaluation received no prototype memory "
-                               f"from the server (it comes with every message after round 1).")
+                raise FGLError(
+                    f"Round {server_round}: FGGP's evaluation received no prototype memory "
+                    f"from the server (it comes with every message after round 1)."
+                )
             logits = prototype_scores(z, *memory, self.data.num_classes, o.eval_k, o.eval_tau).log()
         res = node_metrics(logits, self.data) | as_metrics(probes)
         return RecordDict({METRICS: self.metrics(res, res["num-test"])})

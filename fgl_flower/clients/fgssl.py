@@ -32,11 +32,15 @@ from torch import Tensor, nn
 
 from fgl_flower.clients.fedavg import FedAvgClient
 from fgl_flower.methods.fgssl import FGSSLOptions
-from fgl_flower.models.functional import grad_norm
 from fgl_flower.models.fgssl import (
-    class_margin, drop_edges, edge_difference_distillation, mask_features, semantic_contrast,
+    class_margin,
+    drop_edges,
+    edge_difference_distillation,
+    mask_features,
+    semantic_contrast,
     structure_distillation,
 )
+from fgl_flower.models.functional import grad_norm
 from fgl_flower.probes import as_metrics
 
 
@@ -60,13 +64,22 @@ class FGSSLClient(FedAvgClient):
         o, g = self.opts, self.data.data
         zero = h.new_zeros(())
         if o.variant == "code":
-            return {"contrast": o.contrast_weight * semantic_contrast(h, target, g.y, g.train_mask, o.tau),
-                    "structure": zero}
+            return {
+                "contrast": o.contrast_weight
+                * semantic_contrast(h, target, g.y, g.train_mask, o.tau),
+                "structure": zero,
+            }
         if o.variant == "openfgl":
-            return {"contrast": zero, "structure": o.openfgl_weight * edge_difference_distillation(
-                h, target, clean_edges, o.openfgl_tau)}
-        return {"contrast": o.contrast_weight * semantic_contrast(h, target, g.y, g.train_mask, o.tau),
-                "structure": o.structure_weight * structure_distillation(h, target, clean_edges, o.omega)}
+            return {
+                "contrast": zero,
+                "structure": o.openfgl_weight
+                * edge_difference_distillation(h, target, clean_edges, o.openfgl_tau),
+            }
+        return {
+            "contrast": o.contrast_weight * semantic_contrast(h, target, g.y, g.train_mask, o.tau),
+            "structure": o.structure_weight
+            * structure_distillation(h, target, clean_edges, o.omega),
+        }
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
@@ -97,25 +110,38 @@ class FGSSLClient(FedAvgClient):
                 probes = self.gradient_probes(model, params, ce, parts, h, (xw, ew), clean_edges)
             (ce + aux).backward()
             optimizer.step()
-            losses = {"train_loss": float(ce.detach()), "contrast_loss": float(parts["contrast"].detach()),
-                      "structure_loss": float(parts["structure"].detach())}
+            losses = {
+                "train_loss": float(ce.detach()),
+                "contrast_loss": float(parts["contrast"].detach()),
+                "structure_loss": float(parts["structure"].detach()),
+            }
         model.eval()
         with torch.no_grad():
-            margin = class_margin(model.embed(g.x, g.edge_index), teacher.embed(g.x, g.edge_index),
-                                  g.y, g.train_mask)
+            margin = class_margin(
+                model.embed(g.x, g.edge_index), teacher.embed(g.x, g.edge_index), g.y, g.train_mask
+            )
         return self.training_reply(losses | as_metrics(probes | {"fgssl.class-margin": margin}))
 
-    def gradient_probes(self, model: nn.Module, params: list[nn.Parameter], ce: Tensor,
-                        parts: dict[str, Tensor], h: Tensor, weak: tuple[Tensor, Tensor],
-                        clean_edges: Tensor) -> dict[str, float]:
+    def gradient_probes(
+        self,
+        model: nn.Module,
+        params: list[nn.Parameter],
+        ce: Tensor,
+        parts: dict[str, Tensor],
+        h: Tensor,
+        weak: tuple[Tensor, Tensor],
+        clean_edges: Tensor,
+    ) -> dict[str, float]:
         """Each term's gradient norm relative to the cross-entropy's (0 when a term has no
         gradient, whatever its value), and the global model's effect on the auxiliary
         gradient: ``||grad aux(teacher) - grad aux(local model as teacher)|| / ||grad aux||``
         on the same views (0 under ``code``, where no teacher enters)."""
         base = grad_norm(ce, params) or 1.0
-        probes = {"fgssl.contrast-grad": grad_norm(parts["contrast"], params) / base,
-                  "fgssl.structure-grad": grad_norm(parts["structure"], params) / base,
-                  "fgssl.teacher-effect": 0.0}
+        probes = {
+            "fgssl.contrast-grad": grad_norm(parts["contrast"], params) / base,
+            "fgssl.structure-grad": grad_norm(parts["structure"], params) / base,
+            "fgssl.teacher-effect": 0.0,
+        }
         aux = parts["contrast"] + parts["structure"]
         if self.opts.variant != "code" and aux.requires_grad:
             was = model.training

@@ -24,7 +24,11 @@ from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions
 class GCFLClient(FedAvgClient):
     def after_fit(self) -> dict[str, float]:
         o = GCFLOptions.from_config(self.cfg)
-        return {GRAD_NORM: self.shared_grad_norm()} if o.variant == "gcfl+" and o.sequence == "grad" else {}
+        return (
+            {GRAD_NORM: self.shared_grad_norm()}
+            if o.variant == "gcfl+" and o.sequence == "grad"
+            else {}
+        )
 
     def shared_grad_norm(self) -> float:
         """L2 norm of the shared parameters' gradients left by the last local step."""

@@ -71,9 +71,14 @@ class Learner(ABC):
 
     task: str
 
-    def __init__(self, cfg: RunConfig, data: NodeClientData | GraphClientData,
-                 device: torch.device | None = None, build: ModelBuilder | None = None,
-                 share: tuple[str, ...] | None = None) -> None:
+    def __init__(
+        self,
+        cfg: RunConfig,
+        data: NodeClientData | GraphClientData,
+        device: torch.device | None = None,
+        build: ModelBuilder | None = None,
+        share: tuple[str, ...] | None = None,
+    ) -> None:
         self.cfg = cfg
         self.data = data
         self.device = torch.device("cpu") if device is None else device
@@ -254,7 +259,9 @@ class GraphLearner(Learner):
     def _batches(self, split: str, shuffle: bool) -> Iterator[GraphBatch]:
         """One pass over ``split``'s graphs in mini-batches on the learner's device, in
         ``DataLoader(graphs, batch_size, shuffle)``'s order (:mod:`~fgl_flower.datasets.packed`)."""
-        return self.data.packed(split, self.device, self.inputs).batches(self.cfg.batch_size, shuffle)
+        return self.data.packed(split, self.device, self.inputs).batches(
+            self.cfg.batch_size, shuffle
+        )
 
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
         self.model.train()
@@ -279,7 +286,11 @@ class GraphLearner(Learner):
             for batch in self._batches(split, shuffle=False):
                 outs.append(self.forward(batch))
                 ys.append(batch.y)
-            out = torch.cat(outs) if outs else torch.zeros(0, self.data.num_classes, device=self.device)
+            out = (
+                torch.cat(outs)
+                if outs
+                else torch.zeros(0, self.data.num_classes, device=self.device)
+            )
             y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long, device=self.device)
             for k, v in classification_metrics(out, y, self.data.num_classes).items():
                 res[f"{split}_{k}"] = v
@@ -288,9 +299,13 @@ class GraphLearner(Learner):
         return res
 
 
-def make_learner(cfg: RunConfig, data: NodeClientData | GraphClientData,
-                 device: torch.device | None = None, build: ModelBuilder | None = None,
-                 share: tuple[str, ...] | None = None) -> Learner:
+def make_learner(
+    cfg: RunConfig,
+    data: NodeClientData | GraphClientData,
+    device: torch.device | None = None,
+    build: ModelBuilder | None = None,
+    share: tuple[str, ...] | None = None,
+) -> Learner:
     """The learner for ``data``'s task, on ``device`` (default: the CPU), with the run's
     backbone or ``build``'s model, federating the ``share`` prefixes (default: all, or
     the backbone's ``shared_prefixes`` across datasets)."""

@@ -30,12 +30,10 @@ from torch_geometric.utils import coalesce, remove_self_loops, to_undirected
 
 from fgl_flower.clients.base import FGLClient
 from fgl_flower.clients.learner import make_adam, node_metrics, seeded_model
-from fgl_flower.methods.opfgl import OPFGLOptions
+from fgl_flower.methods.opfgl import HRE, PSEUDO_GRAPH, STATS, OPFGLOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
 from fgl_flower.records import require_record
-from fgl_flower.methods.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
-
 
 
 # --- graph helpers -----------------------------------------------------------------------
@@ -93,8 +91,13 @@ def distillation_factor(homophily: Tensor) -> Tensor:
 
 
 def reliable_nodes(
-    soft: Tensor, homophily: Tensor, train_mask: Tensor, degree: Tensor,
-    topk: int, conf_threshold: float, degree_threshold: int,
+    soft: Tensor,
+    homophily: Tensor,
+    train_mask: Tensor,
+    degree: Tensor,
+    topk: int,
+    conf_threshold: float,
+    degree_threshold: int,
 ) -> tuple[Tensor, Tensor]:
     r"""HRE (Eq. 7-8): unlabelled nodes whose normalised LP prediction is confident
     (:math:`\ge f_{th}`), of sufficient degree (:math:`\ge d_{th}` if :math:`d_{th}>0`) and
@@ -142,12 +145,19 @@ def propagated_rows(x: Tensor, edge_index: Tensor, rows: Tensor, hops: int) -> n
     return np.hstack([b.toarray() if sp.issparse(b) else np.asarray(b) for b in blocks])
 
 
-def class_sums(features: np.ndarray, labels: np.ndarray, orig: np.ndarray, num_classes: int) -> dict[str, Tensor]:
+def class_sums(
+    features: np.ndarray, labels: np.ndarray, orig: np.ndarray, num_classes: int
+) -> dict[str, Tensor]:
     r"""The upload (spec §2.6): for each class with :math:`N_k^c\ge2` the count, presence,
     labelled count, :math:`\sum\mathbf x` and :math:`\sum\mathbf x^{\odot2}`; zeros otherwise."""
     dim = features.shape[1]
-    out = {"cnt": np.zeros(num_classes), "present": np.zeros(num_classes), "orig_cnt": np.zeros(num_classes),
-           "s1": np.zeros((num_classes, dim)), "s2": np.zeros((num_classes, dim))}
+    out = {
+        "cnt": np.zeros(num_classes),
+        "present": np.zeros(num_classes),
+        "orig_cnt": np.zeros(num_classes),
+        "s1": np.zeros((num_classes, dim)),
+        "s2": np.zeros((num_classes, dim)),
+    }
     for c in range(num_classes):
         sel = labels == c
         if sel.sum() < 2:
@@ -166,14 +176,22 @@ def pseudo_graph_probes(y_syn: Tensor, edge_index: Tensor, y_train: Tensor) -> d
     n = y_syn.numel()
     own = torch.unique(y_train)
     covered = torch.isin(own, y_syn).double().mean() if own.numel() else torch.tensor(1.0)
-    return {"pseudo.nodes": float(n), "pseudo.coverage": float(covered),
-            "pseudo.edges": edge_index.size(1) / n if n else 0.0}
+    return {
+        "pseudo.nodes": float(n),
+        "pseudo.coverage": float(covered),
+        "pseudo.edges": edge_index.size(1) / n if n else 0.0,
+    }
 
 
 # --- training with early stopping --------------------------------------------------------
 def train_with_selection(
-    model: nn.Module, loss_fn: Callable[[], Tensor], val_acc: Callable[[], float],
-    lr: float, max_steps: int, eval_every: int, patience: int,
+    model: nn.Module,
+    loss_fn: Callable[[], Tensor],
+    val_acc: Callable[[], float],
+    lr: float,
+    max_steps: int,
+    eval_every: int,
+    patience: int,
 ) -> dict[str, float]:
     """The code's loop for both stages: steps ``0..max_steps``; after step ``t >= eval_every``
     with ``t % eval_every == 0`` evaluate local val accuracy, keep the strictly best
@@ -210,7 +228,9 @@ class OPFGLClient(FGLClient):
     # -- phase A: statistics ---------------------------------------------------------------
     def soft_labels(self) -> Tensor:
         g, o = self.data.data, self.opts
-        return label_propagation(self.edges, g.y, g.train_mask, self.data.num_classes, o.lp_iters, o.lp_alpha)
+        return label_propagation(
+            self.edges, g.y, g.train_mask, self.data.num_classes, o.lp_iters, o.lp_alpha
+        )
 
     def homophily(self) -> Tensor:
         g = self.data.data
@@ -222,8 +242,9 @@ class OPFGLClient(FGLClient):
         g, o, C = self.data.data, self.opts, self.data.num_classes
         soft, hom = self.soft_labels(), self.homophily()
         degree = torch.bincount(self.edges[0], minlength=g.num_nodes)
-        extra, pseudo = reliable_nodes(soft, hom, g.train_mask, degree, o.topk, o.conf_threshold,
-                                       o.degree_threshold)
+        extra, pseudo = reliable_nodes(
+            soft, hom, g.train_mask, degree, o.topk, o.conf_threshold, o.degree_threshold
+        )
         train = g.train_mask.nonzero().view(-1)
         rows = torch.cat([train, extra])
         labels = torch.cat([g.y[train], pseudo]).cpu().numpy()
@@ -232,7 +253,9 @@ class OPFGLClient(FGLClient):
         # measurement only, never used by the method: nodes HRE added and how many it labelled
         # right, summed with the statistics (so that under secure aggregation too the server
         # learns only the sums)
-        sums[HRE] = torch.tensor([float(extra.numel()), float((g.y[extra] == pseudo).sum())], dtype=torch.float64)
+        sums[HRE] = torch.tensor(
+            [float(extra.numel()), float((g.y[extra] == pseudo).sum())], dtype=torch.float64
+        )
         return RecordDict({STATS: ArrayRecord(sums), METRICS: self.metrics({}, train.numel())})
 
     # -- phase C: personalisation ----------------------------------------------------------
@@ -261,14 +284,27 @@ class OPFGLClient(FGLClient):
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         o, g, cfg = self.opts, self.data.data, self.cfg
-        syn = {k: v.to(self.device) for k, v in require_record(content, PSEUDO_GRAPH, ArrayRecord).to_torch_state_dict().items()}
+        syn = {
+            k: v.to(self.device)
+            for k, v in require_record(content, PSEUDO_GRAPH, ArrayRecord)
+            .to_torch_state_dict()
+            .items()
+        }
         self.seed_round(server_round)
         # the same initial M_G on every client (shared seed)
-        model = seeded_model(cfg, "node", self.data.num_features, self.data.num_classes).to(self.device)
+        model = seeded_model(cfg, "node", self.data.num_features, self.data.num_classes).to(
+            self.device
+        )
         x_s, ei_s, ew_s, y_s = syn["x"], syn["edge_index"], syn["edge_weight"], syn["y"]
         stage1 = train_with_selection(
-            model, lambda: F.cross_entropy(model(x_s, ei_s, ew_s), y_s), lambda: self.val_acc(model),
-            o.lr_global, o.max_steps, o.eval_every, o.patience)
+            model,
+            lambda: F.cross_entropy(model(x_s, ei_s, ew_s), y_s),
+            lambda: self.val_acc(model),
+            o.lr_global,
+            o.max_steps,
+            o.eval_every,
+            o.patience,
+        )
         model.eval()
         with torch.no_grad():
             teacher_logits = self.logits(model)
@@ -283,18 +319,32 @@ class OPFGLClient(FGLClient):
             dist = (gamma * kl).sum()
             return ce + (dist if o.paper else dist / n)
 
-        stage2 = train_with_selection(model, stage2_loss, lambda: self.val_acc(model),
-                                      o.lr_ft, o.max_steps, o.eval_every, o.patience)
+        stage2 = train_with_selection(
+            model,
+            stage2_loss,
+            lambda: self.val_acc(model),
+            o.lr_ft,
+            o.max_steps,
+            o.eval_every,
+            o.patience,
+        )
         model.train(cfg.eval_dropout)  # the reported evaluation: eval-dropout keeps dropout on
         if cfg.eval_dropout:
             self.seed_round(server_round, "evaluate")
         with torch.no_grad():
             res = node_metrics(self.logits(model), self.data)
-        res |= {f"global_{k}": v for k, v in node_metrics(teacher_logits, self.data).items()
-                if not k.startswith("num-")}
-        res |= {"stage1_steps": stage1["steps"], "stage2_steps": stage2["steps"],
-                "gamma_mean": float(gamma.mean())}
-        probes = pseudo_graph_probes(y_s, ei_s, g.y[g.train_mask]) | {"distill.gamma": float(gamma.mean())}
+        res |= {
+            f"global_{k}": v
+            for k, v in node_metrics(teacher_logits, self.data).items()
+            if not k.startswith("num-")
+        }
+        res |= {
+            "stage1_steps": stage1["steps"],
+            "stage2_steps": stage2["steps"],
+            "gamma_mean": float(gamma.mean()),
+        }
+        probes = pseudo_graph_probes(y_s, ei_s, g.y[g.train_mask]) | {
+            "distill.gamma": float(gamma.mean())
+        }
         res |= as_metrics(probes)
         return RecordDict({METRICS: self.metrics(res, self.data.num_train)})
-

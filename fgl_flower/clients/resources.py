@@ -28,17 +28,24 @@ class SparseProducts:
         def count(*args, out_val=None, **kwargs) -> int:
             a, b = args[-2], args[-1]
             if a.layout != torch.strided or b.layout != torch.strided:
-                sparse, dense_cols = (a, b.shape[-1]) if a.layout != torch.strided else (b, a.shape[0])
+                sparse, dense_cols = (
+                    (a, b.shape[-1]) if a.layout != torch.strided else (b, a.shape[0])
+                )
                 self.flops += 2 * sparse._nnz() * dense_cols
                 return 0
-            return dense_formula(*(tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in args))
+            return dense_formula(
+                *(tuple(t.shape) if isinstance(t, torch.Tensor) else t for t in args)
+            )
 
         count._get_raw = True
         return count
 
     def mapping(self) -> dict:
         """The ``custom_mapping`` of a :class:`FlopCounterMode`."""
-        return {torch.ops.aten.mm: self._formula(mm_flop), torch.ops.aten.addmm: self._formula(addmm_flop)}
+        return {
+            torch.ops.aten.mm: self._formula(mm_flop),
+            torch.ops.aten.addmm: self._formula(addmm_flop),
+        }
 
 
 def round_flops(learner: Learner, epochs: int) -> tuple[int, int]:
@@ -57,8 +64,10 @@ def round_flops(learner: Learner, epochs: int) -> tuple[int, int]:
     twin.model = copy.deepcopy(learner.model)
     twin.optimizer = make_optimizer(twin.model.parameters(), learner.cfg)
     sparse = SparseProducts()
-    with (torch.random.fork_rng(devices=devices),
-          FlopCounterMode(display=False, custom_mapping=sparse.mapping()) as counter):
+    with (
+        torch.random.fork_rng(devices=devices),
+        FlopCounterMode(display=False, custom_mapping=sparse.mapping()) as counter,
+    ):
         twin.fit(epochs)
     return int(counter.get_total_flops()), sparse.flops
 

@@ -31,14 +31,18 @@ from flwr.app import ArrayRecord, RecordDict
 from torch import Tensor
 
 from fgl_flower.clients.base import LearnerClient, derive_seed
-from fgl_flower.methods.s2fgl import S2FGLOptions
+from fgl_flower.methods.s2fgl import PROTOTYPES, REPOSITORY, S2FGLOptions
 from fgl_flower.models.s2fgl import (
-    class_prototypes, fgma_loss, fkd_loss, personalized_pagerank, salc, spectral_basis,
+    class_prototypes,
+    fgma_loss,
+    fkd_loss,
+    personalized_pagerank,
+    salc,
+    spectral_basis,
     top_training_nodes,
 )
 from fgl_flower.probes import as_metrics
 from fgl_flower.records import get_record, torch_record
-from fgl_flower.methods.s2fgl import PROTOTYPES, REPOSITORY
 
 NODE_SETS = "s2fgl.node-sets"  # client state: SALC-selected node indices
 
@@ -61,16 +65,23 @@ class S2FGLClient(LearnerClient):
             g = self.data.data
             ppr = personalized_pagerank(g.edge_index, g.num_nodes, self.opts.ppr_alpha)
             score = salc(ppr, g.train_mask, self.opts.ppr_alpha)
-            saved = {"proto": top_training_nodes(score, g.train_mask, self.opts.proto_divisor),
-                     "fgma": top_training_nodes(score, g.train_mask, self.opts.fgma_divisor)}
+            saved = {
+                "proto": top_training_nodes(score, g.train_mask, self.opts.proto_divisor),
+                "fgma": top_training_nodes(score, g.train_mask, self.opts.fgma_divisor),
+            }
             self.state.save_tensors(NODE_SETS, saved)
         return saved["proto"].to(self.device), saved["fgma"].to(self.device)
 
     def basis(self, z: Tensor, server_round: int, step: int) -> tuple[Tensor, Tensor]:
         o = self.opts
-        return spectral_basis(z, o.knn, o.eigvecs, o.eig_mode,
-                              seed=derive_seed(self.cfg.seed, self.partition_id, server_round, step),
-                              cap=o.eig_cap)
+        return spectral_basis(
+            z,
+            o.knn,
+            o.eigvecs,
+            o.eig_mode,
+            seed=derive_seed(self.cfg.seed, self.partition_id, server_round, step),
+            cap=o.eig_cap,
+        )
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
@@ -79,7 +90,11 @@ class S2FGLClient(LearnerClient):
         model = self.learner.model
         proto_nodes, fgma_nodes = self.selected_nodes()
         record = get_record(content, REPOSITORY, ArrayRecord)
-        active = record is not None and server_round >= o.start_round and (o.lambda1 > 0 or o.lambda2 > 0)
+        active = (
+            record is not None
+            and server_round >= o.start_round
+            and (o.lambda1 > 0 or o.lambda2 > 0)
+        )
         if active:
             repository = record.to_torch_state_dict()["anchors"].to(self.device)
             # The frozen global model is only needed for these features: the model itself
@@ -112,8 +127,12 @@ class S2FGLClient(LearnerClient):
                     losses["fgma_loss"] = fgma.item()
                 total = loss.item()
                 if total > 0:
-                    shares["nlir.share"] += o.lambda1 * losses["fkd_loss"] / total if o.lambda1 > 0 else 0.0
-                    shares["fgma.share"] += o.lambda2 * losses["fgma_loss"] / total if o.lambda2 > 0 else 0.0
+                    shares["nlir.share"] += (
+                        o.lambda1 * losses["fkd_loss"] / total if o.lambda1 > 0 else 0.0
+                    )
+                    shares["fgma.share"] += (
+                        o.lambda2 * losses["fgma_loss"] / total if o.lambda2 > 0 else 0.0
+                    )
             h_last = h.detach()
             loss.backward()
             self.learner.optimizer.step()

@@ -72,8 +72,10 @@ class ClientState:
                 else:
                     scalars.setdefault(str(pid), {})[name] = value
         self.save_tensors(f"{key}.tensors", {d: torch.cat(ts) for d, ts in packs.items()})
-        self.set_json(f"{key}.meta", {"param_groups": sd["param_groups"], "scalars": scalars,
-                                      "layout": layout})
+        self.set_json(
+            f"{key}.meta",
+            {"param_groups": sd["param_groups"], "scalars": scalars, "layout": layout},
+        )
 
     def load_optimizer(self, key: str, optimizer: torch.optim.Optimizer) -> bool:
         meta = self.get_json(f"{key}.meta")
@@ -84,7 +86,7 @@ class ClientState:
         state: dict[int, dict[str, Any]] = {}
         for name, dtype, shape in meta["layout"]:
             n = math.prod(shape)
-            value = packs[dtype][offsets[dtype]:offsets[dtype] + n].reshape(shape)
+            value = packs[dtype][offsets[dtype] : offsets[dtype] + n].reshape(shape)
             offsets[dtype] += n
             pid, field = name.split("/", 1)
             state.setdefault(int(pid), {})[field] = value

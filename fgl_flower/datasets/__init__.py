@@ -15,24 +15,51 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _WHERE = {
-    "DATASETS": "catalog", "DATASET_GROUPS": "catalog", "DatasetGroup": "catalog",
-    "dataset_status": "catalog", "load_dataset": "catalog",
-    "DataConfig": "resolve", "task_of": "resolve", "validate_data_config": "resolve",
-    "GraphClientData": "federated", "NodeClientData": "federated",
-    "load_client_data": "federated", "partition_stats": "federated",
-    "natural_num_clients": "federated", "with_natural_clients": "federated",
-    "PARTITIONERS": "partition", "Partitioner": "partition", "PartitionInput": "partition",
-    "cache_dir": "root", "resolve_data_root": "root",
+    "DATASETS": "catalog",
+    "DATASET_GROUPS": "catalog",
+    "DatasetGroup": "catalog",
+    "dataset_status": "catalog",
+    "load_dataset": "catalog",
+    "DataConfig": "resolve",
+    "task_of": "resolve",
+    "validate_data_config": "resolve",
+    "GraphClientData": "federated",
+    "NodeClientData": "federated",
+    "load_client_data": "federated",
+    "partition_stats": "federated",
+    "natural_num_clients": "federated",
+    "with_natural_clients": "federated",
+    "PARTITIONERS": "partition",
+    "Partitioner": "partition",
+    "PartitionInput": "partition",
+    "cache_dir": "root",
+    "resolve_data_root": "root",
     "NODE_SPLITS": "splits",
     "contextual_sbm": "synthetic",
 }
 
 __all__ = [
-    "DATASETS", "DATASET_GROUPS", "NODE_SPLITS", "PARTITIONERS",
-    "DataConfig", "DatasetGroup", "GraphClientData", "NodeClientData", "Partitioner",
-    "PartitionInput", "cache_dir", "contextual_sbm", "dataset_status", "load_client_data",
-    "load_dataset", "natural_num_clients", "partition_stats", "resolve_data_root", "task_of",
-    "validate_data_config", "with_natural_clients",
+    "DATASETS",
+    "DATASET_GROUPS",
+    "NODE_SPLITS",
+    "PARTITIONERS",
+    "DataConfig",
+    "DatasetGroup",
+    "GraphClientData",
+    "NodeClientData",
+    "Partitioner",
+    "PartitionInput",
+    "cache_dir",
+    "contextual_sbm",
+    "dataset_status",
+    "load_client_data",
+    "load_dataset",
+    "natural_num_clients",
+    "partition_stats",
+    "resolve_data_root",
+    "task_of",
+    "validate_data_config",
+    "with_natural_clients",
 ]
 
 
@@ -44,10 +71,18 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from fgl_flower.datasets.catalog import (
-        DATASET_GROUPS, DATASETS, DatasetGroup, dataset_status, load_dataset,
+        DATASET_GROUPS,
+        DATASETS,
+        DatasetGroup,
+        dataset_status,
+        load_dataset,
     )
     from fgl_flower.datasets.federated import (
-        GraphClientData, NodeClientData, load_client_data, natural_num_clients, partition_stats,
+        GraphClientData,
+        NodeClientData,
+        load_client_data,
+        natural_num_clients,
+        partition_stats,
         with_natural_clients,
     )
     from fgl_flower.datasets.partition import PARTITIONERS, Partitioner, PartitionInput

@@ -46,9 +46,15 @@ def partition_tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
     """The cache tag and metadata of ``cfg``'s partition (``r``: ``cfg`` resolved); natural
     partitioners are keyed with ``num_clients`` 0, whatever count they give."""
     num_clients = 0 if r.partitioner.natural_clients else cfg.num_clients
-    meta = {"dataset": r.dataset, "partition": r.partition, "num_clients": num_clients,
-            "partition_seed": cfg.partition_seed, "options": dict(r.part_opts + r.data_opts),
-            "format": FORMAT_VERSION, "partitioner_version": r.partitioner.version}
+    meta = {
+        "dataset": r.dataset,
+        "partition": r.partition,
+        "num_clients": num_clients,
+        "partition_seed": cfg.partition_seed,
+        "options": dict(r.part_opts + r.data_opts),
+        "format": FORMAT_VERSION,
+        "partitioner_version": r.partitioner.version,
+    }
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
     return f"{r.dataset}-{r.partition}-{num_clients}-{digest}", meta
 

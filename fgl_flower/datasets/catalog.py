@@ -33,8 +33,11 @@ Task = Literal["node", "graph"]
 
 #: Options of every PyG node dataset (``data.<dataset>.<option>`` in the run config).
 NODE_OPTIONS = {
-    "undirected": Option(bool, False, "add the reverse of every edge (e.g. for the directed "
-                         "WebKB graphs, S2FGL spec §9 item 15)"),
+    "undirected": Option(
+        bool,
+        False,
+        "add the reverse of every edge (e.g. for the directed WebKB graphs, S2FGL spec §9 item 15)",
+    ),
 }
 
 
@@ -176,31 +179,70 @@ def _populate() -> None:
     for n in ("CS", "Physics"):  # dense x would be 0.5 / 1.2 GB
         _pyg(n, "node", "Coauthor", "Coauthor", f"{n}/raw", name=n, pre_transform=_sparse_features)
     for n in ("chameleon", "squirrel"):
-        _pyg(n, "node", "WikipediaNetwork", "WikipediaNetwork", f"{n}/geom_gcn/raw",
-             name=n, geom_gcn_preprocess=True)
+        _pyg(
+            n,
+            "node",
+            "WikipediaNetwork",
+            "WikipediaNetwork",
+            f"{n}/geom_gcn/raw",
+            name=n,
+            geom_gcn_preprocess=True,
+        )
     _pyg("Actor", "node", "Actor", "Actor", "raw")
     for n in ("Cornell", "Texas", "Wisconsin"):
         _pyg(n, "node", "WebKB", "WebKB", f"{n.lower()}/raw", name=n)
     for n in ("minesweeper", "tolokers", "roman-empire", "amazon-ratings", "questions"):
-        _pyg(n, "node", "HeterophilousGraphDataset", "HeterophilousGraphDataset",
-             f"{n.replace('-', '_')}/raw", name=n)
+        _pyg(
+            n,
+            "node",
+            "HeterophilousGraphDataset",
+            "HeterophilousGraphDataset",
+            f"{n.replace('-', '_')}/raw",
+            name=n,
+        )
     _pyg("WikiCS", "node", "WikiCS", "WikiCS", "raw", is_undirected=True)
     _pyg("Flickr", "node", "Flickr", "Flickr", "raw")
     DATASETS.register("synthetic", SyntheticEntry())
-    DATASETS.register("synthetic-graphs", SyntheticEntry(
-        "synthetic-graphs", "graph", dict(SYNTHETIC_GRAPH_OPTIONS),
-        "fgl_flower.datasets.synthetic_graphs:synthetic_graphs"))
+    DATASETS.register(
+        "synthetic-graphs",
+        SyntheticEntry(
+            "synthetic-graphs",
+            "graph",
+            dict(SYNTHETIC_GRAPH_OPTIONS),
+            "fgl_flower.datasets.synthetic_graphs:synthetic_graphs",
+        ),
+    )
     for h in HOMOPHILY_LEVELS:
         for r in REPLICAS:
-            DATASETS.register(f"syn-cora-h{h}-r{r}", SynCoraEntry(f"syn-cora-h{h}-r{r}", file_name(h, r)))
+            DATASETS.register(
+                f"syn-cora-h{h}-r{r}", SynCoraEntry(f"syn-cora-h{h}-r{r}", file_name(h, r))
+            )
 
     # --- graph classification (features as FedDense §2.2) --------------------------------
-    tu_plain = ("MUTAG", "BZR", "COX2", "DHFR", "PTC_MR", "AIDS", "NCI1", "PROTEINS", "DD", "ENZYMES")
+    tu_plain = (
+        "MUTAG",
+        "BZR",
+        "COX2",
+        "DHFR",
+        "PTC_MR",
+        "AIDS",
+        "NCI1",
+        "PROTEINS",
+        "DD",
+        "ENZYMES",
+    )
     for n in tu_plain:
         _pyg(n, "graph", "TUDataset", "TUDataset", f"{n}/raw", name=n)
     for n, dmax in (("IMDB-BINARY", 135), ("IMDB-MULTI", 88), ("COLLAB", 491)):
-        _pyg(n, "graph", "TUDataset", "TUDataset", f"{n}/raw", name=n,
-             pre_transform=functools.partial(_one_hot_degree, dmax))
+        _pyg(
+            n,
+            "graph",
+            "TUDataset",
+            "TUDataset",
+            f"{n}/raw",
+            name=n,
+            pre_transform=functools.partial(_one_hot_degree, dmax),
+        )
     for n in ("Letter-low", "Letter-med", "Letter-high"):
         _pyg(n, "graph", "TUDataset", "TUDataset", f"{n}/raw", name=n, use_node_attr=True)
 

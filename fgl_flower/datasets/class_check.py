@@ -42,20 +42,24 @@ def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
             raise ConfigError(
                 f"{name}: client(s) {idle[:10]}{' ...' if len(idle) > 10 else ''} have no training "
                 f"{kind} (split={split}, split-mode={cfg.split_mode}), so they cannot train. Raise "
-                "the train ratio, use split-mode=stratified or fewer clients.")
+                "the train ratio, use split-mode=stratified or fewer clients."
+            )
     for name, (kind, present, trained, _) in found.items():
         missing = sorted(set(present) - set(trained))
         if not missing:
             continue
-        what = (f"{name}: class(es) {missing[:10]} have no training {kind} on any client (they "
-                "occur only in validation/test splits), so no model can learn them.")
+        what = (
+            f"{name}: class(es) {missing[:10]} have no training {kind} on any client (they "
+            "occur only in validation/test splits), so no model can learn them."
+        )
         if allow:
             log(WARNING, "%s Going on (untrained-classes=allow).", what)
             continue
         raise ConfigError(
             f"{what} Raise the train ratio (split={split}), use "
             "split-mode=stratified or fewer clients, or set untrained-classes=allow to run "
-            "the protocol as it is.")
+            "the protocol as it is."
+        )
 
 
 def labels(cfg: DataConfig) -> Labels:
@@ -70,20 +74,32 @@ def labels(cfg: DataConfig) -> Labels:
         return {name: tuple(entry) for name, entry in known.items()}
     from fgl_flower.datasets.federated import class_labels  # torch
 
-    found = {name: (kind, sorted(p), sorted(t), sorted(i))
-             for name, (kind, p, t, i) in class_labels(cfg).items()}
+    found = {
+        name: (kind, sorted(p), sorted(t), sorted(i))
+        for name, (kind, p, t, i) in class_labels(cfg).items()
+    }
     if (folder := _folder(cfg)) is not None:  # built by now (dataset groups have none)
         with file_lock(folder / f"{CLASSES_FILE}.lock"):
             entries = {**_read(folder), key: found}
-            atomic_write(folder / CLASSES_FILE, lambda p: p.write_text(json.dumps(entries, sort_keys=True)))
+            atomic_write(
+                folder / CLASSES_FILE, lambda p: p.write_text(json.dumps(entries, sort_keys=True))
+            )
     return found
 
 
 def split_key(cfg: DataConfig) -> str:
     """What, besides the partition's folder, decides which nodes or graphs train (edge flips
     do not; the client count is in the folder's name except for natural partitioners)."""
-    return json.dumps({"clients": cfg.num_clients, "split": list(cfg.split), "mode": cfg.split_mode, "seed": cfg.split_seed,
-                       "fold": cfg.split_fold}, sort_keys=True)
+    return json.dumps(
+        {
+            "clients": cfg.num_clients,
+            "split": list(cfg.split),
+            "mode": cfg.split_mode,
+            "seed": cfg.split_seed,
+            "fold": cfg.split_fold,
+        },
+        sort_keys=True,
+    )
 
 
 def _folder(cfg: DataConfig) -> Path | None:

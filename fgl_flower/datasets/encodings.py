@@ -60,8 +60,12 @@ def encode_graphs(name: str, graphs: Sequence[Data]) -> list[Tensor]:
         with file_lock(path.with_suffix(".lock")):
             if not path.exists():
                 values = [fn(g.edge_index, int(g.num_nodes)) for g in graphs]
-                atomic_write(path, lambda tmp: torch.save(
-                    {"values": torch.cat(values), "sizes": [v.size(0) for v in values]}, tmp))
+                atomic_write(
+                    path,
+                    lambda tmp: torch.save(
+                        {"values": torch.cat(values), "sizes": [v.size(0) for v in values]}, tmp
+                    ),
+                )
     stored = torch.load(path, weights_only=True)
     return list(torch.split(stored["values"], stored["sizes"]))
 

@@ -29,7 +29,13 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fgl_flower.datasets.cache import ensure_partition, load_part, num_parts, partition_tag, write_client_files
+from fgl_flower.datasets.cache import (
+    ensure_partition,
+    load_part,
+    num_parts,
+    partition_tag,
+    write_client_files,
+)
 from fgl_flower.datasets.catalog import DATASETS, load_dataset
 from fgl_flower.datasets.features import compact_features, select_rows
 from fgl_flower.datasets.homophily import edge_homophily, node_homophily
@@ -37,17 +43,40 @@ from fgl_flower.datasets.node_store import load_node_part, write_node_parts
 from fgl_flower.datasets.noise import EDGE_FLIP_STREAM, flip_edges
 from fgl_flower.datasets.packed import PackedGraphs
 from fgl_flower.datasets.partition import PartitionInput
-from fgl_flower.datasets.resolve import DataConfig, _resolve, _Resolved, task_of, validate_data_config
+from fgl_flower.datasets.resolve import (
+    DataConfig,
+    _resolve,
+    _Resolved,
+    task_of,
+    validate_data_config,
+)
 from fgl_flower.datasets.splits import (
-    GLOBAL_SPLITS, NODE_SPLITS, SEQUENTIAL_SPLITS, NodeGroups, NodeSplitFn, Ratios, check_ratios, graph_split,
+    GLOBAL_SPLITS,
+    NODE_SPLITS,
+    SEQUENTIAL_SPLITS,
+    NodeGroups,
+    NodeSplitFn,
+    Ratios,
+    check_ratios,
+    graph_split,
     node_groups,
 )
 from fgl_flower.errors import ConfigError
 from fgl_flower.progress import step as _step
 
-__all__ = ["DataConfig", "GraphClientData", "NodeClientData", "NodeGraph", "class_labels",
-           "load_client_data", "natural_num_clients", "partition_stats", "task_of",
-           "validate_data_config", "with_natural_clients"]
+__all__ = [
+    "DataConfig",
+    "GraphClientData",
+    "NodeClientData",
+    "NodeGraph",
+    "class_labels",
+    "load_client_data",
+    "natural_num_clients",
+    "partition_stats",
+    "task_of",
+    "validate_data_config",
+    "with_natural_clients",
+]
 
 if TYPE_CHECKING:
     from torch_geometric.data import Data
@@ -114,7 +143,9 @@ class NodeClientData:
         device = torch.device(device)
         if device not in self._copies:
             graph = self.data.to(device)
-            self._copies[device] = self if graph is self.data else replace(self, data=graph, _copies={})
+            self._copies[device] = (
+                self if graph is self.data else replace(self, data=graph, _copies={})
+            )
         return self._copies[device]
 
 
@@ -143,7 +174,9 @@ class GraphClientData:
         """All local graphs (train, val and test)."""
         return len(self.train) + len(self.val) + len(self.test)
 
-    def packed(self, split: str, device: torch.device | str, inputs: tuple[str, ...] = ()) -> PackedGraphs:
+    def packed(
+        self, split: str, device: torch.device | str, inputs: tuple[str, ...] = ()
+    ) -> PackedGraphs:
         """``split``'s graphs packed on ``device`` with the per-node ``inputs``
         (:class:`~fgl_flower.datasets.packed.PackedGraphs`). Kept, so a process serving
         many messages for this client packs and moves them once."""
@@ -165,8 +198,10 @@ def undirected_edges(edge_index: torch.Tensor, num_nodes: int) -> np.ndarray:
 def _check_parts(r: _Resolved, parts: list[np.ndarray], num_clients: int) -> None:
     if len(parts) != num_clients or any(p.size == 0 for p in parts):
         empty = [k for k, p in enumerate(parts) if p.size == 0]
-        raise ConfigError(f"partition {r.partition!r} of {r.dataset!r} left clients {empty} empty; "
-                          "use fewer clients or other options.")
+        raise ConfigError(
+            f"partition {r.partition!r} of {r.dataset!r} left clients {empty} empty; "
+            "use fewer clients or other options."
+        )
 
 
 def _split_items(r: _Resolved, cfg: DataConfig, inp: PartitionInput, what: str) -> list[np.ndarray]:
@@ -176,7 +211,9 @@ def _split_items(r: _Resolved, cfg: DataConfig, inp: PartitionInput, what: str) 
         with _step(f"Partitioning {r.dataset} ({r.partition})"):
             return r.partitioner.natural_split(inp, cfg.partition_seed, opts)
     if cfg.num_clients > inp.num_items:
-        raise ConfigError(f"num_clients={cfg.num_clients} exceeds the {inp.num_items} {what} of {r.dataset!r}.")
+        raise ConfigError(
+            f"num_clients={cfg.num_clients} exceeds the {inp.num_items} {what} of {r.dataset!r}."
+        )
     with _step(f"Partitioning {r.dataset} into {cfg.num_clients} clients ({r.partition})"):
         parts = r.partitioner.split(inp, cfg.num_clients, cfg.partition_seed, opts)
     _check_parts(r, parts, cfg.num_clients)
@@ -190,15 +227,22 @@ def _node_part(data: Data, ids: np.ndarray) -> dict[str, Any]:
     n = data.num_nodes
     idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
     edge_index, _ = subgraph(idx, data.edge_index, relabel_nodes=True, num_nodes=n)
-    return {"x": compact_features(select_rows(data.x, idx)), "edge_index": edge_index,
-            "y": data.y[idx], "global_id": idx, "num_classes": int(data.num_classes),
-            "num_nodes_total": int(n)}
+    return {
+        "x": compact_features(select_rows(data.x, idx)),
+        "edge_index": edge_index,
+        "y": data.y[idx],
+        "global_id": idx,
+        "num_classes": int(data.num_classes),
+        "num_nodes_total": int(n),
+    }
 
 
 def _write_node_parts(r: _Resolved, cfg: DataConfig, folder: Path) -> dict[str, Any]:
     with _step(f"Loading {r.dataset}"):
         data = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
-    inp = PartitionInput(r.dataset, data.y.numpy(), undirected_edges(data.edge_index, data.num_nodes))
+    inp = PartitionInput(
+        r.dataset, data.y.numpy(), undirected_edges(data.edge_index, data.num_nodes)
+    )
     parts = _split_items(r, cfg, inp, "nodes")
     with _step(f"Storing {len(parts)} clients' subgraphs of {r.dataset}"):
         return write_node_parts(folder, data, parts)
@@ -208,16 +252,30 @@ def _write_graph_parts(r: _Resolved, cfg: DataConfig, folder: Path) -> dict[str,
     dataset = load_dataset(r.dataset, cfg.data_root, dict(r.data_opts))
     y = dataset.y.view(-1).numpy()
     parts = _split_items(r, cfg, PartitionInput(r.dataset, y), "graphs")
-    return write_client_files(folder, (
-        {"graphs": [dataset[int(i)].to_dict() for i in ids], "dataset": r.dataset,
-         "num_classes": int(dataset.num_classes), "num_features": int(dataset.num_features)}
-        for ids in parts))
+    return write_client_files(
+        folder,
+        (
+            {
+                "graphs": [dataset[int(i)].to_dict() for i in ids],
+                "dataset": r.dataset,
+                "num_classes": int(dataset.num_classes),
+                "num_features": int(dataset.num_features),
+            }
+            for ids in parts
+        ),
+    )
 
 
 def _part_config(cfg: DataConfig) -> DataConfig:
     """``cfg`` without the split and noise fields: the key of a partition."""
-    return DataConfig(cfg.dataset, cfg.partition, cfg.num_clients, cfg.partition_seed,
-                      data_root=cfg.data_root, options=cfg.options)
+    return DataConfig(
+        cfg.dataset,
+        cfg.partition,
+        cfg.num_clients,
+        cfg.partition_seed,
+        data_root=cfg.data_root,
+        options=cfg.options,
+    )
 
 
 def _partition_folder(cfg: DataConfig) -> Path:
@@ -259,8 +317,12 @@ def _group_part(r: _Resolved, cfg: DataConfig, partition_id: int) -> dict[str, A
         if getattr(loaded, "source_id", None) is not None:  # members built on shared nodes
             part["split_id"] = loaded.source_id
         return part
-    return {"graphs": list(loaded), "dataset": DATASETS.canonical(member),
-            "num_classes": int(loaded.num_classes), "num_features": int(loaded.num_features)}
+    return {
+        "graphs": list(loaded),
+        "dataset": DATASETS.canonical(member),
+        "num_classes": int(loaded.num_classes),
+        "num_features": int(loaded.num_features),
+    }
 
 
 @functools.lru_cache(maxsize=64)
@@ -270,8 +332,9 @@ def _client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
         return _group_part(r, cfg, partition_id)
     folder = _partition_folder(cfg)
     if r.partitioner.natural_clients and num_parts(folder) != cfg.num_clients:
-        raise r.partitioner.count_error(r.partition, r.dataset, num_parts(folder), cfg.num_clients,
-                                        dict(r.part_opts))
+        raise r.partitioner.count_error(
+            r.partition, r.dataset, num_parts(folder), cfg.num_clients, dict(r.part_opts)
+        )
     if r.task == "node":
         return load_node_part(folder, partition_id)
     part = load_part(folder, partition_id)
@@ -307,7 +370,9 @@ def _noisy_edges(edge_index: Tensor, num_nodes: int, p: float, seed: list[int]) 
     input itself if ``p == 0``."""
     if not p:
         return edge_index
-    edges = flip_edges(undirected_edges(edge_index, num_nodes), num_nodes, p, np.random.default_rng(seed))
+    edges = flip_edges(
+        undirected_edges(edge_index, num_nodes), num_nodes, p, np.random.default_rng(seed)
+    )
     loops = edge_index[:, edge_index[0] == edge_index[1]].numpy()
     both = np.concatenate([edges, edges[::-1], loops], axis=1)
     return torch.from_numpy(np.ascontiguousarray(both[:, np.lexsort((both[1], both[0]))]))
@@ -331,9 +396,11 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
     """
     r = _resolve(cfg)
     if cfg.num_clients == 0:
-        raise ConfigError("num_clients=0 (the partition's natural number of clients) must be resolved "
-                          "before loading a client: use with_natural_clients(cfg) (fgl run and "
-                          "fgl partition-stats do), or set num-clients to the count.")
+        raise ConfigError(
+            "num_clients=0 (the partition's natural number of clients) must be resolved "
+            "before loading a client: use with_natural_clients(cfg) (fgl run and "
+            "fgl partition-stats do), or set num-clients to the count."
+        )
     if not 0 <= partition_id < cfg.num_clients:
         raise ConfigError(f"partition_id {partition_id} not in [0, {cfg.num_clients}).")
     part = _client_part(_part_config(cfg), partition_id)
@@ -343,18 +410,35 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
         y = np.array([int(g.y.view(-1)[0]) for g in graphs])
         stratified = NODE_SPLITS.canonical(cfg.split_mode) == "stratified"
         tr, va, te = graph_split(y, ratios, cfg.split_seed, stratified=stratified)
-        return GraphClientData([graphs[i] for i in tr], [graphs[i] for i in va], [graphs[i] for i in te],
-                               part["num_features"], part["num_classes"], part["dataset"],
-                               partition_id, cfg.num_clients)
+        return GraphClientData(
+            [graphs[i] for i in tr],
+            [graphs[i] for i in va],
+            [graphs[i] for i in te],
+            part["num_features"],
+            part["num_classes"],
+            part["dataset"],
+            partition_id,
+            cfg.num_clients,
+        )
     y = part["y"]
     n = y.numel()
     split = NODE_SPLITS.get(cfg.split_mode)
     tr, va, te = split(y.numpy(), ratios, _split_source(cfg, partition_id, split, ratios, part))
-    edge_index = _noisy_edges(part["edge_index"], n, cfg.edge_flip,
-                              [cfg.split_seed, partition_id, EDGE_FLIP_STREAM])
-    data = NodeGraph(x=part["x"], edge_index=edge_index, y=y, global_id=part["global_id"],
-                     train_mask=_mask(n, tr), val_mask=_mask(n, va), test_mask=_mask(n, te))
-    return NodeClientData(data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients)
+    edge_index = _noisy_edges(
+        part["edge_index"], n, cfg.edge_flip, [cfg.split_seed, partition_id, EDGE_FLIP_STREAM]
+    )
+    data = NodeGraph(
+        x=part["x"],
+        edge_index=edge_index,
+        y=y,
+        global_id=part["global_id"],
+        train_mask=_mask(n, tr),
+        val_mask=_mask(n, va),
+        test_mask=_mask(n, te),
+    )
+    return NodeClientData(
+        data, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients
+    )
 
 
 def class_labels(cfg: DataConfig) -> dict[str, tuple[str, set[int], set[int], set[int]]]:
@@ -390,15 +474,24 @@ def _node_stats(c: NodeClientData) -> dict[str, Any]:
     d = c.data
     edges = undirected_edges(d.edge_index, d.num_nodes)
     y = d.y.numpy()
-    return {"client": c.partition_id, "nodes": int(d.num_nodes), "edges": int(edges.shape[1]),
-            "class_counts": np.bincount(y, minlength=c.num_classes).tolist(),
-            "edge_homophily": edge_homophily(edges, y), "node_homophily": node_homophily(edges, y)}
+    return {
+        "client": c.partition_id,
+        "nodes": int(d.num_nodes),
+        "edges": int(edges.shape[1]),
+        "class_counts": np.bincount(y, minlength=c.num_classes).tolist(),
+        "edge_homophily": edge_homophily(edges, y),
+        "node_homophily": node_homophily(edges, y),
+    }
 
 
 def _graph_stats(c: GraphClientData) -> dict[str, Any]:
     y = [int(g.y.view(-1)[0]) for g in c.train + c.val + c.test]
-    return {"client": c.partition_id, "dataset": c.dataset, "graphs": len(y),
-            "class_counts": np.bincount(y, minlength=c.num_classes).tolist()}
+    return {
+        "client": c.partition_id,
+        "dataset": c.dataset,
+        "graphs": len(y),
+        "class_counts": np.bincount(y, minlength=c.num_classes).tolist(),
+    }
 
 
 def partition_stats(cfg: DataConfig) -> list[dict[str, Any]]:

@@ -55,8 +55,9 @@ def _save(folder: Path, name: str, array: np.ndarray) -> None:
     atomic_write(folder / f"{name}.npy", write)
 
 
-def induced_edges(edge_index: np.ndarray, num_nodes: int, parts: Sequence[np.ndarray]
-                  ) -> tuple[np.ndarray, np.ndarray]:
+def induced_edges(
+    edge_index: np.ndarray, num_nodes: int, parts: Sequence[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
     """``(edge_ptr [K+1], edges [2, E])``: each part's induced edges in local ids, in the
     graph's edge order, parts one after the other. ``parts`` must be disjoint."""
     sizes = np.array([len(p) for p in parts], dtype=np.int64)
@@ -64,7 +65,9 @@ def induced_edges(edge_index: np.ndarray, num_nodes: int, parts: Sequence[np.nda
     owner = np.full(num_nodes, -1, dtype=np.int64)
     owner[order] = np.repeat(np.arange(len(parts), dtype=np.int64), sizes)
     local = np.zeros(num_nodes, dtype=np.int64)
-    local[order] = np.arange(order.size, dtype=np.int64) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+    local[order] = np.arange(order.size, dtype=np.int64) - np.repeat(
+        np.cumsum(sizes) - sizes, sizes
+    )
     src, dst = edge_index
     ks = owner[src]
     kept = np.flatnonzero((ks >= 0) & (ks == owner[dst]))
@@ -80,7 +83,9 @@ def _overlapping_edges(data: Data, parts: Sequence[np.ndarray]) -> tuple[np.ndar
     chunks = []
     for ids in parts:
         idx = torch.from_numpy(np.asarray(ids, dtype=np.int64))
-        chunks.append(subgraph(idx, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)[0].numpy())
+        chunks.append(
+            subgraph(idx, data.edge_index, relabel_nodes=True, num_nodes=data.num_nodes)[0].numpy()
+        )
     ptr = np.concatenate([[0], np.cumsum([c.shape[1] for c in chunks])]).astype(np.int64)
     edges = np.concatenate(chunks, axis=1) if chunks else np.zeros((2, 0), np.int64)
     return ptr, edges
@@ -96,7 +101,11 @@ def write_node_parts(folder: Path, data: Data, parts: Sequence[np.ndarray]) -> d
         edge_ptr, edges = induced_edges(data.edge_index.numpy(), n, parts)
     else:
         edge_ptr, edges = _overlapping_edges(data, parts)
-    _save(folder, "node_ptr", np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64))
+    _save(
+        folder,
+        "node_ptr",
+        np.concatenate([[0], np.cumsum([p.size for p in parts])]).astype(np.int64),
+    )
     _save(folder, "global_id", order)
     _save(folder, "y", data.y.numpy()[order].astype(np.int64))
     x = data.x.float()
@@ -114,8 +123,14 @@ def write_node_parts(folder: Path, data: Data, parts: Sequence[np.ndarray]) -> d
         _save(folder, "x", x.numpy()[order])
     _save(folder, "edge_ptr", edge_ptr)
     _save(folder, "edge_index", edges.astype(np.int64))
-    return {"layout": LAYOUT, "num_classes": int(data.num_classes), "num_nodes_total": n,
-            "num_features": int(x.shape[1]), "sparse_x": bool(x.is_sparse), "num_parts": len(parts)}
+    return {
+        "layout": LAYOUT,
+        "num_classes": int(data.num_classes),
+        "num_nodes_total": n,
+        "num_features": int(x.shape[1]),
+        "sparse_x": bool(x.is_sparse),
+        "num_parts": len(parts),
+    }
 
 
 @functools.lru_cache(maxsize=16)
@@ -135,14 +150,22 @@ def load_node_part(folder: Path, k: int) -> dict[str, Any]:
     e0, e1 = int(a["edge_ptr"][k]), int(a["edge_ptr"][k + 1])
     if meta["sparse_x"]:
         p0, p1 = int(a["x_indptr"][lo]), int(a["x_indptr"][hi])
-        counts = np.diff(np.asarray(a["x_indptr"][lo:hi + 1]))
+        counts = np.diff(np.asarray(a["x_indptr"][lo : hi + 1]))
         rows = np.repeat(np.arange(hi - lo, dtype=np.int64), counts)
         index = torch.from_numpy(np.stack([rows, np.asarray(a["x_indices"][p0:p1])]))
-        x = torch.sparse_coo_tensor(index, torch.from_numpy(np.array(a["x_values"][p0:p1])),
-                                    (hi - lo, meta["num_features"]), check_invariants=False).coalesce()
+        x = torch.sparse_coo_tensor(
+            index,
+            torch.from_numpy(np.array(a["x_values"][p0:p1])),
+            (hi - lo, meta["num_features"]),
+            check_invariants=False,
+        ).coalesce()
     else:
         x = torch.from_numpy(np.array(a["x"][lo:hi]))
-    return {"x": compact_features(x), "edge_index": torch.from_numpy(np.array(a["edge_index"][:, e0:e1])),
-            "y": torch.from_numpy(np.array(a["y"][lo:hi])),
-            "global_id": torch.from_numpy(np.array(a["global_id"][lo:hi])),
-            "num_classes": int(meta["num_classes"]), "num_nodes_total": int(meta["num_nodes_total"])}
+    return {
+        "x": compact_features(x),
+        "edge_index": torch.from_numpy(np.array(a["edge_index"][:, e0:e1])),
+        "y": torch.from_numpy(np.array(a["y"][lo:hi])),
+        "global_id": torch.from_numpy(np.array(a["global_id"][lo:hi])),
+        "num_classes": int(meta["num_classes"]),
+        "num_nodes_total": int(meta["num_nodes_total"]),
+    }

@@ -34,7 +34,9 @@ def flip_edges(edges: np.ndarray, num_nodes: int, p: float, rng: np.random.Gener
     return out[:, np.lexsort((out[1], out[0]))]
 
 
-def random_non_edges(edges: np.ndarray, num_nodes: int, count: int, rng: np.random.Generator) -> np.ndarray:
+def random_non_edges(
+    edges: np.ndarray, num_nodes: int, count: int, rng: np.random.Generator
+) -> np.ndarray:
     """``[2, count]`` distinct pairs ``u < v`` drawn uniformly from the pairs not in ``edges``.
 
     Rejection sampling: ordered pairs are drawn uniformly, self-pairs, edges and repeats are
@@ -43,8 +45,10 @@ def random_non_edges(edges: np.ndarray, num_nodes: int, count: int, rng: np.rand
     n = int(num_nodes)
     free = n * (n - 1) // 2 - edges.shape[1]
     if count > free:
-        raise ConfigError(f"edge-flip: a client graph of {n} nodes has only {free} non-edges for "
-                          f"{count} flipped edges; lower edge-flip.")
+        raise ConfigError(
+            f"edge-flip: a client graph of {n} nodes has only {free} non-edges for "
+            f"{count} flipped edges; lower edge-flip."
+        )
     existing = np.sort(edges[0].astype(np.int64) * n + edges[1])
     chosen = np.empty(0, dtype=np.int64)
     while chosen.size < count:

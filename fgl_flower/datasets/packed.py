@@ -52,7 +52,9 @@ def batch_order(num_graphs: int, batch_size: int, shuffle: bool) -> tuple[Tensor
     ``DataLoader(graphs, batch_size, shuffle)`` draws them: one draw on the global
     generator for the loader iterator's base seed, then (shuffling) one for the sampler's
     seed, whose generator gives the permutation."""
-    torch.empty((), dtype=torch.int64).random_()  # the iterator's base seed: keeps the stream aligned
+    torch.empty(
+        (), dtype=torch.int64
+    ).random_()  # the iterator's base seed: keeps the stream aligned
     if shuffle and num_graphs:
         seed = int(torch.empty((), dtype=torch.int64).random_().item())
         order = torch.randperm(num_graphs, generator=torch.Generator().manual_seed(seed))
@@ -74,8 +76,9 @@ class PackedGraphs:
     the CPU as well, so cutting a batch needs no device synchronisation.
     """
 
-    def __init__(self, graphs: Sequence, inputs: Sequence[str] = (),
-                 device: torch.device | str = "cpu") -> None:
+    def __init__(
+        self, graphs: Sequence, inputs: Sequence[str] = (), device: torch.device | str = "cpu"
+    ) -> None:
         self.device = torch.device(device)
         self.num_graphs = len(graphs)
         self._nodes = torch.tensor([g.num_nodes for g in graphs], dtype=torch.long)
@@ -87,12 +90,23 @@ class PackedGraphs:
         self._edge_ptr = (self._edges.cumsum(0) - self._edges).to(dev)
         empty = not graphs
         self.x = torch.empty(0, device=dev) if empty else torch.cat([g.x for g in graphs]).to(dev)
-        edge_index = (torch.empty(2, 0, dtype=torch.long) if empty
-                      else torch.cat([g.edge_index for g in graphs], 1))
-        self._src, self._dst = edge_index[0].contiguous().to(dev), edge_index[1].contiguous().to(dev)
-        self.y = (torch.empty(0, dtype=torch.long, device=dev) if empty
-                  else torch.cat([g.y.reshape(1) for g in graphs]).to(dev))
-        self.inputs = {k: torch.cat([g[k] for g in graphs]).to(dev) for k in inputs} if graphs else {}
+        edge_index = (
+            torch.empty(2, 0, dtype=torch.long)
+            if empty
+            else torch.cat([g.edge_index for g in graphs], 1)
+        )
+        self._src, self._dst = (
+            edge_index[0].contiguous().to(dev),
+            edge_index[1].contiguous().to(dev),
+        )
+        self.y = (
+            torch.empty(0, dtype=torch.long, device=dev)
+            if empty
+            else torch.cat([g.y.reshape(1) for g in graphs]).to(dev)
+        )
+        self.inputs = (
+            {k: torch.cat([g[k] for g in graphs]).to(dev) for k in inputs} if graphs else {}
+        )
 
     def __len__(self) -> int:
         return self.num_graphs
@@ -111,15 +125,28 @@ class PackedGraphs:
         def repeat(values: Tensor, counts: Tensor, total: int) -> Tensor:
             return torch.repeat_interleave(values, counts, output_size=total if sized else None)
 
-        node_ids = repeat(self._node_ptr[idx] - first_node, nodes, total_n) + torch.arange(total_n, device=dev)
-        edge_ids = repeat(self._edge_ptr[idx] - first_edge, edges, total_e) + torch.arange(total_e, device=dev)
+        node_ids = repeat(self._node_ptr[idx] - first_node, nodes, total_n) + torch.arange(
+            total_n, device=dev
+        )
+        edge_ids = repeat(self._edge_ptr[idx] - first_edge, edges, total_e) + torch.arange(
+            total_e, device=dev
+        )
         shift = repeat(first_node, edges, total_e)
-        edge_index = torch.stack([self._src.index_select(0, edge_ids) + shift,
-                                  self._dst.index_select(0, edge_ids) + shift])
+        edge_index = torch.stack(
+            [
+                self._src.index_select(0, edge_ids) + shift,
+                self._dst.index_select(0, edge_ids) + shift,
+            ]
+        )
         graph_of = repeat(torch.arange(len(idx), device=dev), nodes, total_n)
         # index_select, not x[node_ids]: advanced indexing is ~10x slower on the CPU
-        return GraphBatch(self.x.index_select(0, node_ids), edge_index, graph_of, self.y.index_select(0, idx),
-                          {k: v.index_select(0, node_ids) for k, v in self.inputs.items()})
+        return GraphBatch(
+            self.x.index_select(0, node_ids),
+            edge_index,
+            graph_of,
+            self.y.index_select(0, idx),
+            {k: v.index_select(0, node_ids) for k, v in self.inputs.items()},
+        )
 
     def batches(self, batch_size: int, shuffle: bool) -> Iterator[GraphBatch]:
         """One pass over the graphs in mini-batches (order from :func:`batch_order`)."""

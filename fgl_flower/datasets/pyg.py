@@ -45,7 +45,9 @@ def _guarded(cls: type[Dataset]) -> type[Dataset]:
             raise _Unavailable(f"download failed: {type(exc).__name__}: {exc}") from exc
 
     quiet = property(lambda self: False, lambda self, value: None)  # Dataset.__init__ sets it
-    return type(cls.__name__, (cls,), {"download": download, "log": quiet, "__module__": cls.__module__})
+    return type(
+        cls.__name__, (cls,), {"download": download, "log": quiet, "__module__": cls.__module__}
+    )
 
 
 @dataclass(frozen=True)

@@ -65,11 +65,19 @@ def _split_options(
     known = [*partitioner.options, *data_accepted]
     for name in given:
         if name not in known:
-            raise unknown_option_error(name, known, f"partition {partition!r} / dataset {cfg.dataset!r}")
-    part = resolve_options(partitioner.options, {k: v for k, v in given.items() if k in partitioner.options},
-                           owner=f"partition {partition!r}")
-    data = resolve_options(data_accepted, {k: v for k, v in given.items() if k in data_accepted},
-                           owner=f"dataset {cfg.dataset!r}")
+            raise unknown_option_error(
+                name, known, f"partition {partition!r} / dataset {cfg.dataset!r}"
+            )
+    part = resolve_options(
+        partitioner.options,
+        {k: v for k, v in given.items() if k in partitioner.options},
+        owner=f"partition {partition!r}",
+    )
+    data = resolve_options(
+        data_accepted,
+        {k: v for k, v in given.items() if k in data_accepted},
+        owner=f"dataset {cfg.dataset!r}",
+    )
     return part, data
 
 
@@ -79,25 +87,34 @@ def _check_splits(cfg: DataConfig, task: str) -> None:
     mode = NODE_SPLITS.canonical(cfg.split_mode)
     if mode in GLOBAL_SPLITS:
         if task != "node":
-            raise ConfigError(f"split-mode={mode} splits the nodes of a graph; {cfg.dataset!r} is a "
-                              "graph-classification dataset: use split-mode=random or stratified.")
+            raise ConfigError(
+                f"split-mode={mode} splits the nodes of a graph; {cfg.dataset!r} is a "
+                "graph-classification dataset: use split-mode=random or stratified."
+            )
         check_five_group(ratios, cfg.split_fold)
     p = cfg.edge_flip
     if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 <= p < 1.0:
-        raise ConfigError(f"edge-flip={p!r}: give the probability in [0, 1) that each edge of a "
-                          "client is replaced by a random non-edge (0: none).")
+        raise ConfigError(
+            f"edge-flip={p!r}: give the probability in [0, 1) that each edge of a "
+            "client is replaced by a random non-edge (0: none)."
+        )
     if p and task != "node":
-        raise ConfigError(f"edge-flip={p} rewires the edges of node-classification clients; "
-                          f"{cfg.dataset!r} is a graph-classification dataset: set edge-flip=0.")
+        raise ConfigError(
+            f"edge-flip={p} rewires the edges of node-classification clients; "
+            f"{cfg.dataset!r} is a graph-classification dataset: set edge-flip=0."
+        )
 
 
-def _check_num_clients(cfg: DataConfig, name: str, group: DatasetGroup | None,
-                       partitioner: Partitioner, partition: str) -> None:
+def _check_num_clients(
+    cfg: DataConfig, name: str, group: DatasetGroup | None, partitioner: Partitioner, partition: str
+) -> None:
     """``num_clients`` is >= 1, or 0 where the partition has a natural count; groups: their size."""
     n = cfg.num_clients
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ConfigError(f"num_clients must be an integer >= 1 (or 0: the partition's natural "
-                          f"number of clients), got {n!r}.")
+        raise ConfigError(
+            f"num_clients must be an integer >= 1 (or 0: the partition's natural "
+            f"number of clients), got {n!r}."
+        )
     if group and n not in (0, len(group.members)):
         raise ConfigError(
             f"Dataset group {name!r} has {len(group.members)} datasets ({', '.join(group.members)}), "
@@ -108,7 +125,8 @@ def _check_num_clients(cfg: DataConfig, name: str, group: DatasetGroup | None,
         raise ConfigError(
             f"num-clients=0 asks for the partition's natural number of clients, but partition "
             f"{partition!r} splits into as many clients as asked: set num-clients >= 1 (a natural "
-            f"count comes from {', '.join(natural)} and from dataset groups with per-dataset).")
+            f"count comes from {', '.join(natural)} and from dataset groups with per-dataset)."
+        )
 
 
 @functools.lru_cache(maxsize=128)
@@ -129,8 +147,15 @@ def _resolve(cfg: DataConfig) -> _Resolved:
     _check_splits(cfg, task)
     part_opts, data_opts = _split_options(cfg, entry, partitioner, partition)
     partitioner.check(name, cfg.num_clients, part_opts)
-    return _Resolved(name, task, group.members if group else None, partitioner, partition,
-                     tuple(sorted(part_opts.items())), tuple(sorted(data_opts.items())))
+    return _Resolved(
+        name,
+        task,
+        group.members if group else None,
+        partitioner,
+        partition,
+        tuple(sorted(part_opts.items())),
+        tuple(sorted(data_opts.items())),
+    )
 
 
 def validate_data_config(cfg: DataConfig) -> None:

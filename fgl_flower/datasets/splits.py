@@ -44,7 +44,9 @@ from fgl_flower.registry import Registry
 
 Ratios = tuple[float, float, float]
 Split = tuple[np.ndarray, np.ndarray, np.ndarray]
-NodeSplitFn = Callable[[np.ndarray, Ratios, "np.random.Generator | random.Random | NodeGroups"], Split]
+NodeSplitFn = Callable[
+    [np.ndarray, Ratios, "np.random.Generator | random.Random | NodeGroups"], Split
+]
 
 NODE_SPLITS: Registry[NodeSplitFn] = Registry("split mode")
 
@@ -79,7 +81,9 @@ def node_groups(num_nodes: int, seed: int, num_groups: int = NUM_GROUPS) -> np.n
     """``[N]`` group of every node of a graph: ``default_rng(seed).permutation(N)`` cut by
     ``np.array_split`` into ``num_groups`` near-equal parts (read-only, memoised)."""
     group = np.empty(num_nodes, dtype=np.int64)
-    for g, chunk in enumerate(np.array_split(np.random.default_rng(seed).permutation(num_nodes), num_groups)):
+    for g, chunk in enumerate(
+        np.array_split(np.random.default_rng(seed).permutation(num_nodes), num_groups)
+    ):
         group[chunk] = g
     group.setflags(write=False)
     return group
@@ -92,7 +96,9 @@ def check_ratios(ratios: Sequence[float]) -> Ratios:
     except (TypeError, ValueError):
         raise ConfigError(f"split ratios must be numbers, got {ratios!r}.") from None
     if len(values) != 3 or any(not math.isfinite(r) or r < 0 for r in values):
-        raise ConfigError(f"split must be 3 non-negative ratios (train, val, test), got {ratios!r}.")
+        raise ConfigError(
+            f"split must be 3 non-negative ratios (train, val, test), got {ratios!r}."
+        )
     if abs(sum(values) - 1.0) > 1e-6:
         raise ConfigError(f"split ratios must sum to 1, got {ratios!r} (sum {sum(values):g}).")
     return values  # type: ignore[return-value]
@@ -117,7 +123,7 @@ def _per_class(y: np.ndarray, ratios: Ratios, permute: Callable[[np.ndarray], np
     for c in np.unique(y):
         idx = permute(np.flatnonzero(y == c))
         n_tr, n_va = int(idx.size * ratios[0]), int(idx.size * ratios[1])
-        for part, chunk in zip(out, (idx[:n_tr], idx[n_tr:n_tr + n_va], idx[n_tr + n_va:])):
+        for part, chunk in zip(out, (idx[:n_tr], idx[n_tr : n_tr + n_va], idx[n_tr + n_va :])):
             part.append(chunk)
     return tuple(np.sort(np.concatenate(p)) if p else np.empty(0, np.int64) for p in out)  # type: ignore[return-value]
 
@@ -155,15 +161,21 @@ def five_group_split(y: np.ndarray, ratios: Ratios, source: NodeGroups) -> Split
 def check_five_group(ratios: Ratios, fold: int) -> None:
     """``split-mode=five-group`` takes ratios ``0.6,0.2,0.2`` and a fold in ``0..4``; else ``ConfigError``."""
     if not isinstance(fold, int) or not 0 <= fold < NUM_GROUPS:
-        raise ConfigError(f"split-fold={fold!r}: split-mode=five-group needs a fold 0-{NUM_GROUPS - 1} "
-                          "(or -1 in the run config: the run seed mod 5).")
+        raise ConfigError(
+            f"split-fold={fold!r}: split-mode=five-group needs a fold 0-{NUM_GROUPS - 1} "
+            "(or -1 in the run config: the run seed mod 5)."
+        )
     if any(abs(a - b) > 1e-9 for a, b in zip(ratios, FIVE_GROUP_RATIOS)):
-        raise ConfigError(f"split={','.join(f'{r:g}' for r in ratios)} with split-mode=five-group: its "
-                          "folds train on 3 of 5 groups, validate on 1 and test on 1 (0.6,0.2,0.2). "
-                          "Leave split at 0.6,0.2,0.2, or use split-mode=random for other ratios.")
+        raise ConfigError(
+            f"split={','.join(f'{r:g}' for r in ratios)} with split-mode=five-group: its "
+            "folds train on 3 of 5 groups, validate on 1 and test on 1 (0.6,0.2,0.2). "
+            "Leave split at 0.6,0.2,0.2, or use split-mode=random for other ratios."
+        )
 
 
-def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> tuple[np.ndarray, np.ndarray]:
+def _tts(
+    idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
     if test_size <= 0:
         return idx, idx[:0]
     if test_size >= 1:
@@ -171,11 +183,15 @@ def _tts(idx: np.ndarray, test_size: float, y: np.ndarray | None, seed: int) -> 
     from sklearn.model_selection import train_test_split  # graph tasks only
 
     try:
-        a, b = train_test_split(idx, test_size=test_size, stratify=y, shuffle=True, random_state=seed)
+        a, b = train_test_split(
+            idx, test_size=test_size, stratify=y, shuffle=True, random_state=seed
+        )
     except ValueError:  # too few items of a class to stratify
         if y is None:
             raise
-        warnings.warn("graph split: a class is too small to stratify; splitting at random.", stacklevel=2)
+        warnings.warn(
+            "graph split: a class is too small to stratify; splitting at random.", stacklevel=2
+        )
         a, b = train_test_split(idx, test_size=test_size, shuffle=True, random_state=seed)
     return np.asarray(a), np.asarray(b)
 

@@ -47,7 +47,10 @@ def _csr(z: np.lib.npyio.NpzFile, key: str):
 def _edge_index(adj) -> np.ndarray:
     """``[2, 2E]`` both directions of the undirected simple graph of ``adj`` (self-loops dropped)."""
     coo = adj.tocoo()
-    u, v = np.minimum(coo.row, coo.col).astype(np.int64), np.maximum(coo.row, coo.col).astype(np.int64)
+    u, v = (
+        np.minimum(coo.row, coo.col).astype(np.int64),
+        np.maximum(coo.row, coo.col).astype(np.int64),
+    )
     n = adj.shape[0]
     keys = np.unique(u[u != v] * n + v[u != v])
     a, b = keys // n, keys % n
@@ -84,16 +87,24 @@ def load_syn_cora(name: str, path: Path) -> Data:
         with np.load(path) as z:
             adj, x, y = _csr(z, "adj"), _csr(z, "attr"), np.asarray(z["labels"], dtype=np.int64)
     except Exception as exc:  # numpy/zip/scipy fail in many ways on damaged files
-        raise CorruptDataError(f"Dataset {name!r}: reading {path} failed ({type(exc).__name__}: {exc}); "
-                               "restore the file.") from exc
+        raise CorruptDataError(
+            f"Dataset {name!r}: reading {path} failed ({type(exc).__name__}: {exc}); "
+            "restore the file."
+        ) from exc
     if not (adj.shape[0] == adj.shape[1] == x.shape[0] == y.shape[0]):
-        raise CorruptDataError(f"Dataset {name!r}: {path} holds {adj.shape} adjacency, {x.shape} "
-                               f"features and {y.shape[0]} labels; restore the file.")
+        raise CorruptDataError(
+            f"Dataset {name!r}: {path} holds {adj.shape} adjacency, {x.shape} "
+            f"features and {y.shape[0]} labels; restore the file."
+        )
     import torch
     from torch_geometric.data import Data
 
     dense = x.toarray().astype(np.float32)
-    data = Data(x=torch.from_numpy(dense), edge_index=torch.from_numpy(_edge_index(adj)),
-                y=torch.from_numpy(y), source_id=torch.from_numpy(source_ids(dense, y)))
+    data = Data(
+        x=torch.from_numpy(dense),
+        edge_index=torch.from_numpy(_edge_index(adj)),
+        y=torch.from_numpy(y),
+        source_id=torch.from_numpy(source_ids(dense, y)),
+    )
     data.num_classes = int(y.max()) + 1
     return data

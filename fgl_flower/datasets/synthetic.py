@@ -65,7 +65,6 @@ def contextual_sbm(
         directions), ``y`` [n] long and ``num_classes``. Nodes are ordered by class.
     """
     import torch  # here: the catalog imports this module for its options only
-
     from torch_geometric.data import Data
     from torch_geometric.utils import to_undirected
 

@@ -43,20 +43,34 @@ SYNTHETIC_GRAPH_OPTIONS: dict[str, Option] = {
 }
 
 
-def _check(num_graphs: int, num_classes: int, num_features: int, min_nodes: int, max_nodes: int,
-           avg_degree: float, p_out: float, feature_signal: float) -> None:
+def _check(
+    num_graphs: int,
+    num_classes: int,
+    num_features: int,
+    min_nodes: int,
+    max_nodes: int,
+    avg_degree: float,
+    p_out: float,
+    feature_signal: float,
+) -> None:
     if num_classes < 2 or num_graphs < 2 * num_classes:
-        raise ConfigError("synthetic-graphs: need num-classes >= 2 and num-graphs >= 2 * num-classes.")
+        raise ConfigError(
+            "synthetic-graphs: need num-classes >= 2 and num-graphs >= 2 * num-classes."
+        )
     if num_features < 1 or feature_signal < 0:
         raise ConfigError("synthetic-graphs: need num-features >= 1 and feature-signal >= 0.")
     if not 2 * num_classes <= min_nodes <= max_nodes:
-        raise ConfigError(f"synthetic-graphs: need 2 * num-classes <= min-nodes <= max-nodes "
-                          f"(got {min_nodes}, {max_nodes}): every community needs two nodes.")
+        raise ConfigError(
+            f"synthetic-graphs: need 2 * num-classes <= min-nodes <= max-nodes "
+            f"(got {min_nodes}, {max_nodes}): every community needs two nodes."
+        )
     if not 0 <= p_out < 1 or avg_degree <= 0:
         raise ConfigError("synthetic-graphs: need p-out in [0, 1) and avg-degree > 0.")
 
 
-def _edges(sizes: np.ndarray, avg_degree: float, p_out: float, rng: np.random.Generator) -> np.ndarray:
+def _edges(
+    sizes: np.ndarray, avg_degree: float, p_out: float, rng: np.random.Generator
+) -> np.ndarray:
     """Undirected SBM edges ``[2, E]`` (both directions) for communities of ``sizes``:
     :math:`p_{in}` set so that the expected degree is ``avg_degree`` (capped at 1)."""
     n = int(sizes.sum())
@@ -91,7 +105,16 @@ def synthetic_graphs(
     import torch
     from torch_geometric.data import Data, InMemoryDataset
 
-    _check(num_graphs, num_classes, num_features, min_nodes, max_nodes, avg_degree, p_out, feature_signal)
+    _check(
+        num_graphs,
+        num_classes,
+        num_features,
+        min_nodes,
+        max_nodes,
+        avg_degree,
+        p_out,
+        feature_signal,
+    )
     rng = np.random.default_rng(seed)
     means = rng.standard_normal((num_classes, num_features))
     graphs = []
@@ -102,9 +125,13 @@ def synthetic_graphs(
         sizes[: n % (c + 1)] += 1
         edge_index = _edges(sizes, avg_degree, p_out, rng)
         x = feature_signal * means[c] + rng.standard_normal((n, num_features))
-        graphs.append(Data(x=torch.tensor(x, dtype=torch.float32),
-                           edge_index=torch.from_numpy(edge_index).long(),
-                           y=torch.tensor([c], dtype=torch.long)))
+        graphs.append(
+            Data(
+                x=torch.tensor(x, dtype=torch.float32),
+                edge_index=torch.from_numpy(edge_index).long(),
+                y=torch.tensor([c], dtype=torch.long),
+            )
+        )
 
     class SyntheticGraphs(InMemoryDataset):
         """The generated graphs, held in memory (no root folder, nothing written)."""

@@ -32,8 +32,9 @@ def update_norm(upload: dict[str, torch.Tensor], reference: dict[str, torch.Tens
     return float(total.sqrt())
 
 
-def clip_update(upload: dict[str, torch.Tensor], reference: dict[str, torch.Tensor],
-                clip: float) -> tuple[dict[str, torch.Tensor], float]:
+def clip_update(
+    upload: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], clip: float
+) -> tuple[dict[str, torch.Tensor], float]:
     """``(the clipped upload, the update's norm before clipping)``; see the module doc."""
     norm = update_norm(upload, reference)
     floats = {k: w for k, w in upload.items() if w.is_floating_point()}
@@ -48,8 +49,9 @@ def clip_update(upload: dict[str, torch.Tensor], reference: dict[str, torch.Tens
     return out, norm
 
 
-def clipped_upload(upload: dict[str, torch.Tensor], reference: dict[str, torch.Tensor],
-                   clip: float) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
+def clipped_upload(
+    upload: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], clip: float
+) -> tuple[dict[str, torch.Tensor], dict[str, float]]:
     """:func:`clip_update`, with the reply metrics it adds: ``dp.update-norm`` (before
     clipping) and ``dp.clipped`` (1 when the bound cut it)."""
     out, norm = clip_update(upload, reference, clip)

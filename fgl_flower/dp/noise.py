@@ -36,4 +36,3 @@ def secure_normal(shape: tuple[int, ...]) -> np.ndarray:
     radius = np.sqrt(-2.0 * np.log(u1))
     angle = 2.0 * np.pi * u2
     return np.concatenate([radius * np.cos(angle), radius * np.sin(angle)])[:n].reshape(shape)
-

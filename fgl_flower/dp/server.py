@@ -35,23 +35,37 @@ class CentralDP:
     """Noise and accounting for one run (``settings``; ``num_rounds`` releases of
     ``cohort`` of the ``population`` clients; ``seed`` only with seeded noise)."""
 
-    def __init__(self, settings: DPSettings, population: int, num_rounds: int, seed: int, cohort: int) -> None:
+    def __init__(
+        self, settings: DPSettings, population: int, num_rounds: int, seed: int, cohort: int
+    ) -> None:
         self.settings = settings
         self.population = population
         self.cohort = cohort  # k̄: the public number of clients each round samples
         self.seed = seed
         if settings.epsilon > 0:
             self.noise = noise_for_epsilon(settings.epsilon, settings.delta, num_rounds)
-            log(INFO, "DP: noise multiplier %.4f spends epsilon %g at delta %g over %d rounds",
-                self.noise, settings.epsilon, settings.delta, num_rounds)
+            log(
+                INFO,
+                "DP: noise multiplier %.4f spends epsilon %g at delta %g over %d rounds",
+                self.noise,
+                settings.epsilon,
+                settings.delta,
+                num_rounds,
+            )
         else:
             self.noise = settings.noise
             if self.noise == 0:
-                log(WARNING, "DP: dp-clip without noise (dp-noise = dp-epsilon = 0): updates are clipped and "
-                    "weighed equally, but nothing is private (epsilon is infinite).")
+                log(
+                    WARNING,
+                    "DP: dp-clip without noise (dp-noise = dp-epsilon = 0): updates are clipped and "
+                    "weighed equally, but nothing is private (epsilon is infinite).",
+                )
         if self.noise > 0 and settings.seeded:
-            log(WARNING, "DP: dp-seeded-noise draws the noise from the run seed, so that reruns repeat it; "
-                "anyone who knows the seed can remove it. For experiments only.")
+            log(
+                WARNING,
+                "DP: dp-seeded-noise draws the noise from the run seed, so that reruns repeat it; "
+                "anyone who knows the seed can remove it. For experiments only.",
+            )
         #: ``[[noise multiplier, clients], ...]``, one row per release (the accountant's state)
         self.releases = np.zeros((0, 2))
         self._accountant = make_accountant(settings.delta, population) if self.noise > 0 else None
@@ -86,8 +100,15 @@ class CentralDP:
                     a = (a.astype(np.float64) + draw(a.shape)).astype(a.dtype)
                 out[key] = Array(a)
         if clients < self.cohort:
-            log(WARNING, "DP: round %d has %d of its %d clients; the others count as no update (the mean "
-                "stays over %d).", server_round, clients, self.cohort, self.cohort)
+            log(
+                WARNING,
+                "DP: round %d has %d of its %d clients; the others count as no update (the mean "
+                "stays over %d).",
+                server_round,
+                clients,
+                self.cohort,
+                self.cohort,
+            )
         self._compose(clients)
         self._last = {"released": True, "noise_std": std, "clients": clients}
         return out
@@ -105,10 +126,14 @@ class CentralDP:
     def load(self, releases: np.ndarray) -> None:
         """Continue after the ``releases`` of a checkpoint (resume)."""
         self.releases = np.zeros((0, 2))
-        self._accountant = make_accountant(self.settings.delta, self.population) if self.noise > 0 else None
+        self._accountant = (
+            make_accountant(self.settings.delta, self.population) if self.noise > 0 else None
+        )
         for z, k in np.asarray(releases).reshape(-1, 2):
             if not math.isclose(float(z), self.noise):
-                raise ValueError(f"DP: the checkpoint's noise multiplier {z:g} is not this run's {self.noise:g}.")
+                raise ValueError(
+                    f"DP: the checkpoint's noise multiplier {z:g} is not this run's {self.noise:g}."
+                )
             self._compose(int(k))
 
     def spent(self) -> float:
@@ -124,8 +149,14 @@ class CentralDP:
         """The round record's ``dp`` field: the budget spent so far and this round's release
         (``epsilon`` is absent while no noise is added: it is infinite)."""
         s = self.settings
-        out = {"clip": s.clip, "noise_multiplier": self.noise, "delta": s.delta, "cohort": self.cohort,
-               "seeded": s.seeded, **self._last}
+        out = {
+            "clip": s.clip,
+            "noise_multiplier": self.noise,
+            "delta": s.delta,
+            "cohort": self.cohort,
+            "seeded": s.seeded,
+            **self._last,
+        }
         eps = self.spent()
         if math.isfinite(eps):
             out["epsilon"] = eps

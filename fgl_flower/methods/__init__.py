@@ -27,7 +27,13 @@ from fgl_flower.errors import ConfigError
 from fgl_flower.methods.spec import MethodSpec, Scalar
 from fgl_flower.registry import Registry
 
-__all__ = ["ENTRY_POINT_GROUP", "METHODS", "MethodSpec", "method_option_defaults", "register_method"]
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "METHODS",
+    "MethodSpec",
+    "method_option_defaults",
+    "register_method",
+]
 
 #: Entry point group through which other installed packages add methods.
 ENTRY_POINT_GROUP = "fgl_flower.methods"
@@ -62,8 +68,10 @@ def builtin_specs() -> list[MethodSpec]:
         module = importlib.import_module(f"{__name__}.{info.name}")
         spec = getattr(module, "SPEC", None)
         if not isinstance(spec, MethodSpec):
-            raise TypeError(f"{module.__name__} defines no SPEC = MethodSpec(...): every module of "
-                            "fgl_flower.methods is one method's spec")
+            raise TypeError(
+                f"{module.__name__} defines no SPEC = MethodSpec(...): every module of "
+                "fgl_flower.methods is one method's spec"
+            )
         specs.append(spec)
     return specs
 

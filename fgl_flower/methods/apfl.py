@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: ``paper``: Algorithm 1 as printed (the personalized model mixes the *parameters*,
 #: v̄ = αv + (1−α)w; α steps every local step on its exact gradient); ``official``: the
@@ -22,9 +22,16 @@ VARIANTS = ("paper", "official")
 EVALUATES = ("trained", "received")
 
 PROBES = (
-    Probe("alpha", "the client's mixing weight α after its round (0: the global model, 1: the local one)"),
-    Probe("alpha.moved", "|α after − α before| over the client's round", dead_below=1e-9,
-          why="the mixing weight no longer adapts (zero gradient, or pinned at 0 or 1)"),
+    Probe(
+        "alpha",
+        "the client's mixing weight α after its round (0: the global model, 1: the local one)",
+    ),
+    Probe(
+        "alpha.moved",
+        "|α after − α before| over the client's round",
+        dead_below=1e-9,
+        why="the mixing weight no longer adapts (zero gradient, or pinned at 0 or 1)",
+    ),
 )
 
 
@@ -44,9 +51,13 @@ def check_config(cfg: RunConfig) -> None:
     o.require_choice("apfl", "variant", VARIANTS)
     o.require_choice("apfl", "evaluate", EVALUATES)
     if not 0.0 <= o.alpha <= 1.0:
-        raise ConfigError(f"apfl.alpha={o.alpha} must lie in [0, 1] (the weight of the local model).")
+        raise ConfigError(
+            f"apfl.alpha={o.alpha} must lie in [0, 1] (the weight of the local model)."
+        )
     if o.alpha_lr != -1.0 and not o.alpha_lr > 0:
-        raise ConfigError(f"apfl.alpha-lr={o.alpha_lr}: use a positive step size, or -1 for the run's lr.")
+        raise ConfigError(
+            f"apfl.alpha-lr={o.alpha_lr}: use a positive step size, or -1 for the run's lr."
+        )
 
 
 SPEC = MethodSpec(
@@ -61,12 +72,12 @@ SPEC = MethodSpec(
     check=check_config,
     probes=PROBES,
     robust_aggregation=True,
-    config_note='node tasks',
+    config_note="node tasks",
     option_help={
-        'variant': 'paper (Algorithm 1: mixed parameters, alpha every step) | official (FedTorch: mixed outputs, alpha once a round)',
-        'alpha': "the local model's weight at the start",
-        'adaptive': 'learn alpha (adaptive APFL); false keeps it fixed',
-        'alpha-lr': "step size of alpha; -1: the run's lr",
-        'evaluate': "trained (own w at the end of the round, FedTorch's log) | received (the averaged w sent next)",
+        "variant": "paper (Algorithm 1: mixed parameters, alpha every step) | official (FedTorch: mixed outputs, alpha once a round)",
+        "alpha": "the local model's weight at the start",
+        "adaptive": "learn alpha (adaptive APFL); false keeps it fixed",
+        "alpha-lr": "step size of alpha; -1: the run's lr",
+        "evaluate": "trained (own w at the end of the round, FedTorch's log) | received (the averaged w sent next)",
     },
 )

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
-from fgl_flower.errors import ConfigError
-from fgl_flower.methods.fedstar import PROBES as FEDSTAR_PROBES, check_feature_channel
 from fgl_flower.dp.options import DP_HELP, DP_OPTIONS
+from fgl_flower.errors import ConfigError
+from fgl_flower.methods.fedstar import PROBES as FEDSTAR_PROBES
+from fgl_flower.methods.fedstar import check_feature_channel
 from fgl_flower.methods.spec import MethodSpec
 
 #: Where the ReLU + Dropout of the feature channel sit (spec §3.1.2): after each GIN layer
@@ -27,7 +28,9 @@ class FedDenseOptions(MethodOptions):
     width: int = 16  # r: output width of every GNN layer (the paper: 10, 16, 32)
     d0: int = 64  # width of both initialisation layers; 0 = width (fully narrow, spec §3.1.4)
     head: int = 64  # readout projection and head width
-    activation: str = "post"  # post (after each GIN layer, as FedStar) | pre (Eqs. 6-8 read literally)
+    activation: str = (
+        "post"  # post (after each GIN layer, as FedStar) | pre (Eqs. 6-8 read literally)
+    )
     secure_aggregation: bool = False  # the structural channels through SecAgg+ (fgl_flower.secagg)
 
     @property
@@ -43,8 +46,10 @@ def check_config(cfg: RunConfig) -> None:
     if o.d0 < 0:
         raise ConfigError(f"feddense.d0 must be positive, or 0 for d0 = width (got {o.d0}).")
     if o.activation not in ACTIVATIONS:
-        raise ConfigError(f"feddense.activation={o.activation!r}: use one of {', '.join(ACTIVATIONS)} "
-                          "(ReLU+Dropout on the dense concatenations, or after each layer).")
+        raise ConfigError(
+            f"feddense.activation={o.activation!r}: use one of {', '.join(ACTIVATIONS)} "
+            "(ReLU+Dropout on the dense concatenations, or after each layer)."
+        )
 
 
 SPEC = MethodSpec(
@@ -63,11 +68,11 @@ SPEC = MethodSpec(
     robust_aggregation=True,
     config_note='graph tasks; needs model = "gin" (the feature channel)',
     option_help={
-        'width': 'r: output width of every GNN layer of both channels (paper: 10, 16, 32)',
-        'd0': 'width of both initialisation layers; 0: d0 = width (fully narrow)',
-        'head': 'readout projection and head width',
-        'activation': 'post (ReLU+Dropout once after each GIN layer, as FedStar) | pre (on the dense concatenations, Eqs. 6-8 read literally)',
-        'secure-aggregation': "the structural channels through SecAgg+ (as fedavg's)",
+        "width": "r: output width of every GNN layer of both channels (paper: 10, 16, 32)",
+        "d0": "width of both initialisation layers; 0: d0 = width (fully narrow)",
+        "head": "readout projection and head width",
+        "activation": "post (ReLU+Dropout once after each GIN layer, as FedStar) | pre (on the dense concatenations, Eqs. 6-8 read literally)",
+        "secure-aggregation": "the structural channels through SecAgg+ (as fedavg's)",
         **DP_HELP,
     },
 )

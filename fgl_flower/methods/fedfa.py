@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: How the server turns the clients' running statistics into the client-sharing variance:
 #: ``channel`` (the paper: the variance over clients of each channel's statistic) or
@@ -25,16 +25,33 @@ SHARING = ("channel", "scalar")
 STATISTICS = ("reset", "carried")
 
 PROBES = (
-    Probe("ffa.applied", "training forwards the FFA layer augmented this round (each with chance ffa.prob)"),
-    Probe("ffa.shift", "||X_hat - X|| / ||X|| at the FFA layer, mean over the round's augmented forwards "
-          "(absent when none was)", dead_below=1e-3,
-          why="the sampled statistics equal the original ones: the augmentation adds nothing"),
-    Probe("ffa.gamma-std", "std over channels of the fusion weight gamma_mu (client-sharing statistics)",
-          dead_below=1e-6, why="every channel gets the same fusion weight: the federation's statistics "
-                               "do not shape the augmentation (scalar sharing, or one client so far)"),
-    Probe("ffa.gamma-std-sigma", "std over channels of the fusion weight gamma_sigma (under statistics = reset "
-          "mostly the spread of the clients' counts of augmented forwards, docs/methods/fedfa.md)"),
-    Probe("sharing-var", "mean over channels of the client-sharing variance of the statistic means (server)"),
+    Probe(
+        "ffa.applied",
+        "training forwards the FFA layer augmented this round (each with chance ffa.prob)",
+    ),
+    Probe(
+        "ffa.shift",
+        "||X_hat - X|| / ||X|| at the FFA layer, mean over the round's augmented forwards "
+        "(absent when none was)",
+        dead_below=1e-3,
+        why="the sampled statistics equal the original ones: the augmentation adds nothing",
+    ),
+    Probe(
+        "ffa.gamma-std",
+        "std over channels of the fusion weight gamma_mu (client-sharing statistics)",
+        dead_below=1e-6,
+        why="every channel gets the same fusion weight: the federation's statistics "
+        "do not shape the augmentation (scalar sharing, or one client so far)",
+    ),
+    Probe(
+        "ffa.gamma-std-sigma",
+        "std over channels of the fusion weight gamma_sigma (under statistics = reset "
+        "mostly the spread of the clients' counts of augmented forwards, docs/methods/fedfa.md)",
+    ),
+    Probe(
+        "sharing-var",
+        "mean over channels of the client-sharing variance of the statistic means (server)",
+    ),
 )
 
 
@@ -58,8 +75,10 @@ def check_config(cfg: RunConfig) -> None:
     o.require_choice("fedfa", "sharing", SHARING)
     o.require_choice("fedfa", "statistics", STATISTICS)
     if not 0.0 <= o.prob <= 1.0 or not 0.0 <= o.momentum < 1.0:
-        raise ConfigError(f"fedfa.prob must lie in [0, 1] and fedfa.momentum in [0, 1) "
-                          f"(got {o.prob}, {o.momentum}).")
+        raise ConfigError(
+            f"fedfa.prob must lie in [0, 1] and fedfa.momentum in [0, 1) "
+            f"(got {o.prob}, {o.momentum})."
+        )
     o.require_positive("fedfa", "eps")
 
 
@@ -75,12 +94,12 @@ SPEC = MethodSpec(
     check=check_config,
     probes=PROBES,
     defaults={"model": "acmgcn"},
-    config_note='node tasks; needs a backbone with embed() + classifier (acmgcn)',
+    config_note="node tasks; needs a backbone with embed() + classifier (acmgcn)",
     option_help={
-        'prob': 'chance that a training forward is augmented',
-        'momentum': "of the client's running statistic means (uploaded)",
-        'eps': "added to variances (the official layer's)",
-        'sharing': 'channel (the paper: per-channel variance over clients) | scalar (the official code: one variance over clients and channels)',
-        'statistics': "the client's running statistic means at its round's start: reset to 0 and 1 (the paper) | carried (the official code: the server's average)",
+        "prob": "chance that a training forward is augmented",
+        "momentum": "of the client's running statistic means (uploaded)",
+        "eps": "added to variances (the official layer's)",
+        "sharing": "channel (the paper: per-channel variance over clients) | scalar (the official code: one variance over clients and channels)",
+        "statistics": "the client's running statistic means at its round's start: reset to 0 and 1 (the paper) | carried (the official code: the server's average)",
     },
 )

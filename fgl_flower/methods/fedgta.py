@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: The moments of the propagated soft labels a client reports: raw (``E[p^k]``), central
 #: (``E[(p - E p)^k]``) or both stacked (``hybrid``, the authors' choice for Cora and CiteSeer).
@@ -19,16 +19,24 @@ STATISTICS = "fedgta.statistics"
 #: Measured by the server on each round's aggregation sets, and by the clients on their
 #: propagated soft labels.
 PROBES = (
-    Probe("fedgta.accepted", "share of the other trained clients whose moments pass "
-          "fedgta.accept in a client's aggregation, mean over the clients",
-          dead_below=1e-6, dead_above=1 - 1e-6,
-          why="Every client averages only itself (FedGTA is local training) or every client "
-              "averages all (one confidence-weighted FedAvg): the topology-aware selection "
-              "chooses nothing."),
-    Probe("fedgta.similarity-spread", "largest minus smallest cosine similarity of two "
-          "clients' moment vectors"),
-    Probe("fedgta.confidence", "smoothing confidence as a share of its maximum, "
-          "sum_v d_v (C/e - H(p_v)) / sum_v d_v C/e"),
+    Probe(
+        "fedgta.accepted",
+        "share of the other trained clients whose moments pass "
+        "fedgta.accept in a client's aggregation, mean over the clients",
+        dead_below=1e-6,
+        dead_above=1 - 1e-6,
+        why="Every client averages only itself (FedGTA is local training) or every client "
+        "averages all (one confidence-weighted FedAvg): the topology-aware selection "
+        "chooses nothing.",
+    ),
+    Probe(
+        "fedgta.similarity-spread",
+        "largest minus smallest cosine similarity of two clients' moment vectors",
+    ),
+    Probe(
+        "fedgta.confidence",
+        "smoothing confidence as a share of its maximum, sum_v d_v (C/e - H(p_v)) / sum_v d_v C/e",
+    ),
 )
 
 
@@ -53,8 +61,10 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"fedgta.lp-alpha={o.lp_alpha} must be in [0, 1].")
     o.require_positive("fedgta", "temperature")
     if not -1.0 <= o.accept < 1.0:
-        raise ConfigError(f"fedgta.accept={o.accept} must be in [-1, 1): a cosine similarity "
-                          f"(a client always averages its own model).")
+        raise ConfigError(
+            f"fedgta.accept={o.accept} must be in [-1, 1): a cosine similarity "
+            f"(a client always averages its own model)."
+        )
 
 
 SPEC = MethodSpec(
@@ -71,11 +81,13 @@ SPEC = MethodSpec(
     defaults={"num-rounds": 100},
     config_note="node tasks; any node backbone (the authors' code: GAMLP); 100 rounds of 3 epochs",
     option_help={
-        'lp-steps': 'k: steps of the label propagation of the predictions',
-        'lp-alpha': 'weight of the propagated labels against the initial ones',
-        'temperature': 'softens the propagated labels of the smoothing confidence',
-        'num-moments': "K: moment orders 1..K (the code's Cora value; CiteSeer 20, PubMed 13)",
-        'moment-type': 'raw | central | hybrid (both; Cora, CiteSeer)',
-        'accept': "a client averages the clients whose moments' cosine similarity exceeds this",
+        "lp-steps": "k: steps of the label propagation of the predictions",
+        "lp-alpha": "weight of the propagated labels against the initial ones",
+        "temperature": "softens the propagated labels of the smoothing confidence",
+        "num-moments": "K: moment orders 1..K (the code's Cora value; CiteSeer 20, PubMed 13)",
+        "moment-type": "raw | central | hybrid (both; Cora, CiteSeer)",
+        "accept": "a client averages the clients whose moments' cosine similarity exceeds this",
     },
+    # the no-option demo (no dataset named): 10 of the protocol's 100 rounds
+    demo={"num-rounds": 10},
 )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Similarity of the structure learner (spec §2.1 Eq. 3 and Table 4's variants).
 METRICS = ("weighted-cos", "cos", "att", "gat")
@@ -28,16 +28,27 @@ STRUCT_ACTIVATIONS = ("none", "relu")
 #: The latent graph's health, measured on each client's evaluation forward every round
 #: (:meth:`fgl_flower.models.fedhero.LatentGraph.health`).
 PROBES = (
-    Probe("latent.nonempty", "share of nodes with a non-empty latent row", dead_below=0.5,
-          why="The latent graph is empty: the global channel carries only its biases."),
-    Probe("latent.contrast", "kept minus mean similarity of a row, mean over rows", dead_below=0.01,
-          why="The kept similarities are no higher than the rest: the top-k picks arbitrarily."),
+    Probe(
+        "latent.nonempty",
+        "share of nodes with a non-empty latent row",
+        dead_below=0.5,
+        why="The latent graph is empty: the global channel carries only its biases.",
+    ),
+    Probe(
+        "latent.contrast",
+        "kept minus mean similarity of a row, mean over rows",
+        dead_below=0.01,
+        why="The kept similarities are no higher than the rest: the top-k picks arbitrarily.",
+    ),
     Probe("latent.weight", "mean kept weight"),
     Probe("latent.similarity", "mean kept similarity"),
     Probe("latent.edges", "latent node pairs per node"),
     Probe("latent.targets", "share of nodes some other node keeps"),
     Probe("latent.hubs", "share of kept entries pointing at the most-kept 1 % of nodes"),
-    Probe("latent.dead_units", "share of the structure learner's embedding units that are 0 for every node"),
+    Probe(
+        "latent.dead_units",
+        "share of the structure learner's embedding units that are 0 for every node",
+    ),
     Probe("latent.rank", "effective rank of the structure learner's node embeddings S"),
     Probe("latent.reg", "the regulariser L_smooth (Eq. 7) on the evaluation's latent graph"),
     Probe("latent.homophily", "same-label share of latent pairs of training nodes"),
@@ -56,9 +67,13 @@ class FedHEROOptions(MethodOptions):
     mu: float = 0.1  # mu: squared Frobenius norm of the latent graph
     reg_norm: str = "n2"  # n2: divide both terms by N^2 (IDGL/GraphGLOW) | none: as printed
     metric: str = "weighted-cos"
-    latent: str = "binary"  # binary: Eq. 4's 0/1 kNN graph (straight-through) | weighted: ReLU'd values
+    latent: str = (
+        "binary"  # binary: Eq. 4's 0/1 kNN graph (straight-through) | weighted: ReLU'd values
+    )
     reg_surrogate: bool = False  # binary: also pass the regulariser's gradient straight through
-    struct_act: str = "none"  # the structure learner's encoder output: none (linear) | relu (spec A4)
+    struct_act: str = (
+        "none"  # the structure learner's encoder output: none (linear) | relu (spec A4)
+    )
     share: str = "global"
     share_f0: bool = False  # also federate the feature projection f_0 (spec A5)
     dual_channel: bool = True  # false: one set of layer weights on both graphs ("w/o DC")
@@ -69,8 +84,11 @@ def shared_prefixes(o: FedHEROOptions) -> tuple[str, ...] | None:
     """Parameter prefixes a client uploads for ``o.share`` (``None``: every parameter)."""
     if o.share == "all":
         return None
-    prefixes = {"global": ("struct.", "gconv."), "none": (),
-                "gcn": ("proj.", "gconv.", "lconv.", "cls.")}[o.share]
+    prefixes = {
+        "global": ("struct.", "gconv."),
+        "none": (),
+        "gcn": ("proj.", "gconv.", "lconv.", "cls."),
+    }[o.share]
     if o.share_f0 and "proj." not in prefixes:
         prefixes = ("proj.", *prefixes)
     return prefixes
@@ -80,21 +98,32 @@ def check_config(cfg: RunConfig) -> None:
     """Reject settings FedHERO cannot run before anything starts."""
     o = FedHEROOptions.from_config(cfg)
     o.require_at_least_one("fedhero", "k", "heads", "max_nodes")
-    for name, allowed in (("metric", METRICS), ("share", SHARING), ("reg_norm", REG_NORMS),
-                          ("latent", LATENT_GRAPHS), ("struct_act", STRUCT_ACTIVATIONS)):
+    for name, allowed in (
+        ("metric", METRICS),
+        ("share", SHARING),
+        ("reg_norm", REG_NORMS),
+        ("latent", LATENT_GRAPHS),
+        ("struct_act", STRUCT_ACTIVATIONS),
+    ):
         o.require_choice("fedhero", name, allowed)
     if not 0.0 <= o.alpha <= 1.0:
-        raise ConfigError(f"fedhero.alpha={o.alpha} must be in [0, 1] (the local channel's weight).")
+        raise ConfigError(
+            f"fedhero.alpha={o.alpha} must be in [0, 1] (the local channel's weight)."
+        )
     if o.lam < 0 or o.mu < 0:
         raise ConfigError("fedhero.lam and fedhero.mu must be non-negative.")
     if o.reg_surrogate and o.latent != "binary":
-        raise ConfigError("fedhero.reg-surrogate applies to latent=\"binary\" (the weighted graph's "
-                          "regulariser has its own gradient): leave it false.")
+        raise ConfigError(
+            'fedhero.reg-surrogate applies to latent="binary" (the weighted graph\'s '
+            "regulariser has its own gradient): leave it false."
+        )
     if cfg.num_layers < 1:
         raise ConfigError("FedHERO needs num-layers >= 1 (the paper uses 2).")
     if o.share_f0 and o.share in ("all", "none"):
-        raise ConfigError(f"fedhero.share-f0 adds the feature projection to the shared channel; "
-                          f"with share={o.share!r} it has no effect: leave it false.")
+        raise ConfigError(
+            f"fedhero.share-f0 adds the feature projection to the shared channel; "
+            f"with share={o.share!r} it has no effect: leave it false."
+        )
 
 
 SPEC = MethodSpec(
@@ -111,21 +140,21 @@ SPEC = MethodSpec(
     probes=PROBES,
     defaults={"lr": 0.005, "local-epochs": 1},
     robust_aggregation=True,
-    config_note='node tasks; paper: lr 0.005, hidden 64, 2 layers, 1 step per round',
+    config_note="node tasks; paper: lr 0.005, hidden 64, 2 layers, 1 step per round",
     option_help={
-        'alpha': "weight of the local channel (original graph) in every layer's mix",
-        'k': 'neighbours kept per node in the latent graph',
-        'heads': 'N_H heads of the similarity',
-        'lam': 'lambda: feature smoothness of the latent graph',
-        'mu': 'mu: squared Frobenius norm of the latent graph',
-        'reg-norm': 'n2: both terms / N^2 (IDGL, GraphGLOW) | none: as printed in the paper',
-        'metric': 'weighted-cos (Eq. 3) | cos | att | gat (Table 4)',
-        'latent': "binary: Eq. 4's 0/1 kNN graph, straight-through gradient | weighted: ReLU'd similarities (empties)",
-        'reg-surrogate': "binary: also pass the regulariser's gradient straight through (drives similarities to -1)",
-        'struct-act': "the structure learner's encoder output: none (linear GCN layer) | relu (spec A4; its units die, the graph collapses)",
-        'share': 'global (struct+gconv) | none | all | gcn (all but the structure learner)',
-        'share-f0': 'also share the feature projection f_0',
-        'dual-channel': 'false: the same layer weights on both graphs ("w/o DC")',
-        'max-nodes': 'refuse clients above this size (the similarity costs O(N^2))',
+        "alpha": "weight of the local channel (original graph) in every layer's mix",
+        "k": "neighbours kept per node in the latent graph",
+        "heads": "N_H heads of the similarity",
+        "lam": "lambda: feature smoothness of the latent graph",
+        "mu": "mu: squared Frobenius norm of the latent graph",
+        "reg-norm": "n2: both terms / N^2 (IDGL, GraphGLOW) | none: as printed in the paper",
+        "metric": "weighted-cos (Eq. 3) | cos | att | gat (Table 4)",
+        "latent": "binary: Eq. 4's 0/1 kNN graph, straight-through gradient | weighted: ReLU'd similarities (empties)",
+        "reg-surrogate": "binary: also pass the regulariser's gradient straight through (drives similarities to -1)",
+        "struct-act": "the structure learner's encoder output: none (linear GCN layer) | relu (spec A4; its units die, the graph collapses)",
+        "share": "global (struct+gconv) | none | all | gcn (all but the structure learner)",
+        "share-f0": "also share the feature projection f_0",
+        "dual-channel": 'false: the same layer weights on both graphs ("w/o DC")',
+        "max-nodes": "refuse clients above this size (the similarity costs O(N^2))",
     },
 )

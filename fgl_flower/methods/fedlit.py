@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: How the server's grouping of the clients' link types reaches them. ``matched``: each client's
 #: type ``k`` joins the global type whose centre its centroid matched, and receives that type's
@@ -20,15 +20,28 @@ ALIGNMENTS = ("matched", "official")
 CENTROIDS = "fedlit.centroids"
 
 PROBES = (
-    Probe("fedlit.type-entropy", "entropy of the client's shares of edges per link type, over "
-          "log K (0: every edge one type, 1: all types alike), at evaluation", dead_below=0.05,
-          why="every edge has one link type: the K channels are one GCN"),
-    Probe("fedlit.types-used", "link types holding at least 1 % of the client's edges, at evaluation"),
-    Probe("fedlit.reassigned", "share of the client's edges whose link type changed over its round"),
-    Probe("fedlit.center-cos", "mean cosine between a client's centroid and the global centre it "
-          "matched (server)"),
-    Probe("fedlit.permuted", "share of the round's clients whose types map to the global types "
-          "in another order (server)"),
+    Probe(
+        "fedlit.type-entropy",
+        "entropy of the client's shares of edges per link type, over "
+        "log K (0: every edge one type, 1: all types alike), at evaluation",
+        dead_below=0.05,
+        why="every edge has one link type: the K channels are one GCN",
+    ),
+    Probe(
+        "fedlit.types-used", "link types holding at least 1 % of the client's edges, at evaluation"
+    ),
+    Probe(
+        "fedlit.reassigned", "share of the client's edges whose link type changed over its round"
+    ),
+    Probe(
+        "fedlit.center-cos",
+        "mean cosine between a client's centroid and the global centre it matched (server)",
+    ),
+    Probe(
+        "fedlit.permuted",
+        "share of the round's clients whose types map to the global types "
+        "in another order (server)",
+    ),
 )
 
 
@@ -46,9 +59,11 @@ def check_config(cfg: RunConfig) -> None:
     o.require_at_least_one("fedlit", "num_types", "em_iters")
     o.require_choice("fedlit", "alignment", ALIGNMENTS)
     if cfg.model != "gcn":
-        raise ConfigError(f"FedLit trains its own multi-channel GCN (models/fedlit.py: a shared "
-                          f"projection, fedlit.num-types GCN channels of num-layers layers, a "
-                          f"classifier): leave model=gcn (got model={cfg.model!r}).")
+        raise ConfigError(
+            f"FedLit trains its own multi-channel GCN (models/fedlit.py: a shared "
+            f"projection, fedlit.num-types GCN channels of num-layers layers, a "
+            f"classifier): leave model=gcn (got model={cfg.model!r})."
+        )
 
 
 SPEC = MethodSpec(
@@ -62,10 +77,10 @@ SPEC = MethodSpec(
     options=FedLitOptions.defaults(),
     check=check_config,
     probes=PROBES,
-    config_note='node tasks; the official script: lr 0.01, weight-decay 5e-4, dropout 0.5, hidden 64, 2 layers, 1 epoch a round',
+    config_note="node tasks; the official script: lr 0.01, weight-decay 5e-4, dropout 0.5, hidden 64, 2 layers, 1 epoch a round",
     option_help={
-        'num-types': 'K latent link types, one GCN channel each',
-        'em-iters': 'assignment/mean iterations of the edge clustering per local epoch',
-        'alignment': "matched (a client's type gets the channel of the global type it matched) | official (the code's swapped indices, the last client's alignment for all)",
+        "num-types": "K latent link types, one GCN channel each",
+        "em-iters": "assignment/mean iterations of the edge clustering per local epoch",
+        "alignment": "matched (a client's type gets the channel of the global type it matched) | official (the code's swapped indices, the last client's alignment for all)",
     },
 )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Where the adaptation layers' messages land: ``queries`` (they move the query embeddings)
 #: or ``official`` (the code averages them at the prototype end and keeps only the queries'
@@ -25,19 +25,35 @@ GLOBAL = "fedlog.global"  # record down: the global synthetic nodes x [C k, F], 
 CLASS_GENERATORS = "fedlog.class-generators"  # record down: per class c, "c<c>.<parameter>"
 
 PROBES = (
-    Probe("fedlog.cd-share", "the global synthetic data's loss over the local loss, mean over the "
-          "round's steps (0 in a client's first round)", dead_below=1e-4,
-          why="the global synthetic data adds nothing to the local loss: FedLoG's local "
-              "generalisation is off"),
-    Probe("fedlog.adapt", "||adapted - normalised|| / ||normalised|| of the head branch's queries "
-          "(last step)", dead_below=1e-6,
-          why="the adaptation layers leave the queries as they are (adaptation = official)"),
-    Probe("fedlog.syn-acc", "accuracy of the local model on the global synthetic nodes (last step)"),
-    Probe("fedlog.syn-gain", "fedlog.syn-acc minus chance (1 / classes), from a client's second round",
-          dead_below=0.05, why="the local model classifies the global synthetic nodes at chance: they "
-                               "carry no class information (the clients' synthetic nodes have barely "
-                               "trained: few local steps before the upload)"),
-    Probe("fedlog.scaler", "mean over classes of the feature scaler pulling synthetic nodes to their mean"),
+    Probe(
+        "fedlog.cd-share",
+        "the global synthetic data's loss over the local loss, mean over the "
+        "round's steps (0 in a client's first round)",
+        dead_below=1e-4,
+        why="the global synthetic data adds nothing to the local loss: FedLoG's local "
+        "generalisation is off",
+    ),
+    Probe(
+        "fedlog.adapt",
+        "||adapted - normalised|| / ||normalised|| of the head branch's queries (last step)",
+        dead_below=1e-6,
+        why="the adaptation layers leave the queries as they are (adaptation = official)",
+    ),
+    Probe(
+        "fedlog.syn-acc", "accuracy of the local model on the global synthetic nodes (last step)"
+    ),
+    Probe(
+        "fedlog.syn-gain",
+        "fedlog.syn-acc minus chance (1 / classes), from a client's second round",
+        dead_below=0.05,
+        why="the local model classifies the global synthetic nodes at chance: they "
+        "carry no class information (the clients' synthetic nodes have barely "
+        "trained: few local steps before the upload)",
+    ),
+    Probe(
+        "fedlog.scaler",
+        "mean over classes of the feature scaler pulling synthetic nodes to their mean",
+    ),
 )
 
 
@@ -47,7 +63,9 @@ class FedLoGOptions(MethodOptions):
 
     num_proto: int = 20  # synthetic nodes per class and branch
     batch_size: int = 64  # training nodes per step
-    head_degree: int = 3  # tau: degree above which a node counts as head (alpha = sigmoid(deg - tau - 1))
+    head_degree: int = (
+        3  # tau: degree above which a node counts as head (alpha = sigmoid(deg - tau - 1))
+    )
     pre_epochs: int = 100  # local pretraining of embedder + classifier (first round), at most
     patience: int = 10  # ... stopped after this many epochs without a better validation accuracy
     gen_epochs: int = 100  # neighbour-generator pretraining (first round)
@@ -66,13 +84,24 @@ def check_config(cfg: RunConfig) -> None:
     """Reject settings FedLoG cannot run before anything starts."""
     o = FedLoGOptions.from_config(cfg)
     if cfg.model not in ("graphsage", "sage"):
-        raise ConfigError(f"fedlog's embedder is GraphSAGE (F -> 2 hidden -> hidden), as in its code; "
-                          f"model={cfg.model!r} would be ignored. Use model='graphsage'.")
+        raise ConfigError(
+            f"fedlog's embedder is GraphSAGE (F -> 2 hidden -> hidden), as in its code; "
+            f"model={cfg.model!r} would be ignored. Use model='graphsage'."
+        )
     o.require_choice("fedlog", "adaptation", ADAPTATIONS)
     o.require_choice("fedlog", "generators", GENERATORS)
     o.require_at_least_one("fedlog", "num_proto", "batch_size", "gen_inits")
-    o.require_nonnegative("fedlog", "pre_epochs", "patience", "gen_epochs", "metric_weight", "norm_weight",
-                          "cd_weight", "scaler_step", "head_degree")
+    o.require_nonnegative(
+        "fedlog",
+        "pre_epochs",
+        "patience",
+        "gen_epochs",
+        "metric_weight",
+        "norm_weight",
+        "cd_weight",
+        "scaler_step",
+        "head_degree",
+    )
     o.require_positive("fedlog", "gen_lr")
 
 
@@ -88,24 +117,31 @@ SPEC = MethodSpec(
     check=check_config,
     own_init=True,
     probes=PROBES,
-    defaults={"model": "graphsage", "agg-weight": "uniform", "lr": 0.001, "weight-decay": 5e-4,
-              "local-epochs": 1},
-    config_note='node tasks; model graphsage (its embedder); one upload and one download: num-rounds = 2',
-    option_help={
-        'num-proto': 'synthetic nodes per class and branch (head, tail)',
-        'batch-size': 'training nodes per step',
-        'head-degree': "tau: the head branch's weight is sigmoid(degree - tau - 1)",
-        'pre-epochs': 'first round: pretraining of embedder + classifier, at most',
-        'patience': '... stopped after this many epochs without a better validation accuracy',
-        'gen-epochs': 'first round: pretraining of the neighbour generator',
-        'gen-inits': 'random GNNs per generator epoch for its gradient matching',
-        'gen-lr': "the generator's Adam step size",
-        'metric-weight': 'of the prototype (metric) loss on the local nodes',
-        'norm-weight': "of the synthetic features' norms",
-        'cd-weight': 'of the metric loss on the global synthetic nodes (from round 2)',
-        'scaler-step': 'per-class scaler step toward the global synthetic mean',
-        'scaler-acc': 'synthetic accuracy of a class above which its scaler grows',
-        'adaptation': 'queries (the adaptation layers move the queries) | official (the code: they leave them, LayerNorm only)',
-        'generators': "server (clients use the server's per-class generators) | official (the code: untrained ones)",
+    defaults={
+        "model": "graphsage",
+        "agg-weight": "uniform",
+        "lr": 0.001,
+        "weight-decay": 5e-4,
+        "local-epochs": 1,
     },
+    config_note="node tasks; model graphsage (its embedder); one upload and one download: num-rounds = 2",
+    option_help={
+        "num-proto": "synthetic nodes per class and branch (head, tail)",
+        "batch-size": "training nodes per step",
+        "head-degree": "tau: the head branch's weight is sigmoid(degree - tau - 1)",
+        "pre-epochs": "first round: pretraining of embedder + classifier, at most",
+        "patience": "... stopped after this many epochs without a better validation accuracy",
+        "gen-epochs": "first round: pretraining of the neighbour generator",
+        "gen-inits": "random GNNs per generator epoch for its gradient matching",
+        "gen-lr": "the generator's Adam step size",
+        "metric-weight": "of the prototype (metric) loss on the local nodes",
+        "norm-weight": "of the synthetic features' norms",
+        "cd-weight": "of the metric loss on the global synthetic nodes (from round 2)",
+        "scaler-step": "per-class scaler step toward the global synthetic mean",
+        "scaler-acc": "synthetic accuracy of a class above which its scaler grows",
+        "adaptation": "queries (the adaptation layers move the queries) | official (the code: they leave them, LayerNorm only)",
+        "generators": "server (clients use the server's per-class generators) | official (the code: untrained ones)",
+    },
+    # the no-option demo (no dataset named): 5 rounds, shorter pretraining and generators
+    demo={"num-rounds": 5, "fedlog.pre-epochs": 20, "fedlog.gen-epochs": 5, "fedlog.gen-inits": 5},
 )

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Reply metric: the local optimizer steps :math:`a_k` the client took this round.
 STEPS = "fednova.steps"
 
 PROBES = (
-    Probe("steps.spread", "max / min of the round's clients' local steps a_k (server): 1 when every "
-          "client took as many steps, and FedNova's mean is FedAvg's", dead_below=1.001,
-          why="every client took the same number of local steps, so the normalized average is "
-              "FedAvg's (full-batch node tasks always do)"),
+    Probe(
+        "steps.spread",
+        "max / min of the round's clients' local steps a_k (server): 1 when every "
+        "client took as many steps, and FedNova's mean is FedAvg's",
+        dead_below=1.001,
+        why="every client took the same number of local steps, so the normalized average is "
+        "FedAvg's (full-batch node tasks always do)",
+    ),
 )
 
 

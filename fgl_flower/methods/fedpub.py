@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: How the server turns functional-embedding similarities into aggregation weights: the
 #: softmax ``exp(tau * S)`` row-normalised (the paper's and the code's default), or ``S``
@@ -31,12 +31,18 @@ EMBEDDING = "fedpub.embedding"
 #: Measured by the server on each round's personalisation weights, and by the clients on
 #: their masks.
 PROBES = (
-    Probe("fedpub.weight-spread", "largest minus smallest weight in a client's personalised "
-          "average, mean over the clients that trained", dead_below=1e-3,
-          why="Every client averages all models alike: FED-PUB is an unweighted FedAvg."),
+    Probe(
+        "fedpub.weight-spread",
+        "largest minus smallest weight in a client's personalised "
+        "average, mean over the clients that trained",
+        dead_below=1e-3,
+        why="Every client averages all models alike: FED-PUB is an unweighted FedAvg.",
+    ),
     Probe("fedpub.self-weight", "mean weight of a client's own model in its personalised average"),
-    Probe("fedpub.similarity-spread", "largest minus smallest similarity of two clients' "
-          "functional embeddings"),
+    Probe(
+        "fedpub.similarity-spread",
+        "largest minus smallest similarity of two clients' functional embeddings",
+    ),
     Probe("fedpub.mask-pruned", "share of mask entries below fedpub.l1 (zeroed at evaluation)"),
 )
 
@@ -55,7 +61,9 @@ class FedPubOptions(MethodOptions):
     proxy_nodes: int = 100  # nodes per proxy graph
     proxy_p: float = 0.1  # edge probability inside a proxy graph (none between them)
     mask_init: str = "ones"  # ones (the scripts' --laye/clsf-mask-one) | xavier
-    evaluate: str = "trained"  # trained (in the train reply) | received (the personalised model sent next)
+    evaluate: str = (
+        "trained"  # trained (in the train reply) | received (the personalised model sent next)
+    )
     backbone: str = "masked-gcn"  # masked-gcn (FED-PUB's own) | model (the run's model, masked)
 
 
@@ -68,13 +76,19 @@ def check_config(cfg: RunConfig) -> None:
     o = FedPubOptions.from_config(cfg)
     o.require_choice("fedpub", "backbone", BACKBONES)
     if o.backbone == "masked-gcn" and (cfg.model != "gcn" or cfg.num_layers != 2):
-        raise ConfigError(f"FED-PUB trains its own masked GCN (two GCN layers of `hidden` units and a "
-                          f"linear classifier, models/fedpub.py): leave model=gcn and num-layers=2 "
-                          f"(got model={cfg.model!r}, num-layers={cfg.num_layers}), or set "
-                          f"fedpub.backbone=model to put its masks on model={cfg.model!r}.")
+        raise ConfigError(
+            f"FED-PUB trains its own masked GCN (two GCN layers of `hidden` units and a "
+            f"linear classifier, models/fedpub.py): leave model=gcn and num-layers=2 "
+            f"(got model={cfg.model!r}, num-layers={cfg.num_layers}), or set "
+            f"fedpub.backbone=model to put its masks on model={cfg.model!r}."
+        )
     if o.backbone == "model":
-        require_hidden(cfg.model, "fedpub", "with backbone=model reads its functional embedding from the "
-                       "backbone's node representations")
+        require_hidden(
+            cfg.model,
+            "fedpub",
+            "with backbone=model reads its functional embedding from the "
+            "backbone's node representations",
+        )
     o.require_choice("fedpub", "agg_norm", AGG_NORMS)
     o.require_choice("fedpub", "regularizers", REGULARIZERS)
     o.require_choice("fedpub", "evaluate", EVALUATES)
@@ -98,18 +112,20 @@ SPEC = MethodSpec(
     own_init=True,
     probes=PROBES,
     defaults={"num-rounds": 100, "hidden": 128, "weight-decay": 1e-6, "local-epochs": 1},
-    config_note='node tasks; official code: hidden 128, lr 0.01, weight decay 1e-6, 1 epoch per round',
+    config_note="node tasks; official code: hidden 128, lr 0.01, weight decay 1e-6, 1 epoch per round",
     option_help={
-        'norm-scale': "tau in exp(tau * cos(h_i, h_j)) (the Cora scripts' value; parser default 10)",
-        'agg-norm': 'exp: softmax of tau * similarity | cosine: the similarities, row-normalised',
-        'l1': 'lambda_1: L1 of the masks; masks below it are zeroed at evaluation',
-        'loc-l2': 'lambda_2: proximity to the personalised weights received',
-        'regularizers': 'paper: with gradients | code: as the official code (detached: no effect)',
-        'proxy-graphs': 'random graphs in the proxy input',
-        'proxy-nodes': 'nodes per proxy graph',
-        'proxy-p': 'edge probability inside a proxy graph',
-        'mask-init': "ones (the scripts' --laye-mask-one --clsf-mask-one) | xavier",
-        'evaluate': "trained: the model each client trained (the code's log) | received: the personalised model it receives next (O-pFGL's one round)",
-        'backbone': "masked-gcn: FED-PUB's own (model=gcn, num-layers=2) | model: masks on every weight matrix of the run's model (e.g. acmgcn)",
+        "norm-scale": "tau in exp(tau * cos(h_i, h_j)) (the Cora scripts' value; parser default 10)",
+        "agg-norm": "exp: softmax of tau * similarity | cosine: the similarities, row-normalised",
+        "l1": "lambda_1: L1 of the masks; masks below it are zeroed at evaluation",
+        "loc-l2": "lambda_2: proximity to the personalised weights received",
+        "regularizers": "paper: with gradients | code: as the official code (detached: no effect)",
+        "proxy-graphs": "random graphs in the proxy input",
+        "proxy-nodes": "nodes per proxy graph",
+        "proxy-p": "edge probability inside a proxy graph",
+        "mask-init": "ones (the scripts' --laye-mask-one --clsf-mask-one) | xavier",
+        "evaluate": "trained: the model each client trained (the code's log) | received: the personalised model it receives next (O-pFGL's one round)",
+        "backbone": "masked-gcn: FED-PUB's own (model=gcn, num-layers=2) | model: masks on every weight matrix of the run's model (e.g. acmgcn)",
     },
+    # the no-option demo (no dataset named): 10 of the protocol's 100 rounds
+    demo={"num-rounds": 10},
 )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Reply/record names of the generator rounds' payloads (besides the model).
 GENERATED = "fedsageplus.generated"  # client -> server: "feats" [T, K, D], "pred" [T], "true" [T]
@@ -23,23 +23,38 @@ MATCHINGS = ("min", "code")
 TRAINABLE = ("fgen", "all")
 
 PROBES = (
-    Probe("fedsageplus.cross-grad", "generator rounds: ||gradient of the other clients' feature "
-          "losses|| / ||gradient of the client's own loss||, on its generated features",
-          dead_below=1e-6, why="No other client's data reaches the generator: FedSage+ is LocSage+."),
-    Probe("fedsageplus.generated", "classifier rounds: generated neighbours per node of the mended "
-          "graph", dead_below=1e-3,
-          why="The generator adds no neighbour: FedSage+ is FedAvg of the classifier."),
-    Probe("fedsageplus.owner-fit", "classifier rounds: 1 - sum_g ||x_g - m(owner g)||^2 / the same "
-          "with the owners of the generated rows permuted (m(v): mean features of v's real "
-          "neighbours); 0 for identical rows or rows on the wrong nodes, 0.66-0.80 for true "
-          "neighbours' features on Cora and Wisconsin", dead_below=0.05,
-          why="The generated neighbours are no closer to their own node's neighbourhood than to "
-              "another node's: they carry nothing of the node they mend (constant rows, noise, or "
-              "rows attached to the wrong nodes)."),
-    Probe("fedsageplus.feature-effect", "classifier rounds: ||logits of the real nodes on the mended "
-          "graph - on the original subgraph|| / ||logits on the original||", dead_below=1e-4,
-          why="The generated neighbours do not change any real node's prediction (OpenFGL's "
-              "one-way edges do this)."),
+    Probe(
+        "fedsageplus.cross-grad",
+        "generator rounds: ||gradient of the other clients' feature "
+        "losses|| / ||gradient of the client's own loss||, on its generated features",
+        dead_below=1e-6,
+        why="No other client's data reaches the generator: FedSage+ is LocSage+.",
+    ),
+    Probe(
+        "fedsageplus.generated",
+        "classifier rounds: generated neighbours per node of the mended graph",
+        dead_below=1e-3,
+        why="The generator adds no neighbour: FedSage+ is FedAvg of the classifier.",
+    ),
+    Probe(
+        "fedsageplus.owner-fit",
+        "classifier rounds: 1 - sum_g ||x_g - m(owner g)||^2 / the same "
+        "with the owners of the generated rows permuted (m(v): mean features of v's real "
+        "neighbours); 0 for identical rows or rows on the wrong nodes, 0.66-0.80 for true "
+        "neighbours' features on Cora and Wisconsin",
+        dead_below=0.05,
+        why="The generated neighbours are no closer to their own node's neighbourhood than to "
+        "another node's: they carry nothing of the node they mend (constant rows, noise, or "
+        "rows attached to the wrong nodes).",
+    ),
+    Probe(
+        "fedsageplus.feature-effect",
+        "classifier rounds: ||logits of the real nodes on the mended "
+        "graph - on the original subgraph|| / ||logits on the original||",
+        dead_below=1e-4,
+        why="The generated neighbours do not change any real node's prediction (OpenFGL's "
+        "one-way edges do this).",
+    ),
 )
 
 #: Probes of each phase (the other phase's are recorded as idle, not watched).
@@ -80,12 +95,15 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(
             f"fedsageplus.gen-rounds={o.gen_rounds} leaves no classifier round in num-rounds="
             f"{cfg.num_rounds}: the rounds count both phases; raise num-rounds above {o.gen_rounds} "
-            f"or lower fedsageplus.gen-rounds.")
+            f"or lower fedsageplus.gen-rounds."
+        )
     if not 0 <= o.gen_dropout < 1:
         raise ConfigError(f"fedsageplus.gen-dropout={o.gen_dropout} must be in [0, 1).")
     if not 0 < o.hidden_portion < 1:
         raise ConfigError(f"fedsageplus.hidden-portion={o.hidden_portion} must be in (0, 1).")
-    o.require_nonnegative("fedsageplus", "gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls")
+    o.require_nonnegative(
+        "fedsageplus", "gen_lr", "gen_weight_decay", "loss_count", "loss_feat", "loss_cls"
+    )
     o.require_choice("fedsageplus", "matching", MATCHINGS)
     o.require_choice("fedsageplus", "trainable", TRAINABLE)
 
@@ -106,21 +124,23 @@ SPEC = MethodSpec(
     defaults={"num-rounds": 40, "model": "graphsage"},
     config_note="node tasks; the official code's values where the codes differ (docs/methods/fedsageplus.md)",
     option_help={
-        'num-pred': 'generated neighbours per node at most (K)',
-        'hidden-portion': 'share of the validation nodes hidden to train the generator',
-        'pretrain-epochs': 'local generator epochs before the federated rounds',
-        'gen-rounds': 'federated generator rounds (one step each), counted in num-rounds',
-        'gen-lr': "the generator's Adam",
-        'gen-weight-decay': '... and its weight decay',
-        'gen-hidden': 'encoder and internal classifier width',
-        'latent': 'encoder output width',
-        'gen-dropout': "the generator's dropout (all three codes), not the run's",
-        'loss-count': 'weight of the missing-neighbour count loss (smooth L1)',
-        'loss-feat': "weight of the feature losses (own and the other clients')",
-        'loss-cls': "weight of the internal classifier's loss on the mended impaired graph",
-        'cross': "the other clients' feature losses (FedSage+); false: each generator alone (LocSage+'s)",
-        'matching': "min: each generated slot matched to its closest true neighbour; code: the codes' loop (in effect the last)",
-        'trainable': 'fgen: the federated rounds train the feature head (official code); all: everything (OpenFGL)',
-        'undirected': "generated neighbours linked both ways; false: one way, OpenFGL's (they then change no prediction)",
+        "num-pred": "generated neighbours per node at most (K)",
+        "hidden-portion": "share of the validation nodes hidden to train the generator",
+        "pretrain-epochs": "local generator epochs before the federated rounds",
+        "gen-rounds": "federated generator rounds (one step each), counted in num-rounds",
+        "gen-lr": "the generator's Adam",
+        "gen-weight-decay": "... and its weight decay",
+        "gen-hidden": "encoder and internal classifier width",
+        "latent": "encoder output width",
+        "gen-dropout": "the generator's dropout (all three codes), not the run's",
+        "loss-count": "weight of the missing-neighbour count loss (smooth L1)",
+        "loss-feat": "weight of the feature losses (own and the other clients')",
+        "loss-cls": "weight of the internal classifier's loss on the mended impaired graph",
+        "cross": "the other clients' feature losses (FedSage+); false: each generator alone (LocSage+'s)",
+        "matching": "min: each generated slot matched to its closest true neighbour; code: the codes' loop (in effect the last)",
+        "trainable": "fgen: the federated rounds train the feature head (official code); all: everything (OpenFGL)",
+        "undirected": "generated neighbours linked both ways; false: one way, OpenFGL's (they then change no prediction)",
     },
+    # the no-option demo (no dataset named): 5 generator rounds and 5 classifier rounds
+    demo={"num-rounds": 10, "fedsageplus.gen-rounds": 5},
 )

@@ -9,10 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from fgl_flower.config import RunConfig
-from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.dp.options import DP_HELP, DP_OPTIONS
+from fgl_flower.errors import ConfigError
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Record with the structure proxies: ``S`` (``[C, d_s]``) both ways, ``class-ratio``
 #: (``[C]``, :math:`\mathbf a^{(k)}`) up.
@@ -28,19 +28,34 @@ PROBES = (
     # no dead bound: 0 in the official variant's first rounds (every unlabeled node receives the
     # global proxies, but none is confident enough to be distilled yet); 0 to the end means the
     # teacher stayed a plain MLP
-    Probe("proxy.shift", "mean total variation between the soft targets with and without the "
-          "global structure proxies, over the distilled nodes that use them"),
-    Probe("proxy.alignment", "mean cosine between the client's class proxies and the global ones "
-          "it received, over its training classes, both relative to the global class mean",
-          dead_below=0.1,
-          why="The client's class proxies are zero or unrelated to the aligned global ones: the "
-          "proxies carry no shared class-wise structure."),
-    Probe("proxy.norm", "mean norm of the global class proxies the client received", dead_below=1e-6,
-          why="The global structure proxies are zero."),
-    Probe("kd.agreement", "share of the distilled nodes where the soft target's and the trained "
-          "GNN's predictions agree"),
-    Probe("kd.unlabeled", "share of the client's unlabeled nodes that are in the distillation set "
-          "(paper variant: 1)"),
+    Probe(
+        "proxy.shift",
+        "mean total variation between the soft targets with and without the "
+        "global structure proxies, over the distilled nodes that use them",
+    ),
+    Probe(
+        "proxy.alignment",
+        "mean cosine between the client's class proxies and the global ones "
+        "it received, over its training classes, both relative to the global class mean",
+        dead_below=0.1,
+        why="The client's class proxies are zero or unrelated to the aligned global ones: the "
+        "proxies carry no shared class-wise structure.",
+    ),
+    Probe(
+        "proxy.norm",
+        "mean norm of the global class proxies the client received",
+        dead_below=1e-6,
+        why="The global structure proxies are zero.",
+    ),
+    Probe(
+        "kd.agreement",
+        "share of the distilled nodes where the soft target's and the trained "
+        "GNN's predictions agree",
+    ),
+    Probe(
+        "kd.unlabeled",
+        "share of the client's unlabeled nodes that are in the distillation set (paper variant: 1)",
+    ),
 )
 
 
@@ -107,13 +122,13 @@ SPEC = MethodSpec(
     check=check_config,
     probes=PROBES,
     option_help={
-        'variant': 'official (the released code) | paper (Algorithm 1 as printed)',
-        'lambda1': "KD weight of the GNN loss; -1: the variant's (official 1, paper 5)",
-        'lambda2': 'KD weight of the encoder loss',
-        'proxy-dim': 'd_s, width of embeddings and structure proxies',
-        'proxy-lr': 'Adam lr of the structure proxies',
-        'confidence': 'official: unlabeled nodes with max q above this join the KD set',
-        'zero-proxies': 'the S = 0 ablation (Table 3)',
+        "variant": "official (the released code) | paper (Algorithm 1 as printed)",
+        "lambda1": "KD weight of the GNN loss; -1: the variant's (official 1, paper 5)",
+        "lambda2": "KD weight of the encoder loss",
+        "proxy-dim": "d_s, width of embeddings and structure proxies",
+        "proxy-lr": "Adam lr of the structure proxies",
+        "confidence": "official: unlabeled nodes with max q above this join the KD set",
+        "zero-proxies": "the S = 0 ablation (Table 3)",
         **DP_HELP,
     },
 )

@@ -6,10 +6,10 @@ and ``dropout`` size both channels."""
 from __future__ import annotations
 
 from fgl_flower.config import RunConfig
-from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.dp.options import DP_HELP, DP_OPTIONS
+from fgl_flower.errors import ConfigError
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: The two channels' scale and the head's live units, measured on each client's evaluation
 #: forwards every round (:class:`fgl_flower.models.fedstar.ChannelProbes`; FedDense's too).
@@ -17,10 +17,16 @@ from fgl_flower.methods.spec import MethodSpec
 #: 64 hidden units of the head were negative for every test graph (results/feddense.md).
 PROBES = (
     Probe("struct.norm", "mean L2 norm of the last structural map per node"),
-    Probe("feat.norm", "mean L2 norm of the feature channel's last map (last GIN layer's output) per node"),
-    Probe("head.dead", "share of the head's hidden units that are <= 0 for every graph evaluated",
-          dead_above=0.99,
-          why="every unit of the head's hidden layer is negative for every graph: constant logits"),
+    Probe(
+        "feat.norm",
+        "mean L2 norm of the feature channel's last map (last GIN layer's output) per node",
+    ),
+    Probe(
+        "head.dead",
+        "share of the head's hidden units that are <= 0 for every graph evaluated",
+        dead_above=0.99,
+        why="every unit of the head's hidden layer is negative for every graph: constant logits",
+    ),
 )
 
 
@@ -37,8 +43,10 @@ def check_feature_channel(cfg: RunConfig) -> None:
     from fgl_flower.datasets.resolve import task_of
 
     if cfg.model != "gin" and task_of(cfg.dataset) == "graph":
-        raise ConfigError(f"{cfg.method} builds its own dual-channel model whose feature channel "
-                          f"is a GIN; model={cfg.model!r} cannot be used: set model=gin.")
+        raise ConfigError(
+            f"{cfg.method} builds its own dual-channel model whose feature channel "
+            f"is a GIN; model={cfg.model!r} cannot be used: set model=gin."
+        )
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -49,8 +57,10 @@ def check_config(cfg: RunConfig) -> None:
     if conv not in FEATURE_CONVS:
         raise ConfigError(f"fedstar.feature-conv={conv!r}: use one of {', '.join(FEATURE_CONVS)}.")
     if conv == "acm" and task_of(cfg.dataset) == "graph":
-        raise ConfigError("fedstar.feature-conv=acm is for node tasks (ACM-GCN is a node backbone); "
-                          "graph tasks keep FedStar's GIN: leave fedstar.feature-conv=gin.")
+        raise ConfigError(
+            "fedstar.feature-conv=acm is for node tasks (ACM-GCN is a node backbone); "
+            "graph tasks keep FedStar's GIN: leave fedstar.feature-conv=gin."
+        )
 
 
 SPEC = MethodSpec(
@@ -68,8 +78,8 @@ SPEC = MethodSpec(
     defaults={"num-layers": 3, "lr": 0.001, "local-epochs": 1},
     robust_aggregation=True,
     option_help={
-        'feature-conv': "the feature channel's layer: gin (FedStar's) | acm (ACM-GCN's; node tasks)",
-        'secure-aggregation': "the structure encoders through SecAgg+ (as fedavg's)",
+        "feature-conv": "the feature channel's layer: gin (FedStar's) | acm (ACM-GCN's; node tasks)",
+        "secure-aggregation": "the structure encoders through SecAgg+ (as fedavg's)",
         **DP_HELP,
     },
 )

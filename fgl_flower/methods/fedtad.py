@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Reply record with a client's class-wise knowledge reliability (``ckr``, ``[C]``) and its
 #: model's input width and classes (``shape``: ``[F, C]``), so the server can build the model.
@@ -15,13 +15,23 @@ RELIABILITY = "fedtad.reliability"
 
 #: Measured by the server on each round's distillation.
 PROBES = (
-    Probe("fedtad.distill-shift", "relative change of the global parameters by the server's "
-          "distillation, ||theta_distilled - theta_avg|| / ||theta_avg||", dead_below=1e-6,
-          why="The distillation leaves the averaged model as it is: FedTAD is FedAvg."),
-    Probe("fedtad.pseudo-acc", "share of the generated nodes that the clients' models (mean over "
-          "the clients) assign to the class the generator was asked for"),
-    Probe("fedtad.ckr-spread", "largest minus smallest client weight of a class in the "
-          "distillation (CKR normalised over the clients), mean over the classes"),
+    Probe(
+        "fedtad.distill-shift",
+        "relative change of the global parameters by the server's "
+        "distillation, ||theta_distilled - theta_avg|| / ||theta_avg||",
+        dead_below=1e-6,
+        why="The distillation leaves the averaged model as it is: FedTAD is FedAvg.",
+    ),
+    Probe(
+        "fedtad.pseudo-acc",
+        "share of the generated nodes that the clients' models (mean over "
+        "the clients) assign to the class the generator was asked for",
+    ),
+    Probe(
+        "fedtad.ckr-spread",
+        "largest minus smallest client weight of a class in the "
+        "distillation (CKR normalised over the clients), mean over the classes",
+    ),
 )
 
 
@@ -40,18 +50,23 @@ class FedTADOptions(MethodOptions):
     lam1: float = 1.0  # weight of the semantic (cross-entropy) loss of the generator
     lam2: float = 1.0  # weight of its diversity loss
     walk_length: int = 5  # random walks of lengths 1..L form the topology embedding of the CKR
-    always_dropout: bool = False  # true: dropout on in every forward of the distillation (the official GCN's)
+    always_dropout: bool = (
+        False  # true: dropout on in every forward of the distillation (the official GCN's)
+    )
     finetune_epochs: int = 0  # > 0: evaluate copies of the global model fine-tuned locally (O-pFGL's one-shot protocol)
 
 
 def check_config(cfg: RunConfig) -> None:
     o = FedTADOptions.from_config(cfg)
-    o.require_at_least_one("fedtad", "glb_epochs", "it_g", "it_d", "num_gen", "noise_dim", "topk",
-                           "walk_length")
+    o.require_at_least_one(
+        "fedtad", "glb_epochs", "it_g", "it_d", "num_gen", "noise_dim", "topk", "walk_length"
+    )
     o.require_nonnegative("fedtad", "lr_g", "lr_d", "lam1", "lam2")
     if o.topk > o.num_gen:
-        raise ConfigError(f"fedtad.topk={o.topk} exceeds fedtad.num-gen={o.num_gen}: a generated node "
-                          f"cannot have more neighbours than there are generated nodes.")
+        raise ConfigError(
+            f"fedtad.topk={o.topk} exceeds fedtad.num-gen={o.num_gen}: a generated node "
+            f"cannot have more neighbours than there are generated nodes."
+        )
 
 
 SPEC = MethodSpec(
@@ -66,20 +81,23 @@ SPEC = MethodSpec(
     check=check_config,
     probes=PROBES,
     defaults={"num-rounds": 100, "agg-weight": "local"},
-    config_note='node tasks; official code: GCN, 100 rounds of 3 epochs, FedAvg weights by client node counts',
+    config_note="node tasks; official code: GCN, 100 rounds of 3 epochs, FedAvg weights by client node counts",
     option_help={
-        'glb-epochs': 'distillation epochs per round on the server, each with fresh noise',
-        'it-g': 'generator steps per distillation epoch',
-        'it-d': 'global-model steps per distillation epoch',
-        'lr-g': "generator Adam (weight decay: the run's weight-decay)",
-        'lr-d': "the server's Adam on the global model",
-        'num-gen': 'generated nodes of the pseudo-graph',
-        'noise-dim': 'noise width of the generator',
-        'topk': 'each generated node linked to its k most similar (itself included)',
-        'lam1': "weight of the generator's semantic (cross-entropy) loss",
-        'lam2': 'weight of its diversity loss',
-        'walk-length': 'random walks of lengths 1..L in the topology embedding of the CKR',
-        'always-dropout': "true: dropout on in every forward of the server's distillation (the official GCN ignores eval())",
-        'finetune-epochs': '> 0: evaluate copies of the global model fine-tuned locally for this many epochs (O-pFGL\'s one-round protocol, "+ft")',
+        "glb-epochs": "distillation epochs per round on the server, each with fresh noise",
+        "it-g": "generator steps per distillation epoch",
+        "it-d": "global-model steps per distillation epoch",
+        "lr-g": "generator Adam (weight decay: the run's weight-decay)",
+        "lr-d": "the server's Adam on the global model",
+        "num-gen": "generated nodes of the pseudo-graph",
+        "noise-dim": "noise width of the generator",
+        "topk": "each generated node linked to its k most similar (itself included)",
+        "lam1": "weight of the generator's semantic (cross-entropy) loss",
+        "lam2": "weight of its diversity loss",
+        "walk-length": "random walks of lengths 1..L in the topology embedding of the CKR",
+        "always-dropout": "true: dropout on in every forward of the server's distillation (the official GCN ignores eval())",
+        "finetune-epochs": '> 0: evaluate copies of the global model fine-tuned locally for this many epochs (O-pFGL\'s one-round protocol, "+ft")',
     },
+    # the no-option demo (no dataset named): 5 of the protocol's 100 rounds, one distillation
+    # epoch a round (its five take about 7 s a round on the synthetic graph, 2 cores)
+    demo={"num-rounds": 5, "fedtad.glb-epochs": 1},
 )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: What the local loss adds to the cross-entropy (docs/methods/fgssl.md):
 #: ``paper``: the paper's two terms, the semantic contrast of the local model's strong view
@@ -20,19 +20,33 @@ VARIANTS = ("paper", "code", "openfgl")
 #: Measured by each client on the round's last local step (gradients, so a term whose value
 #: is there but whose gradient is cut reads 0).
 PROBES = (
-    Probe("fgssl.contrast-grad", "||grad of the weighted contrast|| / ||grad of the cross-entropy|| "
-          "(0 under variant=openfgl, which trains no contrast)", dead_below=1e-3,
-          why="The semantic contrast does not move the local model."),
-    Probe("fgssl.structure-grad", "||grad of the weighted structure distillation|| / ||grad of the "
-          "cross-entropy|| (0 under variant=code, which trains none)", dead_below=1e-4,
-          why="The structure distillation does not move the local model."),
-    Probe("fgssl.teacher-effect", "||grad aux(global model) - grad aux(local model in its place)|| / "
-          "||grad aux||, on the same views: what the global model changes in the update",
-          dead_below=1e-3,
-          why="The global model does not change the local update: FGSSL is FedAvg with a local "
-              "regulariser (variant=code trains so)."),
-    Probe("fgssl.class-margin", "after training: mean cosine of a training node's representation "
-          "with the global model's of other nodes of its class minus that with other classes"),
+    Probe(
+        "fgssl.contrast-grad",
+        "||grad of the weighted contrast|| / ||grad of the cross-entropy|| "
+        "(0 under variant=openfgl, which trains no contrast)",
+        dead_below=1e-3,
+        why="The semantic contrast does not move the local model.",
+    ),
+    Probe(
+        "fgssl.structure-grad",
+        "||grad of the weighted structure distillation|| / ||grad of the "
+        "cross-entropy|| (0 under variant=code, which trains none)",
+        dead_below=1e-4,
+        why="The structure distillation does not move the local model.",
+    ),
+    Probe(
+        "fgssl.teacher-effect",
+        "||grad aux(global model) - grad aux(local model in its place)|| / "
+        "||grad aux||, on the same views: what the global model changes in the update",
+        dead_below=1e-3,
+        why="The global model does not change the local update: FGSSL is FedAvg with a local "
+        "regulariser (variant=code trains so).",
+    ),
+    Probe(
+        "fgssl.class-margin",
+        "after training: mean cosine of a training node's representation "
+        "with the global model's of other nodes of its class minus that with other classes",
+    ),
 )
 
 
@@ -65,7 +79,8 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(
             f"fgssl compares node representations before the last layer; model={cfg.model!r} with "
             f"num-layers={cfg.num_layers} has none. Use a backbone with a hidden layer (gcn, "
-            f"graphsage, gat, mlp, acmgcn) and num-layers >= 2.")
+            f"graphsage, gat, mlp, acmgcn) and num-layers >= 2."
+        )
     o.require_nonnegative("fgssl", "contrast_weight", "structure_weight", "openfgl_weight")
     o.require_positive("fgssl", "tau", "omega", "openfgl_tau")
     for name in ("weak_edges", "weak_features", "strong_edges", "strong_features"):
@@ -89,16 +104,18 @@ SPEC = MethodSpec(
     robust_aggregation=True,
     config_note="node tasks; the paper's text was not available: weights and temperatures from the official code (contrast) or ours (structure)",
     option_help={
-        'variant': "paper: contrast + structure distillation with the global model; code: the official code's local two-view contrast; openfgl: OpenFGL's edge-difference distillation",
-        'contrast-weight': "weight of the semantic contrast (the official code's 3 x its contrast's 0.5)",
-        'tau': 'contrast temperature (both codes)',
-        'structure-weight': 'weight of the neighbour-similarity distillation (ours)',
-        'omega': 'its temperature (ours)',
-        'openfgl-weight': 'variant=openfgl: weight of the edge-difference distillation',
-        'openfgl-tau': '... and its temperature',
-        'weak-edges': 'weak view: share of edges dropped',
-        'weak-features': '... and of feature columns masked',
-        'strong-edges': 'strong view: share of edges dropped',
-        'strong-features': '... and of feature columns masked',
+        "variant": "paper: contrast + structure distillation with the global model; code: the official code's local two-view contrast; openfgl: OpenFGL's edge-difference distillation",
+        "contrast-weight": "weight of the semantic contrast (the official code's 3 x its contrast's 0.5)",
+        "tau": "contrast temperature (both codes)",
+        "structure-weight": "weight of the neighbour-similarity distillation (ours)",
+        "omega": "its temperature (ours)",
+        "openfgl-weight": "variant=openfgl: weight of the edge-difference distillation",
+        "openfgl-tau": "... and its temperature",
+        "weak-edges": "weak view: share of edges dropped",
+        "weak-features": "... and of feature columns masked",
+        "strong-edges": "strong view: share of edges dropped",
+        "strong-features": "... and of feature columns masked",
     },
+    # the no-option demo (no dataset named): 10 of the protocol's 100 rounds
+    demo={"num-rounds": 10},
 )

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: GCFL (split by the cosine similarities of the updates) or GCFL+ (by the DTW distances
 #: of the clients' sequences of gradient norms).
@@ -31,7 +31,9 @@ class GCFLOptions(MethodOptions):
     ``runnerfile`` uses eps1 0.025-0.08 and eps2 0.045-0.4) and GCFL+'s sequences. Node tasks read ``eps1_node``/``eps2_node``
     (measured on FedHERO's Table 3 setting, docs/methods/gcfl.md)."""
 
-    variant: str = "gcfl"  # gcfl: min cut of update similarities | gcfl+: of gradient-norm sequences (DTW)
+    variant: str = (
+        "gcfl"  # gcfl: min cut of update similarities | gcfl+: of gradient-norm sequences (DTW)
+    )
     eps1: float = 0.05  # graph tasks: split when the cluster's mean update norm is below this ...
     eps2: float = 0.1  # ... and its largest client update norm above this
     eps1_node: float = 0.2  # node tasks: the same two thresholds (docs/methods/gcfl.md)
@@ -60,11 +62,15 @@ def check_config(cfg: RunConfig) -> None:
     o.require_choice("gcfl", "sequence", SEQUENCES)
     for name in ("eps1", "eps2", "eps1_node", "eps2_node"):
         if not getattr(o, name) >= 0:  # NaN too
-            raise ConfigError(f"gcfl.{name.replace('_', '-')}={getattr(o, name)} must be non-negative "
-                              "(a threshold on update norms).")
+            raise ConfigError(
+                f"gcfl.{name.replace('_', '-')}={getattr(o, name)} must be non-negative "
+                "(a threshold on update norms)."
+            )
     if o.split_after < 1:
-        raise ConfigError(f"gcfl.split-after must be at least 1 (got {o.split_after}): a client's "
-                          "update is known from round 2 on, once the server holds its cluster's model.")
+        raise ConfigError(
+            f"gcfl.split-after must be at least 1 (got {o.split_after}): a client's "
+            "update is known from round 2 on, once the server holds its cluster's model."
+        )
     if o.min_split_size < 2:
         raise ConfigError(f"gcfl.min-split-size must be at least 2 (got {o.min_split_size}).")
     task = run_task(cfg)
@@ -72,12 +78,16 @@ def check_config(cfg: RunConfig) -> None:
     if set_here := [n for n in unused if getattr(o, n) != getattr(GCFLOptions, n)]:
         used = "eps1-node/eps2-node" if task == "node" else "eps1/eps2"
         other = "graph" if task == "node" else "node"
-        raise ConfigError(f"{', '.join('gcfl.' + n.replace('_', '-') for n in set_here)}: for {other}-level "
-                          f"datasets only; {cfg.dataset!r} is {task}-level, and its split rule reads "
-                          f"gcfl.{used}: set those instead.")
+        raise ConfigError(
+            f"{', '.join('gcfl.' + n.replace('_', '-') for n in set_here)}: for {other}-level "
+            f"datasets only; {cfg.dataset!r} is {task}-level, and its split rule reads "
+            f"gcfl.{used}: set those instead."
+        )
     if o.seq_length < 1:
-        raise ConfigError(f"gcfl.seq-length must be at least 1 (got {o.seq_length}): GCFL+ compares "
-                          "the last seq-length entries of the clients' gradient-norm sequences.")
+        raise ConfigError(
+            f"gcfl.seq-length must be at least 1 (got {o.seq_length}): GCFL+ compares "
+            "the last seq-length entries of the clients' gradient-norm sequences."
+        )
 
 
 SPEC = MethodSpec(
@@ -93,15 +103,15 @@ SPEC = MethodSpec(
     probes=PROBES,
     config_note="GCFL's split rule (spec feddense.md §10); any task",
     option_help={
-        'variant': "gcfl: min cut of the updates' cosines | gcfl+: of DTW distances of gradient-norm sequences",
-        'eps1': "graph tasks: split a cluster when the norm of its clients' mean update is below this",
-        'eps2': '... and its largest client update norm is above this',
-        'eps1-node': 'node tasks: eps1 instead (measured, docs/methods/gcfl.md: 0.05 never fires there)',
-        'eps2-node': 'node tasks: eps2 instead',
-        'split-after': '... and the round is later than this (>= 1)',
-        'min-split-size': '... and it has at least this many clients',
-        'seq-length': 'gcfl+: ... and each of them has this many sequence entries since the last split',
-        'sequence': 'gcfl+: per round the norm of the last local gradient (grad) or of the update (update)',
-        'standardize': 'gcfl+: divide each sequence by its std before the DTW (compare trends)',
+        "variant": "gcfl: min cut of the updates' cosines | gcfl+: of DTW distances of gradient-norm sequences",
+        "eps1": "graph tasks: split a cluster when the norm of its clients' mean update is below this",
+        "eps2": "... and its largest client update norm is above this",
+        "eps1-node": "node tasks: eps1 instead (measured, docs/methods/gcfl.md: 0.05 never fires there)",
+        "eps2-node": "node tasks: eps2 instead",
+        "split-after": "... and the round is later than this (>= 1)",
+        "min-split-size": "... and it has at least this many clients",
+        "seq-length": "gcfl+: ... and each of them has this many sequence entries since the last split",
+        "sequence": "gcfl+: per round the norm of the last local gradient (grad) or of the update (update)",
+        "standardize": "gcfl+: divide each sequence by its std before the DTW (compare trends)",
     },
 )

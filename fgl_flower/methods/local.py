@@ -1,8 +1,8 @@
 """Local training: each client trains alone, the lower bound every table reports (torch-free spec)."""
 
 from __future__ import annotations
-from fgl_flower.methods.spec import MethodSpec
 
+from fgl_flower.methods.spec import MethodSpec
 
 SPEC = MethodSpec(
     name="local",

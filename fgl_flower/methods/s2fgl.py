@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from fgl_flower.config import MethodOptions, RunConfig
 from fgl_flower.errors import ConfigError
-from fgl_flower.probes import Probe
 from fgl_flower.methods.spec import MethodSpec
+from fgl_flower.probes import Probe
 
 #: Eigensolvers of FGMA: exact dense ``eigh`` of the symmetrised Laplacian (spec §9
 #: item 10, default) or ARPACK on the code's non-symmetric Laplacian (code-faithful).
@@ -25,10 +25,18 @@ REPOSITORY = "s2fgl.repository"  # server -> client: "anchors" [K*C, d]
 #: (:meth:`fgl_flower.clients.s2fgl.S2FGLClient.train`); 0 before ``start-round``, where the
 #: strategy does not watch them (:meth:`fgl_flower.strategies.s2fgl.S2FGLStrategy.idle_probes`).
 PROBES = (
-    Probe("nlir.share", "lambda1 L_FKD / L, mean over the round's local steps", dead_below=1e-4,
-          why="NLIR adds nothing to the local loss: the round is FedAvg without the repository."),
-    Probe("fgma.share", "lambda2 L_FGMA / L, mean over the round's local steps", dead_below=1e-4,
-          why="FGMA adds nothing to the local loss: no spectral alignment to the global model."),
+    Probe(
+        "nlir.share",
+        "lambda1 L_FKD / L, mean over the round's local steps",
+        dead_below=1e-4,
+        why="NLIR adds nothing to the local loss: the round is FedAvg without the repository.",
+    ),
+    Probe(
+        "fgma.share",
+        "lambda2 L_FGMA / L, mean over the round's local steps",
+        dead_below=1e-4,
+        why="FGMA adds nothing to the local loss: no spectral alignment to the global model.",
+    ),
 )
 
 
@@ -58,16 +66,21 @@ def check_config(cfg: RunConfig) -> None:
     from fgl_flower.models.registry import require_embeds
 
     o = S2FGLOptions.from_config(cfg)
-    require_embeds(cfg.model, "s2fgl", "needs a backbone with node representations and a linear classifier")
+    require_embeds(
+        cfg.model, "s2fgl", "needs a backbone with node representations and a linear classifier"
+    )
     if o.lambda1 < 0 or o.lambda2 < 0:
         raise ConfigError("s2fgl.lambda1 and s2fgl.lambda2 must be non-negative.")
     if o.start_round < 2:
-        raise ConfigError(f"s2fgl.start-round must be at least 2: the repository exists only "
-                          f"after round 1 (got {o.start_round}).")
+        raise ConfigError(
+            f"s2fgl.start-round must be at least 2: the repository exists only "
+            f"after round 1 (got {o.start_round})."
+        )
     o.require_at_least_one("s2fgl", "proto_divisor", "fgma_divisor", "anchors", "knn", "eigvecs")
     if not 0 < o.anchor_fraction <= 1 or not 0 < o.ppr_alpha < 1 or o.temperature <= 0:
-        raise ConfigError("s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and "
-                          "temperature positive.")
+        raise ConfigError(
+            "s2fgl.anchor-fraction must be in (0, 1], ppr-alpha in (0, 1) and temperature positive."
+        )
     o.require_choice("s2fgl", "eig_cap", EIG_CAPS)
     o.require_choice("s2fgl", "eig_mode", EIG_MODES)
 
@@ -86,20 +99,20 @@ SPEC = MethodSpec(
     defaults={"model": "acmgcn"},
     config_note='needs model = "acmgcn" (embed + classifier)',
     option_help={
-        'lambda1': "NLIR (FKD) weight; the code's 100 * 0.05",
-        'lambda2': 'FGMA weight',
-        'start-round': 'first round with both extra losses (the repository exists from round 2)',
-        'ppr-alpha': 'PageRank alpha of SALC',
-        'proto-divisor': 'prototypes over the top floor(N/3) SALC-ranked (training) nodes',
-        'fgma-divisor': 'FGMA over the top floor(N/5) SALC-ranked nodes',
-        'anchors': 'repository anchors per class',
-        'anchor-fraction': 'each anchor averages floor(0.7 M) random clients',
-        'temperature': 'FKD softmax temperature',
-        'knn': 'FGMA kNN feature graph: neighbours besides self',
-        'eigvecs': 'FGMA low- and high-frequency eigenvectors (each)',
-        'eig-mode': "dense-sym (exact eigh, symmetrised) | eigsh-asym (the code's ARPACK)",
-        'eig-cap': "eigenvectors of an n-node FGMA graph: half (min(k, n/2), disjoint sets) | code (min(k, n-1), the code's)",
-        'eval-dropout': 'true: evaluate with dropout active, as the official code does',
-        'shuffle-weights': "true: permute FedAvg weights against models each round (the code's bug)",
+        "lambda1": "NLIR (FKD) weight; the code's 100 * 0.05",
+        "lambda2": "FGMA weight",
+        "start-round": "first round with both extra losses (the repository exists from round 2)",
+        "ppr-alpha": "PageRank alpha of SALC",
+        "proto-divisor": "prototypes over the top floor(N/3) SALC-ranked (training) nodes",
+        "fgma-divisor": "FGMA over the top floor(N/5) SALC-ranked nodes",
+        "anchors": "repository anchors per class",
+        "anchor-fraction": "each anchor averages floor(0.7 M) random clients",
+        "temperature": "FKD softmax temperature",
+        "knn": "FGMA kNN feature graph: neighbours besides self",
+        "eigvecs": "FGMA low- and high-frequency eigenvectors (each)",
+        "eig-mode": "dense-sym (exact eigh, symmetrised) | eigsh-asym (the code's ARPACK)",
+        "eig-cap": "eigenvectors of an n-node FGMA graph: half (min(k, n/2), disjoint sets) | code (min(k, n-1), the code's)",
+        "eval-dropout": "true: evaluate with dropout active, as the official code does",
+        "shuffle-weights": "true: permute FedAvg weights against models each round (the code's bug)",
     },
 )

@@ -17,8 +17,12 @@ from torch_geometric.utils import scatter, to_torch_csr_tensor
 from fgl_flower.models.sparse import GraphCache, _CSRMatmul, quiet_csr
 
 
-def acm_low_pass(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None,
-                 dtype: torch.dtype = torch.float32) -> Tensor:
+def acm_low_pass(
+    edge_index: Tensor,
+    num_nodes: int,
+    edge_weight: Tensor | None = None,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
     r"""The row-normalised low-pass filter :math:`\hat{\mathbf A}_{\text{low}} =
     \tilde{\mathbf D}^{-1}(\mathbf I + \mathbf A)` as CSR ``[N, N]``.
 
@@ -29,14 +33,22 @@ def acm_low_pass(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None 
     """
     device = edge_index.device
     loop = torch.arange(num_nodes, device=device)
-    w = torch.ones(edge_index.size(1), dtype=dtype, device=device) if edge_weight is None \
+    w = (
+        torch.ones(edge_index.size(1), dtype=dtype, device=device)
+        if edge_weight is None
         else edge_weight.to(dtype)
+    )
     row = torch.cat([edge_index[1], loop])  # target
     col = torch.cat([edge_index[0], loop])  # source
     val = torch.cat([w, torch.ones(num_nodes, dtype=dtype, device=device)])
     deg = scatter(val, row, 0, dim_size=num_nodes, reduce="sum")
-    with torch.sparse.check_sparse_tensor_invariants(enable=False), quiet_csr():  # built valid; no notice
-        return to_torch_csr_tensor(torch.stack([row, col]), val / deg[row], size=(num_nodes, num_nodes))
+    with (
+        torch.sparse.check_sparse_tensor_invariants(enable=False),
+        quiet_csr(),
+    ):  # built valid; no notice
+        return to_torch_csr_tensor(
+            torch.stack([row, col]), val / deg[row], size=(num_nodes, num_nodes)
+        )
 
 
 def _csr_structure(x: Tensor) -> tuple[Tensor, ...]:
@@ -49,8 +61,9 @@ def _csr_structure(x: Tensor) -> tuple[Tensor, ...]:
     return index2ptr(r, n), c, v, index2ptr(c[perm], f), r[perm], perm
 
 
-def dropout_feature_matmul(x: Tensor, weight: Tensor, p: float, training: bool,
-                           cache: GraphCache) -> Tensor:
+def dropout_feature_matmul(
+    x: Tensor, weight: Tensor, p: float, training: bool, cache: GraphCache
+) -> Tensor:
     """``dropout(x) @ weight`` for dense or sparse ``x [N, F]`` (``weight [F, out]``).
 
     For sparse ``x`` only the stored entries are dropped, which has the same distribution
@@ -59,7 +72,9 @@ def dropout_feature_matmul(x: Tensor, weight: Tensor, p: float, training: bool,
     """
     if not x.is_sparse:
         return F.dropout(x, p, training) @ weight
-    crow, col, v, crow_t, col_t, perm = cache.get("feature_structure", (x,), lambda: _csr_structure(x))
+    crow, col, v, crow_t, col_t, perm = cache.get(
+        "feature_structure", (x,), lambda: _csr_structure(x)
+    )
     if training and p > 0:
         v = v * torch.empty_like(v).bernoulli_(1 - p) / (1 - p)
     n, f = x.shape
@@ -126,16 +141,18 @@ class ACMConv(nn.Module):
         projected input ``xw = x @ self.weight``."""
         d = self.out_channels
         # One sparse product serves both graph filters: A_high H W = H W - A_low H W.
-        smooth = adj_low @ xw[:, :2 * d]
+        smooth = adj_low @ xw[:, : 2 * d]
         h_low = F.relu(smooth[:, :d])
-        h_high = F.relu(xw[:, d:2 * d] - smooth[:, d:])
-        h_id = F.relu(xw[:, 2 * d:])
+        h_high = F.relu(xw[:, d : 2 * d] - smooth[:, d:])
+        h_id = F.relu(xw[:, 2 * d :])
         return h_low, h_high, h_id
 
     def attention(self, h_low: Tensor, h_high: Tensor, h_id: Tensor) -> Tensor:
         r"""Mixing weights :math:`\boldsymbol\alpha` ``[N, 3]`` (columns: low, high,
         identity; rows sum to 1)."""
-        e = torch.sigmoid(torch.cat([h_low @ self.att_low, h_high @ self.att_high, h_id @ self.att_id], 1))
+        e = torch.sigmoid(
+            torch.cat([h_low @ self.att_low, h_high @ self.att_high, h_id @ self.att_id], 1)
+        )
         return torch.softmax(e @ self.att_mix / self.temperature, dim=1)
 
     def mix(self, xw: Tensor, adj_low: Tensor) -> Tensor:
@@ -174,8 +191,14 @@ class ACMGCN(nn.Module):
 
     uses_edges = True
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.1) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.1,
+    ) -> None:
         super().__init__()
         if num_layers < 1:
             raise ValueError(f"ACM-GCN needs num_layers >= 1 (got {num_layers}).")
@@ -211,7 +234,9 @@ class ACMGCN(nn.Module):
         r""":meth:`embed` with a given low-pass filter ``adj [N, N]`` (sparse CSR or dense, e.g.
         a learned graph's, whose entries may carry gradients)."""
         first = self.convs[0]
-        h = first.mix(dropout_feature_matmul(x, first.weight, self.dropout, self.training, self._cache), adj)
+        h = first.mix(
+            dropout_feature_matmul(x, first.weight, self.dropout, self.training, self._cache), adj
+        )
         for conv in self.convs[1:]:
             h = F.dropout(F.relu(h), self.dropout, self.training)
             h = conv(h, adj)
@@ -219,4 +244,3 @@ class ACMGCN(nn.Module):
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         return self.classifier(self.embed(x, edge_index, edge_weight))
-

@@ -28,8 +28,13 @@ class FeatureGenerator(nn.Module):
         super().__init__()
         if head not in GENERATOR_HEADS:
             raise ValueError(f"head={head!r}: use one of {', '.join(GENERATOR_HEADS)}.")
-        self.net = nn.Sequential(nn.Linear(noise_dim, HIDDEN), nn.BatchNorm1d(HIDDEN), nn.LeakyReLU(0.2),
-                                 nn.Linear(HIDDEN, num_features), *([nn.Sigmoid()] if head == "sigmoid" else []))
+        self.net = nn.Sequential(
+            nn.Linear(noise_dim, HIDDEN),
+            nn.BatchNorm1d(HIDDEN),
+            nn.LeakyReLU(0.2),
+            nn.Linear(HIDDEN, num_features),
+            *([nn.Sigmoid()] if head == "sigmoid" else []),
+        )
 
     def forward(self, z: Tensor) -> Tensor:
         return self.net(z)
@@ -48,8 +53,14 @@ class FeatureGenerator(nn.Module):
 def kd_loss(student: Tensor, teacher: Tensor, temperature: float) -> Tensor:
     r""":math:`T^2\,\mathrm{KL}(\mathrm{softmax}(t/T) \,\|\, \mathrm{softmax}(s/T))`, batch mean
     (the official ``KLDiv``)."""
-    return F.kl_div(F.log_softmax(student / temperature, -1), F.softmax(teacher / temperature, -1),
-                    reduction="batchmean") * temperature ** 2
+    return (
+        F.kl_div(
+            F.log_softmax(student / temperature, -1),
+            F.softmax(teacher / temperature, -1),
+            reduction="batchmean",
+        )
+        * temperature**2
+    )
 
 
 def adversarial_loss(student: Tensor, teacher: Tensor) -> Tensor:

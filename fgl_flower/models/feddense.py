@@ -66,9 +66,17 @@ class DDCGNN(nn.Module):
     shared_prefixes = ("struct.",)
     graph_inputs = ("stc_enc",)
 
-    def __init__(self, in_channels: int, out_channels: int, width: int = 16, d0: int = 64,
-                 head: int = 64, num_layers: int = 3, dropout: float = 0.5,
-                 activation: str = "post") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        width: int = 16,
+        d0: int = 64,
+        head: int = 64,
+        num_layers: int = 3,
+        dropout: float = 0.5,
+        activation: str = "post",
+    ) -> None:
         super().__init__()
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation={activation!r}: use one of {ACTIVATIONS}")
@@ -79,7 +87,8 @@ class DDCGNN(nn.Module):
         self.feat.init = nn.Linear(in_channels, d0)
         self.feat.convs = nn.ModuleList(
             gin_conv(2 * d0 + 2 * i * width, width, width, project_first=True)
-            for i in range(num_layers))
+            for i in range(num_layers)
+        )
         self.head = GraphHead(2 * d0 + 2 * num_layers * width, head, out_channels, dropout)
 
     def _phi(self, h: Tensor) -> Tensor:

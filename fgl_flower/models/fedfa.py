@@ -60,7 +60,9 @@ class FFALayer(nn.Module):
     as the server sent it (ones before the first round, as in the official layer).
     """
 
-    def __init__(self, channels: int, prob: float = 0.5, momentum: float = 0.99, eps: float = 1e-6) -> None:
+    def __init__(
+        self, channels: int, prob: float = 0.5, momentum: float = 0.99, eps: float = 1e-6
+    ) -> None:
         super().__init__()
         self.prob, self.momentum, self.eps = prob, momentum, eps
         #: off while evaluating (:meth:`paused`): train mode alone (kept dropout) is not training
@@ -107,8 +109,12 @@ class FFALayer(nn.Module):
             m = self.momentum
             self.running_mean.mul_(m).add_(mu.mean(dim=0), alpha=1 - m)
             self.running_std.mul_(m).add_(std.mean(dim=0), alpha=1 - m)
-        scale_mu = ((fusion_weights(self.sharing_var_mean, self.eps) + 1) * (mu.var(dim=0) + self.eps)).sqrt()
-        scale_std = ((fusion_weights(self.sharing_var_std, self.eps) + 1) * (std.var(dim=0) + self.eps)).sqrt()
+        scale_mu = (
+            (fusion_weights(self.sharing_var_mean, self.eps) + 1) * (mu.var(dim=0) + self.eps)
+        ).sqrt()
+        scale_std = (
+            (fusion_weights(self.sharing_var_std, self.eps) + 1) * (std.var(dim=0) + self.eps)
+        ).sqrt()
         beta = mu + torch.randn_like(mu) * scale_mu
         gamma = std + torch.randn_like(std) * scale_std
         out = (h - mu) / std * gamma + beta
@@ -123,8 +129,11 @@ class FFALayer(nn.Module):
         the current sharing variances (the fusion weights' spread over channels)."""
         gamma = fusion_weights(self.sharing_var_mean, self.eps)
         gamma_sigma = fusion_weights(self.sharing_var_std, self.eps)
-        out = {"ffa.applied": float(self.applied), "ffa.gamma-std": float(gamma.std(unbiased=False)),
-               "ffa.gamma-std-sigma": float(gamma_sigma.std(unbiased=False))}
+        out = {
+            "ffa.applied": float(self.applied),
+            "ffa.gamma-std": float(gamma.std(unbiased=False)),
+            "ffa.gamma-std-sigma": float(gamma_sigma.std(unbiased=False)),
+        }
         if self.applied:
             out["ffa.shift"] = self.shift / self.applied
         return out
@@ -150,7 +159,10 @@ class FedFANet(nn.Module):
         h = self.backbone.embed(x, edge_index, edge_weight)
         if self.training:
             n = x.size(0)
-            adj = self._cache.get(f"neighbourhood/{n}", (edge_index, edge_weight),
-                                  lambda: acm_low_pass(edge_index, n, edge_weight, h.dtype))
+            adj = self._cache.get(
+                f"neighbourhood/{n}",
+                (edge_index, edge_weight),
+                lambda: acm_low_pass(edge_index, n, edge_weight, h.dtype),
+            )
             h = self.ffa(h, adj)
         return self.backbone.classifier(h)

@@ -75,8 +75,13 @@ class LatentGraph:
     [N]`` each row's mean over all :math:`N` entries (no gradient), for :meth:`health`.
     """
 
-    def __init__(self, index: Tensor, weight: Tensor, similarity: Tensor | None = None,
-                 row_mean: Tensor | None = None) -> None:
+    def __init__(
+        self,
+        index: Tensor,
+        weight: Tensor,
+        similarity: Tensor | None = None,
+        row_mean: Tensor | None = None,
+    ) -> None:
         self.index, self.weight = index, weight
         self.similarity = weight.detach() if similarity is None else similarity
         self.row_mean = row_mean  # [N] mean similarity of every row (all N entries), if known
@@ -116,7 +121,7 @@ class LatentGraph:
 
     def frobenius_sq(self) -> Tensor:
         r""":math:`\|\tilde{\mathbf A}\|_F^2 = \tfrac12\sum K_{uv}^2 + \tfrac12\sum K_{uv}K_{vu}`."""
-        return ((self.weight ** 2).sum() + (self.weight * self.mutual_weight()).sum()) / 2
+        return ((self.weight**2).sum() + (self.weight * self.mutual_weight()).sum()) / 2
 
     @torch.no_grad()
     def health(self, y: Tensor | None = None, labelled: Tensor | None = None) -> dict[str, float]:
@@ -141,15 +146,23 @@ class LatentGraph:
         live = (self.weight > 0) & (self.index != rows)
         u, v = rows[live], self.index[live]
         pairs = torch.unique(torch.minimum(u, v) * n + torch.maximum(u, v))
-        out = {"nonempty": float((self.degree() > 0).float().mean()),
-               "weight": float(self.weight.mean()), "similarity": float(self.similarity.mean()),
-               "contrast": (float((self.similarity.mean(1) - self.row_mean).mean())
-                            if self.row_mean is not None else float("nan")),
-               "edges": pairs.numel() / max(n, 1),
-               "targets": torch.unique(v).numel() / max(n, 1)}
+        out = {
+            "nonempty": float((self.degree() > 0).float().mean()),
+            "weight": float(self.weight.mean()),
+            "similarity": float(self.similarity.mean()),
+            "contrast": (
+                float((self.similarity.mean(1) - self.row_mean).mean())
+                if self.row_mean is not None
+                else float("nan")
+            ),
+            "edges": pairs.numel() / max(n, 1),
+            "targets": torch.unique(v).numel() / max(n, 1),
+        }
         top = max(1, n // 100)
         indegree = torch.bincount(v, minlength=n)
-        out["hubs"] = float(indegree.topk(top).values.sum() / v.numel()) if v.numel() else float("nan")
+        out["hubs"] = (
+            float(indegree.topk(top).values.sum() / v.numel()) if v.numel() else float("nan")
+        )
         if y is not None:
             a, b = pairs // n, pairs % n
             if labelled is not None:
@@ -160,7 +173,9 @@ class LatentGraph:
 
     def to_dense(self) -> Tensor:
         """:math:`\\tilde{\\mathbf A}` as a dense ``[N, N]`` matrix (tests, small graphs)."""
-        k = torch.zeros(self.num_nodes, self.num_nodes, dtype=self.weight.dtype, device=self.weight.device)
+        k = torch.zeros(
+            self.num_nodes, self.num_nodes, dtype=self.weight.dtype, device=self.weight.device
+        )
         k.scatter_(1, self.index, self.weight)
         return (k + k.t()) / 2
 
@@ -173,8 +188,8 @@ def pair_sq_distances(x: Tensor, index: Tensor) -> Tensor:
     out = x.new_empty(n, k)
     with torch.no_grad():
         for s in range(0, n, block):
-            diff = x[s:s + block].unsqueeze(1) - x[index[s:s + block]]
-            out[s:s + block] = (diff * diff).sum(-1)
+            diff = x[s : s + block].unsqueeze(1) - x[index[s : s + block]]
+            out[s : s + block] = (diff * diff).sum(-1)
     return out
 
 
@@ -189,18 +204,32 @@ class StructureLearner(nn.Module):
     \\mathbf a_{h,2}^\\top\\mathbf s_v)` (``a1``, ``a2`` ``[N_H, d]``).
     """
 
-    def __init__(self, in_channels: int, hidden: int, heads: int, metric: str = "weighted-cos",
-                 latent: str = "binary", activation: str = "none") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden: int,
+        heads: int,
+        metric: str = "weighted-cos",
+        latent: str = "binary",
+        activation: str = "none",
+    ) -> None:
         super().__init__()
         self.encoder = GCNLayer(in_channels, hidden)
         if latent not in LATENT_GRAPHS:
-            raise ValueError(f"unknown latent graph {latent!r}; use one of {', '.join(LATENT_GRAPHS)}")
+            raise ValueError(
+                f"unknown latent graph {latent!r}; use one of {', '.join(LATENT_GRAPHS)}"
+            )
         if activation not in STRUCT_ACTIVATIONS:
-            raise ValueError(f"unknown activation {activation!r}; use one of {', '.join(STRUCT_ACTIVATIONS)}")
+            raise ValueError(
+                f"unknown activation {activation!r}; use one of {', '.join(STRUCT_ACTIVATIONS)}"
+            )
         self.metric, self.heads, self.latent, self.activation = metric, heads, latent, activation
-        shapes = {"weighted-cos": {"w1": (heads, hidden), "w2": (heads, hidden)},
-                  "cos": {}, "att": {"att": (heads, hidden, hidden)},
-                  "gat": {"a1": (heads, hidden), "a2": (heads, hidden)}}
+        shapes = {
+            "weighted-cos": {"w1": (heads, hidden), "w2": (heads, hidden)},
+            "cos": {},
+            "att": {"att": (heads, hidden, hidden)},
+            "gat": {"a1": (heads, hidden), "a2": (heads, hidden)},
+        }
         if metric not in shapes:
             raise ValueError(f"unknown metric {metric!r}; use one of {', '.join(shapes)}")
         for name, shape in shapes[metric].items():
@@ -233,7 +262,9 @@ class StructureLearner(nn.Module):
         block = max(1, BLOCK_ELEMENTS // (n * (self.heads if self.metric == "gat" else 1)))
         if self.metric == "gat":
             e1, e2 = s @ self.a1.t(), s @ self.a2.t()  # [N, H]
-            sim_rows = lambda a, b: F.leaky_relu(e1[a:b].unsqueeze(1) + e2.unsqueeze(0), 0.2).mean(-1)  # noqa: E731
+            sim_rows = lambda a, b: F.leaky_relu(e1[a:b].unsqueeze(1) + e2.unsqueeze(0), 0.2).mean(
+                -1
+            )  # noqa: E731
         else:
             p, q = self._factors(s)
             sim_rows = lambda a, b: p[a:b] @ q.t()  # noqa: E731
@@ -270,17 +301,36 @@ class FedHERONet(nn.Module):
     :meth:`regularizer` is the latent-graph loss of the last forward.
     """
 
-    def __init__(self, in_channels: int, hidden: int, out_channels: int, num_layers: int = 2,
-                 dropout: float = 0.5, *, alpha: float = 0.2, k: int = 20, heads: int = 4,
-                 metric: str = "weighted-cos", dual_channel: bool = True, lam: float = 0.1,
-                 mu: float = 0.1, reg_norm: str = "n2", latent: str = "binary",
-                 reg_surrogate: bool = False, struct_act: str = "none") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        *,
+        alpha: float = 0.2,
+        k: int = 20,
+        heads: int = 4,
+        metric: str = "weighted-cos",
+        dual_channel: bool = True,
+        lam: float = 0.1,
+        mu: float = 0.1,
+        reg_norm: str = "n2",
+        latent: str = "binary",
+        reg_surrogate: bool = False,
+        struct_act: str = "none",
+    ) -> None:
         super().__init__()
         # Global channel first: clients seeded alike build it alike whatever their local parts.
         self.struct = StructureLearner(in_channels, hidden, heads, metric, latent, struct_act)
         self.gconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers))
         self.proj = nn.Linear(in_channels, hidden)
-        self.lconv = nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers)) if dual_channel else None
+        self.lconv = (
+            nn.ModuleList(GCNLayer(hidden, hidden) for _ in range(num_layers))
+            if dual_channel
+            else None
+        )
         self.cls = nn.Linear(in_channels + (num_layers + 1) * hidden, out_channels)
         self.alpha, self.k, self.dropout = alpha, k, dropout
         self.lam, self.mu, self.reg_norm, self.reg_surrogate = lam, mu, reg_norm, reg_surrogate
@@ -302,7 +352,9 @@ class FedHERONet(nn.Module):
         return self.struct.knn(s, self.k), s
 
     def _adjacency(self, edge_index: Tensor, n: int) -> Tensor:
-        return self._cache.get(f"adjacency/{n}", (edge_index,), lambda: gcn_adjacency(edge_index, n))
+        return self._cache.get(
+            f"adjacency/{n}", (edge_index,), lambda: gcn_adjacency(edge_index, n)
+        )
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         xd = self.dense_features(x)
@@ -315,7 +367,9 @@ class FedHERONet(nn.Module):
             loc = g if self.lconv is None else self.lconv[i]
             h = latent.propagate(z @ g.lin.weight.t()) + g.bias
             e = adj_t @ (z @ loc.lin.weight.t()) + loc.bias
-            z = F.dropout(F.relu(self.alpha * e + (1 - self.alpha) * h), self.dropout, self.training)
+            z = F.dropout(
+                F.relu(self.alpha * e + (1 - self.alpha) * h), self.dropout, self.training
+            )
             outs.append(z)
         return self.cls(torch.cat(outs, dim=1))
 
@@ -337,7 +391,7 @@ class FedHERONet(nn.Module):
             raise RuntimeError("embedding_health() needs a forward pass first")
         s = self._last.value[2].float()
         sv = torch.linalg.svdvals(s)
-        rank = float(sv.sum() ** 2 / (sv ** 2).sum()) if float(sv.sum()) > 0 else 0.0
+        rank = float(sv.sum() ** 2 / (sv**2).sum()) if float(sv.sum()) > 0 else 0.0
         return {"dead_units": float(((s != 0).sum(0) == 0).float().mean()), "rank": rank}
 
     def regularizer(self) -> Tensor:
@@ -351,7 +405,7 @@ class FedHERONet(nn.Module):
         latent, xd, _ = self._last.value
         if self.struct.latent == "binary" and not self.reg_surrogate:
             latent = LatentGraph(latent.index, latent.weight.detach(), latent.similarity)
-        scale = 1.0 / latent.num_nodes ** 2 if self.reg_norm == "n2" else 1.0
+        scale = 1.0 / latent.num_nodes**2 if self.reg_norm == "n2" else 1.0
         smooth = (latent.weight * pair_sq_distances(xd, latent.index)).sum()
         return scale * (self.lam * smooth + self.mu * latent.frobenius_sq())
 
@@ -366,5 +420,12 @@ def similarity_block_rows(num_nodes: int) -> int:
     return max(1, BLOCK_ELEMENTS // num_nodes)
 
 
-__all__ = ["LATENT_GRAPHS", "FedHERONet", "LatentGraph", "StructureLearner", "latent_graph_bytes",
-           "pair_sq_distances", "similarity_block_rows"]
+__all__ = [
+    "LATENT_GRAPHS",
+    "FedHERONet",
+    "LatentGraph",
+    "StructureLearner",
+    "latent_graph_bytes",
+    "pair_sq_distances",
+    "similarity_block_rows",
+]

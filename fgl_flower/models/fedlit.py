@@ -71,14 +71,22 @@ def kmeans_init(emb: Tensor, k: int, seed: int) -> tuple[Tensor, Tensor]:
 
     data = emb.detach().cpu().double().numpy()
     if len(data) < k:
-        raise FGLError(f"fedlit: a client graph with {len(data)} directed edges cannot seed "
-                       f"{k} link types; lower fedlit.num-types or use larger clients.")
-    km = MiniBatchKMeans(n_clusters=k, random_state=seed, batch_size=1024, max_iter=1, n_init=3).fit(data)
-    return (torch.as_tensor(km.cluster_centers_, dtype=emb.dtype, device=emb.device),
-            torch.as_tensor(km.labels_, dtype=torch.long, device=emb.device))
+        raise FGLError(
+            f"fedlit: a client graph with {len(data)} directed edges cannot seed "
+            f"{k} link types; lower fedlit.num-types or use larger clients."
+        )
+    km = MiniBatchKMeans(
+        n_clusters=k, random_state=seed, batch_size=1024, max_iter=1, n_init=3
+    ).fit(data)
+    return (
+        torch.as_tensor(km.cluster_centers_, dtype=emb.dtype, device=emb.device),
+        torch.as_tensor(km.labels_, dtype=torch.long, device=emb.device),
+    )
 
 
-def both_norm_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32) -> Tensor:
+def both_norm_adjacency(
+    edge_index: Tensor, num_nodes: int, dtype: torch.dtype = torch.float32
+) -> Tensor:
     r"""``[N, N]`` sparse :math:`\mathbf P` with :math:`P_{vu} = d^{out}_u{}^{-1/2}\,
     d^{in}_v{}^{-1/2}` for every edge :math:`u \to v` of ``edge_index [2, E]`` (source, target):
     DGL ``GraphConv``'s ``norm="both"`` without self-loops (on an undirected graph the
@@ -88,8 +96,9 @@ def both_norm_adjacency(edge_index: Tensor, num_nodes: int, dtype: torch.dtype =
     d_out = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, src, ones)
     d_in = torch.zeros(num_nodes, dtype=dtype, device=src.device).index_add_(0, dst, ones)
     value = d_out[src].rsqrt() * d_in[dst].rsqrt()
-    return torch.sparse_coo_tensor(torch.stack([dst, src]), value, (num_nodes, num_nodes),
-                                   check_invariants=False).coalesce()
+    return torch.sparse_coo_tensor(
+        torch.stack([dst, src]), value, (num_nodes, num_nodes), check_invariants=False
+    ).coalesce()
 
 
 class FedLitChannel(nn.Module):
@@ -123,8 +132,17 @@ class FedLitNet(nn.Module):
         seed: seeds the first step's k-means.
     """
 
-    def __init__(self, num_features: int, hidden: int, num_classes: int, num_types: int = 4,
-                 num_layers: int = 2, dropout: float = 0.5, em_iters: int = 1, seed: int = 0) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        hidden: int,
+        num_classes: int,
+        num_types: int = 4,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        em_iters: int = 1,
+        seed: int = 0,
+    ) -> None:
         super().__init__()
         self.dropout, self.em_iters, self.seed = dropout, em_iters, seed
         self.feature1 = nn.Linear(num_features, hidden)
@@ -164,29 +182,48 @@ class FedLitNet(nn.Module):
 
     def types_of(self, h: Tensor, edge_index: Tensor) -> Tensor:
         """``[E]``: every edge's type by the current centroids (evaluation)."""
-        return assign_types(edge_embeddings(h.detach(), canonical_edges(edge_index)), self.centroids)
+        return assign_types(
+            edge_embeddings(h.detach(), canonical_edges(edge_index)), self.centroids
+        )
 
     def classify(self, h: Tensor, edge_index: Tensor, types: Tensor) -> Tensor:
         """``[N, C]`` from the projection ``h`` and the edges' ``types``."""
         self.last_types = types
-        out = sum(ch(h, edge_index[:, types == k], self.dropout, self.training)
-                  for k, ch in enumerate(self.channels))
+        out = sum(
+            ch(h, edge_index[:, types == k], self.dropout, self.training)
+            for k, ch in enumerate(self.channels)
+        )
         return self.classifier(out)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         h = self.project(x)
-        if not bool(self.initialized) and edge_index.size(1):  # never trained: a first step's k-means
-            types = kmeans_init(edge_embeddings(h.detach(), canonical_edges(edge_index)), self.num_types, self.seed)[1]
+        if not bool(self.initialized) and edge_index.size(
+            1
+        ):  # never trained: a first step's k-means
+            types = kmeans_init(
+                edge_embeddings(h.detach(), canonical_edges(edge_index)), self.num_types, self.seed
+            )[1]
             return self.classify(h, edge_index, types)
         return self.classify(h, edge_index, self.types_of(h, edge_index))
 
 
-def build_fedlit(num_features: int, num_classes: int, hidden: int, num_types: int, num_layers: int,
-                 dropout: float, em_iters: int, seed: int, init: str = "default") -> FedLitNet:
+def build_fedlit(
+    num_features: int,
+    num_classes: int,
+    hidden: int,
+    num_types: int,
+    num_layers: int,
+    dropout: float,
+    em_iters: int,
+    seed: int,
+    init: str = "default",
+) -> FedLitNet:
     """A :class:`FedLitNet` initialised by ``INITS[init]`` (the run's ``model-init``); built
     under ``cpu_seeded(seed)`` it is every client's round-1 model."""
     from fgl_flower.models import INITS
 
-    model = FedLitNet(num_features, hidden, num_classes, num_types, num_layers, dropout, em_iters, seed)
+    model = FedLitNet(
+        num_features, hidden, num_classes, num_types, num_layers, dropout, em_iters, seed
+    )
     INITS.get(init)(model)
     return model

@@ -60,10 +60,14 @@ class AdaptationLayer(nn.Module):
 
     def __init__(self, hidden: int) -> None:
         super().__init__()
-        self.msg_mlp = nn.Sequential(nn.Linear(hidden + 1, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU())
+        self.msg_mlp = nn.Sequential(
+            nn.Linear(hidden + 1, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU()
+        )
         last = nn.Linear(hidden, 1, bias=False)
         nn.init.xavier_uniform_(last.weight, gain=0.001)
-        self.trans_mlp = nn.Sequential(nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), last)
+        self.trans_mlp = nn.Sequential(
+            nn.Linear(hidden, hidden), nn.SiLU(), nn.Linear(hidden, hidden), nn.SiLU(), last
+        )
 
     def forward(self, queries: Tensor, neighbors: Tensor, protos: Tensor) -> Tensor:
         """``queries [Q, d]``, their neighbours' mean ``[Q, d]``, ``protos [P, d]`` -> the
@@ -134,11 +138,21 @@ class FedLoGNet(nn.Module):
 
     uses_edges = True
 
-    def __init__(self, num_features: int, hidden: int, num_classes: int, num_proto: int = 20,
-                 threshold: int = 3, adaptation: str = "queries", dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        num_features: int,
+        hidden: int,
+        num_classes: int,
+        num_proto: int = 20,
+        threshold: int = 3,
+        adaptation: str = "queries",
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         self.num_classes, self.num_proto, self.threshold = num_classes, num_proto, threshold
-        self.embedder = GraphSAGE(num_features, 2 * hidden, num_layers=2, out_channels=hidden, dropout=dropout)
+        self.embedder = GraphSAGE(
+            num_features, 2 * hidden, num_layers=2, out_channels=hidden, dropout=dropout
+        )
         self.classifier = code_linear(hidden, num_classes)
         self.head = MetricBranch(hidden, 2, adaptation)
         self.tail = MetricBranch(hidden, 2, adaptation)
@@ -163,8 +177,9 @@ class FedLoGNet(nn.Module):
         """The head and tail branches' synthetic nodes through the embedder, ``[C k, d]`` each."""
         return self.embed_synthetic(self.syn_head), self.embed_synthetic(self.syn_tail)
 
-    def branch_log_probs(self, h: Tensor, neighbors: Tensor, syn: tuple[Tensor, Tensor] | None = None
-                         ) -> tuple[Tensor, Tensor]:
+    def branch_log_probs(
+        self, h: Tensor, neighbors: Tensor, syn: tuple[Tensor, Tensor] | None = None
+    ) -> tuple[Tensor, Tensor]:
         """Per branch, ``log softmax(-||q - proto||^2)`` ``[Q, C]`` of queries ``h [Q, d]``
         with their neighbours' mean embeddings ``neighbors [Q, d]`` (``syn``: the
         :meth:`synthetic_embeddings` of this step, computed if not given)."""
@@ -179,7 +194,9 @@ class FedLoGNet(nn.Module):
     @staticmethod
     def log_mixture(head: Tensor, tail: Tensor, alpha: Tensor) -> Tensor:
         """``log(alpha p_head + (1 - alpha) p_tail)`` (the evaluation's mixture)."""
-        return torch.logaddexp(alpha.clamp_min(1e-30).log() + head, (1 - alpha).clamp_min(1e-30).log() + tail)
+        return torch.logaddexp(
+            alpha.clamp_min(1e-30).log() + head, (1 - alpha).clamp_min(1e-30).log() + tail
+        )
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         h = self.embed(x, edge_index)

@@ -49,10 +49,14 @@ class MaskedGCNConv(GCNConv):
         out = self.propagate(edge_index, x=x, edge_weight=edge_weight)
         return out + self.bias
 
-    def _normalized(self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
+    def _normalized(
+        self, edge_index: Tensor, num_nodes: int, dtype: torch.dtype
+    ) -> tuple[Tensor, Tensor]:
         from torch_geometric.nn.conv.gcn_conv import gcn_norm
 
-        return gcn_norm(edge_index, None, num_nodes, self.improved, self.add_self_loops, self.flow, dtype)
+        return gcn_norm(
+            edge_index, None, num_nodes, self.improved, self.add_self_loops, self.flow, dtype
+        )
 
 
 class _Masks:
@@ -92,8 +96,15 @@ class MaskedGCN(_Masks, nn.Module):
         mask_init: ``"ones"`` or ``"xavier"`` (Xavier-uniform masks).
     """
 
-    def __init__(self, num_features: int, hidden: int, num_classes: int, dropout: float = 0.5,
-                 l1: float = 1e-3, mask_init: str = "ones") -> None:
+    def __init__(
+        self,
+        num_features: int,
+        hidden: int,
+        num_classes: int,
+        dropout: float = 0.5,
+        l1: float = 1e-3,
+        mask_init: str = "ones",
+    ) -> None:
         super().__init__()
         self.dropout, self.l1 = dropout, l1
         self.conv1 = MaskedGCNConv(num_features, hidden)
@@ -103,8 +114,11 @@ class MaskedGCN(_Masks, nn.Module):
         nn.init.xavier_uniform_(self.clsif.weight)
         bound = math.sqrt(6.0 / (1 + num_classes))
         nn.init.uniform_(self.clsif.bias, -bound, bound)
-        shapes = {"conv1": self.conv1.lin.weight.shape, "conv2": self.conv2.lin.weight.shape,
-                  "clsif": self.clsif.weight.shape}
+        shapes = {
+            "conv1": self.conv1.lin.weight.shape,
+            "conv2": self.conv2.lin.weight.shape,
+            "clsif": self.clsif.weight.shape,
+        }
         self.masks = nn.ParameterDict({k: nn.Parameter(torch.ones(s)) for k, s in shapes.items()})
         _init_masks(self.masks, mask_init)
 
@@ -149,12 +163,19 @@ class MaskedBackbone(_Masks, nn.Module):
     def __init__(self, net: nn.Module, l1: float = 1e-3, mask_init: str = "ones") -> None:
         super().__init__()
         if not callable(getattr(net, "embed", None)):
-            raise ValueError(f"{type(net).__name__} has no embed(): FED-PUB's functional embedding needs one.")
+            raise ValueError(
+                f"{type(net).__name__} has no embed(): FED-PUB's functional embedding needs one."
+            )
         self.net, self.l1 = net, l1
         self.uses_edges = getattr(net, "uses_edges", True)
         self.masked = tuple(n for n, p in net.named_parameters() if p.dim() >= 2)
-        self.masks = nn.ParameterDict({mask_key(n): nn.Parameter(torch.ones_like(p.detach()))
-                                       for n, p in net.named_parameters() if n in self.masked})
+        self.masks = nn.ParameterDict(
+            {
+                mask_key(n): nn.Parameter(torch.ones_like(p.detach()))
+                for n, p in net.named_parameters()
+                if n in self.masked
+            }
+        )
         _init_masks(self.masks, mask_init)
 
     def masked_weights(self) -> dict[str, Tensor]:
@@ -176,8 +197,9 @@ def mask_key(name: str) -> str:
 
 
 @functools.lru_cache(maxsize=4)
-def proxy_graph(seed: int, num_features: int, graphs: int = 5, nodes: int = 100,
-                p: float = 0.1) -> tuple[Tensor, Tensor]:
+def proxy_graph(
+    seed: int, num_features: int, graphs: int = 5, nodes: int = 100, p: float = 0.1
+) -> tuple[Tensor, Tensor]:
     r"""FED-PUB's proxy input: ``graphs`` random graphs of ``nodes`` nodes each (an edge
     inside a graph with probability ``p``, none between them: networkx's
     ``random_partition_graph`` with ``p_out = 0``, from ``seed``) with

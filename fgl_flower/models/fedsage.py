@@ -90,14 +90,21 @@ class NeighGen(nn.Module):
     they do). ``forward(x [N, D], edge_index) -> (n̂ [N], X̂ [N, K, D])``.
     """
 
-    def __init__(self, in_channels: int, num_pred: int, hidden: int = 64, latent: int = 128,
-                 dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        num_pred: int,
+        hidden: int = 64,
+        latent: int = 128,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         self.num_pred, self.in_channels, self.dropout = num_pred, in_channels, dropout
         self.enc1, self.enc2 = SAGEConv(in_channels, hidden), SAGEConv(hidden, latent)
         self.dgen = nn.Linear(latent, 1)
-        self.fgen = nn.ModuleList([nn.Linear(latent, 256), nn.Linear(256, 2048),
-                                   nn.Linear(2048, num_pred * in_channels)])
+        self.fgen = nn.ModuleList(
+            [nn.Linear(latent, 256), nn.Linear(256, 2048), nn.Linear(2048, num_pred * in_channels)]
+        )
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = x.to_dense() if x.is_sparse else x
@@ -121,8 +128,9 @@ def slot_counts(predicted: Tensor, num_pred: int) -> Tensor:
     return predicted.detach().floor().clamp(0, num_pred).long()
 
 
-def feature_loss(pred: Tensor, target: Tensor, pred_count: Tensor, true_count: Tensor,
-                 matching: str = "min") -> Tensor:
+def feature_loss(
+    pred: Tensor, target: Tensor, pred_count: Tensor, true_count: Tensor, matching: str = "min"
+) -> Tensor:
     r"""The feature loss over the first :math:`\min(K, \lfloor\hat n_v\rfloor)` generated slots
     of every node, each matched to one of its :math:`\min(K, n_v)` true missing neighbours:
 
@@ -157,8 +165,14 @@ def feature_loss(pred: Tensor, target: Tensor, pred_count: Tensor, true_count: T
     return torch.where(used, best, torch.zeros_like(best)).sum() / (n * k)
 
 
-def mend(x: Tensor, edge_index: Tensor, kept: Tensor, pred_count: Tensor, pred_feats: Tensor,
-         undirected: bool = True) -> tuple[Tensor, Tensor]:
+def mend(
+    x: Tensor,
+    edge_index: Tensor,
+    kept: Tensor,
+    pred_count: Tensor,
+    pred_feats: Tensor,
+    undirected: bool = True,
+) -> tuple[Tensor, Tensor]:
     """The mended graph: the client's *original* subgraph (``x [N, D]``, ``edge_index``) plus,
     for every kept node ``kept[i]``, :func:`slot_counts` generated neighbours with features
     ``pred_feats[i, :c]``, appended after the ``N`` nodes in node order, each linked to its
@@ -179,7 +193,9 @@ def mend(x: Tensor, edge_index: Tensor, kept: Tensor, pred_count: Tensor, pred_f
     return torch.cat([dense, new_x.to(dense.dtype)]), torch.cat([edge_index, *links], dim=1)
 
 
-def owner_fit(x: Tensor, edge_index: Tensor, num_real: int, generator: torch.Generator) -> float | None:
+def owner_fit(
+    x: Tensor, edge_index: Tensor, num_real: int, generator: torch.Generator
+) -> float | None:
     r"""How much the generated rows of a mended graph resemble the neighbourhood of the node
     they are attached to, against that of another owner:
 
@@ -204,7 +220,9 @@ def owner_fit(x: Tensor, edge_index: Tensor, num_real: int, generator: torch.Gen
     real = (src < n) & (dst < n) & (src != dst)
     dense = x.to_dense() if x.is_sparse else x
     dense = dense.float()
-    sums = torch.zeros(n, dense.size(1), device=dense.device).index_add_(0, src[real], dense[dst[real]])
+    sums = torch.zeros(n, dense.size(1), device=dense.device).index_add_(
+        0, src[real], dense[dst[real]]
+    )
     degree = torch.bincount(src[real], minlength=n)
     has = degree[owner] > 0
     gen, owner = gen[has], owner[has]
@@ -218,8 +236,9 @@ def owner_fit(x: Tensor, edge_index: Tensor, num_real: int, generator: torch.Gen
     return float(1.0 - own / other.clamp_min(1e-12))
 
 
-def sample_targets(x: Tensor, edge_index: Tensor, count: int, num_pred: int,
-                   generator: torch.Generator) -> Tensor:
+def sample_targets(
+    x: Tensor, edge_index: Tensor, count: int, num_pred: int, generator: torch.Generator
+) -> Tensor:
     """``[count, K, D]``: another client's targets for the cross-client feature loss, as all three
     codes draw them: ``count`` centre nodes uniformly with replacement among the nodes that have
     a neighbour, and ``K`` of each centre's neighbours uniformly with replacement (self-loops
@@ -242,8 +261,15 @@ class LocSagePlus(nn.Module):
     """The generator with the classifier it is trained through (the loss on the mended
     impaired graph): ``gen`` (:class:`NeighGen`) and ``cls``, a 2-layer GraphSAGE."""
 
-    def __init__(self, in_channels: int, num_classes: int, num_pred: int, hidden: int = 64,
-                 latent: int = 128, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        num_classes: int,
+        num_pred: int,
+        hidden: int = 64,
+        latent: int = 128,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         from fgl_flower.models.pyg import GraphSAGE
 

@@ -78,6 +78,10 @@ class FeatureStructureEncoder(nn.Module):
 
 def initial_proxies(num_classes: int, proxy_dim: int) -> Tensor:
     r"""The official code's :math:`\mathbf S_0`: row :math:`j` is :math:`0.01\,j\,\mathbf 1`."""
-    return 0.01 * torch.arange(num_classes, dtype=torch.float32).unsqueeze(1).expand(
-        num_classes, proxy_dim
-    ).clone()
+    return (
+        0.01
+        * torch.arange(num_classes, dtype=torch.float32)
+        .unsqueeze(1)
+        .expand(num_classes, proxy_dim)
+        .clone()
+    )

@@ -33,11 +33,15 @@ from fgl_flower.models.sparse import GraphCache
 STRUCTURE_DIM = 32
 
 
-def gin_conv(in_channels: int, hidden: int, out_channels: int, project_first: bool = False) -> GINConv:
+def gin_conv(
+    in_channels: int, hidden: int, out_channels: int, project_first: bool = False
+) -> GINConv:
     """``GINConv(MLP: Linear(in, hidden), ReLU, Linear(hidden, out))`` with :math:`\\epsilon = 0`
     (``project_first``: see :class:`~fgl_flower.models.propagate.GINConv`)."""
-    return GINConv(nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, out_channels)), project_first=project_first)
+    return GINConv(
+        nn.Sequential(nn.Linear(in_channels, hidden), nn.ReLU(), nn.Linear(hidden, out_channels)),
+        project_first=project_first,
+    )
 
 
 class GraphHead(nn.Module):
@@ -83,7 +87,9 @@ class StructureChannel(nn.Module):
     def __init__(self, d0: int, width: int, num_layers: int) -> None:
         super().__init__()
         self.init = nn.Linear(STRUCTURE_DIM, d0)
-        self.convs = nn.ModuleList(GCNConv(d0 if i == 0 else width, width) for i in range(num_layers))
+        self.convs = nn.ModuleList(
+            GCNConv(d0 if i == 0 else width, width) for i in range(num_layers)
+        )
 
     def forward(self, stc_enc: Tensor, gcn_adj: Adjacency) -> list[Tensor]:
         maps = [self.init(stc_enc)]
@@ -104,8 +110,14 @@ class FedStarGIN(nn.Module):
     #: Per-node inputs besides ``x``/``edge_index``/``batch`` (attached by the learner).
     graph_inputs = ("stc_enc",)
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 3, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 3,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         h = hidden_channels
         self.dropout = dropout
@@ -127,7 +139,9 @@ class FedStarGIN(nn.Module):
         s = self.struct(stc_enc, gcn_adj)
         h = self.feat.init(x)
         for conv, s_prev in zip(self.feat.convs, s):  # layer l reads s^(l-1)
-            h = dropout(F.relu(conv(torch.cat([h, s_prev], -1), sum_adj)), self.dropout, self.training)
+            h = dropout(
+                F.relu(conv(torch.cat([h, s_prev], -1), sum_adj)), self.dropout, self.training
+            )
         return torch.cat([h, s[-1]], -1)
 
     def forward(self, x: Tensor, edge_index: Tensor, batch: Tensor, stc_enc: Tensor) -> Tensor:
@@ -167,6 +181,7 @@ class ChannelProbes:
         def hook(module: nn.Module, args, output) -> None:
             if not module.training:
                 fn(output)
+
         return hook
 
     def _head(self, z: Tensor) -> None:
@@ -175,9 +190,11 @@ class ChannelProbes:
 
     def __enter__(self) -> ChannelProbes:
         m = self.model
-        hooks = ((lambda: m.struct, lambda maps: self._norm("struct.norm", maps[-1])),
-                 (lambda: m.feat.convs[-1], lambda h: self._norm("feat.norm", h)),
-                 (lambda: m.head.post, self._head))
+        hooks = (
+            (lambda: m.struct, lambda maps: self._norm("struct.norm", maps[-1])),
+            (lambda: m.feat.convs[-1], lambda h: self._norm("feat.norm", h)),
+            (lambda: m.head.post, self._head),
+        )
         try:
             for module, fn in hooks:
                 self._handles.append(module().register_forward_hook(self._hook(fn)))
@@ -221,8 +238,14 @@ class FedStarNodeGIN(FedStarGIN):
 
     graph_inputs = ()
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 3, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 3,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__(in_channels, hidden_channels, out_channels, num_layers, dropout)
         self.head = NodeHead(2 * hidden_channels, hidden_channels, out_channels, dropout)
         self._cache = GraphCache()
@@ -232,11 +255,17 @@ class FedStarNodeGIN(FedStarGIN):
 
         n = x.size(0)
         xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
-        stc = self._cache.get(f"stc_enc/{n}", (edge_index,),
-                              lambda: structure_encoding(edge_index.cpu(), n).to(x.device))
+        stc = self._cache.get(
+            f"stc_enc/{n}",
+            (edge_index,),
+            lambda: structure_encoding(edge_index.cpu(), n).to(x.device),
+        )
         # keyed by class too: the cache is process-wide, and the variants' feature channels differ
-        adj = self._cache.get(f"adjacencies/{type(self).__name__}/{n}", (edge_index,),
-                              lambda: self.adjacencies(edge_index, n))
+        adj = self._cache.get(
+            f"adjacencies/{type(self).__name__}/{n}",
+            (edge_index,),
+            lambda: self.adjacencies(edge_index, n),
+        )
         return self.head(self.node_states(xd, adj, stc))
 
     @staticmethod

@@ -13,6 +13,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from fgl_flower.models.knn import cosine_topk
+
 #: Hidden widths of the generator (the official code's).
 WIDTHS = (64, 128, 256)
 
@@ -24,7 +26,9 @@ class ConditionalGenerator(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(num_classes, num_classes)
         dims = (noise_dim + num_classes, *WIDTHS)
-        self.hidden = nn.Sequential(*[m for a, b in zip(dims[:-1], dims[1:]) for m in (nn.Linear(a, b), nn.Tanh())])
+        self.hidden = nn.Sequential(
+            *[m for a, b in zip(dims[:-1], dims[1:]) for m in (nn.Linear(a, b), nn.Tanh())]
+        )
         self.out = nn.Linear(WIDTHS[-1], num_features)
 
     def forward(self, z: Tensor, c: Tensor) -> Tensor:
@@ -36,7 +40,9 @@ def class_labels(num_gen: int, num_classes: int, device: torch.device | str = "c
     last class (the official code's fixed pseudo-labels)."""
     counts = [num_gen // num_classes] * num_classes
     counts[-1] += num_gen - sum(counts)
-    return torch.repeat_interleave(torch.arange(num_classes, device=device), torch.tensor(counts, device=device))
+    return torch.repeat_interleave(
+        torch.arange(num_classes, device=device), torch.tensor(counts, device=device)
+    )
 
 
 @torch.no_grad()
@@ -46,8 +52,7 @@ def knn_graph(x: Tensor, k: int) -> Tensor:
     counts it), symmetrised, without self-loops (the GCN adds one per node, as the official
     graph's loops collapse to one in ``gcn_norm``). Not differentiable: the generator learns
     through the features only."""
-    xn = torch.nn.functional.normalize(x, dim=1)
-    top = (xn @ xn.t()).topk(k, dim=1).indices
+    top = cosine_topk(x, k).indices
     adj = torch.zeros(x.size(0), x.size(0), dtype=torch.bool, device=x.device)
     adj.scatter_(1, top, True)
     adj = adj | adj.t()

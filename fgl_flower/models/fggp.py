@@ -23,6 +23,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from fgl_flower.models.acmgcn import ACMGCN
+from fgl_flower.models.knn import cosine_topk
 from fgl_flower.models.node import GCNLayer, _dims
 from fgl_flower.models.sparse import gcn_adjacency
 
@@ -61,8 +62,14 @@ class GCNBody(nn.Module):
     normalised the same way (:func:`dense_normalize`).
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int, dropout: float) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int,
+        dropout: float,
+    ) -> None:
         super().__init__()
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         self.convs = nn.ModuleList(GCNLayer(a, b) for a, b in zip(d[:-1], d[1:]))
@@ -132,10 +139,19 @@ class FGGPNet(nn.Module):
 
     uses_edges = True
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5, backbone: str = "gcn") -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+        backbone: str = "gcn",
+    ) -> None:
         super().__init__()
-        self.body = BODIES[backbone](in_channels, hidden_channels, out_channels, num_layers, dropout)
+        self.body = BODIES[backbone](
+            in_channels, hidden_channels, out_channels, num_layers, dropout
+        )
         self.aug = Augmentor(in_channels, hidden_channels)
 
     @property
@@ -159,14 +175,18 @@ class FGGPNet(nn.Module):
         """``[N, d]``: the last hidden representation, hidden layers propagating with ``prop``."""
         return self.body.features(x, prop)
 
-    def propagate(self, x: Tensor, prop: Tensor, out_prop: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    def propagate(
+        self, x: Tensor, prop: Tensor, out_prop: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
         """``(features [N, d], logits [N, C])``, ``out_prop`` (default ``prop``) in the output layer."""
         h = self.body.features(x, prop)
         return h, self.body.classify(h, prop if out_prop is None else out_prop)
 
     def on_graph(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
         """``(features [N, d], logits [N, C])`` on the graph ``edge_index``."""
-        return self.propagate(x, self.propagation(x, edge_index), self.output_propagation(x, edge_index))
+        return self.propagate(
+            x, self.propagation(x, edge_index), self.output_propagation(x, edge_index)
+        )
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         """Logits ``[N, C]`` on the graph ``edge_index``."""
@@ -222,7 +242,11 @@ def reconstruction_loss(scores: Tensor, a_aug: Tensor) -> Tensor:
     if m <= 0 or m >= n2:
         return scores.new_zeros(())
     pos_weight = scores.new_tensor((n2 - m) / m)
-    return n2 / (2 * (n2 - m)) * F.binary_cross_entropy_with_logits(scores, a_aug, pos_weight=pos_weight)
+    return (
+        n2
+        / (2 * (n2 - m))
+        * F.binary_cross_entropy_with_logits(scores, a_aug, pos_weight=pos_weight)
+    )
 
 
 def knn_edges(z: Tensor, k: int) -> Tensor:
@@ -235,15 +259,13 @@ def knn_edges(z: Tensor, k: int) -> Tensor:
     k = min(k, n - 1)
     if k <= 0:
         return torch.zeros(2, 0, dtype=torch.long, device=z.device)
-    zn = F.normalize(z, dim=1)
-    sim = zn @ zn.t()
-    sim.fill_diagonal_(float("-inf"))
-    nbr = sim.topk(k, dim=1).indices
+    nbr = cosine_topk(z, k, self_loops=False).indices
     return torch.stack([torch.arange(n, device=z.device).repeat_interleave(k), nbr.reshape(-1)])
 
 
-def prototype_weights(logits: Tensor, y: Tensor, train_mask: Tensor, num_classes: int
-                      ) -> tuple[Tensor, Tensor]:
+def prototype_weights(
+    logits: Tensor, y: Tensor, train_mask: Tensor, num_classes: int
+) -> tuple[Tensor, Tensor]:
     r"""``(W [P, N], classes [P])`` whose product with features ``z [N, d]`` gives the class
     prototypes :math:`\pi_c = \sum_v w_{vc}\,\mathbf z_v / (\sum_v w_{vc} + 10^{-6})`, for the
     ``P`` classes present among the pseudo-labels: :math:`w_{vc} = [\hat y_v = c]\max_{c'}
@@ -277,8 +299,9 @@ def prototype_contrast(views: Tensor, anchors: Tensor, tau: float) -> Tensor:
     return F.cross_entropy(logits, torch.zeros(p, dtype=torch.long, device=u.device))
 
 
-def prototype_scores(z: Tensor, memory: Tensor, labels: Tensor, num_classes: int, k: int,
-                     tau: float = 0.1) -> Tensor:
+def prototype_scores(
+    z: Tensor, memory: Tensor, labels: Tensor, num_classes: int, k: int, tau: float = 0.1
+) -> Tensor:
     r"""``[N, C]`` class scores of the prototype classifier: each node's ``k`` most
     cosine-similar prototypes of ``memory [Q, d]`` (L2-normalised; ``labels [Q]``) vote for
     their class with weights :math:`\mathrm{softmax}(\text{sim}/\tau)` over those ``k``;

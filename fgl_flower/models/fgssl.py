@@ -54,7 +54,9 @@ def semantic_contrast(h: Tensor, h_teacher: Tensor, y: Tensor, mask: Tensor, tau
     return -((positive * log_prob).sum(1) / positive.sum(1)).mean()
 
 
-def structure_distillation(h: Tensor, h_teacher: Tensor, edge_index: Tensor, omega: float) -> Tensor:
+def structure_distillation(
+    h: Tensor, h_teacher: Tensor, edge_index: Tensor, omega: float
+) -> Tensor:
     r"""FGSD: the KL divergence from the global model's distribution of each node's
     similarities over its neighbours to the local model's,
 
@@ -79,7 +81,9 @@ def structure_distillation(h: Tensor, h_teacher: Tensor, edge_index: Tensor, ome
     return torch.zeros(n, dtype=h.dtype, device=h.device).index_add_(0, src, kl).sum() / has.sum()
 
 
-def edge_difference_distillation(h: Tensor, h_teacher: Tensor, edge_index: Tensor, tau: float) -> Tensor:
+def edge_difference_distillation(
+    h: Tensor, h_teacher: Tensor, edge_index: Tensor, tau: float
+) -> Tensor:
     r"""OpenFGL's structural term: per edge :math:`(i, j)`, the distribution over the
     :math:`d` dimensions of :math:`|\mathbf h_i - \mathbf h_j| / \tau`, the teacher's
     distilled into the student's, :math:`\mathrm{KL}(p \Vert q)` summed and divided by the

@@ -31,4 +31,6 @@ def grad_norm(value: Tensor, params: list[Tensor]) -> float:
     if not value.requires_grad or not params:
         return 0.0
     grads = torch.autograd.grad(value, params, retain_graph=True, allow_unused=True)
-    return float(torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None) or torch.zeros(())))
+    return float(
+        torch.sqrt(sum((g.double() ** 2).sum() for g in grads if g is not None) or torch.zeros(()))
+    )

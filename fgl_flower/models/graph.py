@@ -30,8 +30,14 @@ class GIN(nn.Module):
 
     shared_prefixes = ("convs.",)
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 3, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 3,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         h = hidden_channels
         self.dropout = dropout
@@ -52,4 +58,3 @@ class GIN(nn.Module):
         x = global_add_pool(x, batch)
         x = dropout(F.relu(self.post(x)), self.dropout, self.training)
         return self.readout(x)
-

@@ -31,18 +31,24 @@ class _Stacked(nn.Module):
         self.dropout = dropout
         self.convs = nn.ModuleList()
 
-    def _layer(self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None) -> Tensor:
+    def _layer(
+        self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None
+    ) -> Tensor:
         return conv(x, edge_index, edge_weight)
 
     def embed(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         """The input of the last layer, ``[N, hidden]`` (after its ReLU and dropout): the
         node representations that representation-level methods (FGSSL) compare."""
         for conv in self.convs[:-1]:
-            x = F.dropout(F.relu(self._layer(conv, x, edge_index, edge_weight)), self.dropout, self.training)
+            x = F.dropout(
+                F.relu(self._layer(conv, x, edge_index, edge_weight)), self.dropout, self.training
+            )
         return x
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
-        return self._layer(self.convs[-1], self.embed(x, edge_index, edge_weight), edge_index, edge_weight)
+        return self._layer(
+            self.convs[-1], self.embed(x, edge_index, edge_weight), edge_index, edge_weight
+        )
 
 
 class GCNLayer(nn.Module):
@@ -83,8 +89,14 @@ class GCN(_Stacked):
     computed once per graph and reused across calls (see :mod:`fgl_flower.models.sparse`).
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__(dropout)
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         self.convs.extend(GCNLayer(a, b) for a, b in zip(d[:-1], d[1:]))
@@ -92,7 +104,8 @@ class GCN(_Stacked):
 
     def _layer(self, conv, x, edge_index, edge_weight):
         adj_t = self._cache.get(
-            f"adjacency/{x.size(0)}", (edge_index, edge_weight),
+            f"adjacency/{x.size(0)}",
+            (edge_index, edge_weight),
             lambda: gcn_adjacency(edge_index, x.size(0), edge_weight, conv.add_self_loops),
         )
         h = feature_matmul(x, conv.lin.weight.t(), self._cache)
@@ -105,8 +118,14 @@ class MLP(_Stacked):
 
     uses_edges = False
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__(dropout)
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         self.convs.extend(nn.Linear(a, b) for a, b in zip(d[:-1], d[1:]))
@@ -129,19 +148,30 @@ class ConcatGCN(nn.Module):
 
     uses_edges = True
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__()
         self.proj = nn.Linear(in_channels, hidden_channels)
-        self.convs = nn.ModuleList(GCNLayer(hidden_channels, hidden_channels) for _ in range(num_layers))
+        self.convs = nn.ModuleList(
+            GCNLayer(hidden_channels, hidden_channels) for _ in range(num_layers)
+        )
         self.cls = nn.Linear(in_channels + (num_layers + 1) * hidden_channels, out_channels)
         self.dropout = dropout
         self._cache = GraphCache()
 
     def forward(self, x: Tensor, edge_index: Tensor, edge_weight: Tensor | None = None) -> Tensor:
         n = x.size(0)
-        adj_t = self._cache.get(f"adjacency/{n}", (edge_index, edge_weight),
-                                lambda: gcn_adjacency(edge_index, n, edge_weight))
+        adj_t = self._cache.get(
+            f"adjacency/{n}",
+            (edge_index, edge_weight),
+            lambda: gcn_adjacency(edge_index, n, edge_weight),
+        )
         xd = self._cache.get("dense-x", (x,), lambda: x.to_dense() if x.is_sparse else x)
         z = F.dropout(F.relu(self.proj(xd)), self.dropout, self.training)
         outs = [xd, z]

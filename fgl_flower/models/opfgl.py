@@ -97,8 +97,9 @@ class ClassStatistics:
     weight: Tensor
 
     def to(self, device: torch.device) -> ClassStatistics:
-        return ClassStatistics(*(t.to(device) for t in (self.count, self.orig_count, self.mean,
-                                                        self.std, self.weight)))
+        return ClassStatistics(
+            *(t.to(device) for t in (self.count, self.orig_count, self.mean, self.std, self.weight))
+        )
 
 
 def synthetic_class_sizes(stats: ClassStatistics, per_class: int, rate: float) -> list[int]:
@@ -120,7 +121,11 @@ def aligned_share(stats: ClassStatistics, labels: Tensor) -> float:
 
 
 def alignment_loss(
-    x_prop: Tensor, labels: Tensor, sizes: Sequence[int], stats: ClassStatistics, variance: bool = False
+    x_prop: Tensor,
+    labels: Tensor,
+    sizes: Sequence[int],
+    stats: ClassStatistics,
+    variance: bool = False,
 ) -> Tensor:
     r"""Eq. 11 in the code's form:
 
@@ -174,9 +179,14 @@ class PseudoGraph:
 
 
 def condense(
-    stats: ClassStatistics, sizes: Sequence[int], num_features: int, opts: CondenseOptions,
-    generator_seed: int, progress: Callable[[int, float], None] | None = None,
-    progress_every: int = 250, device: torch.device | None = None,
+    stats: ClassStatistics,
+    sizes: Sequence[int],
+    num_features: int,
+    opts: CondenseOptions,
+    generator_seed: int,
+    progress: Callable[[int, float], None] | None = None,
+    progress_every: int = 250,
+    device: torch.device | None = None,
 ) -> PseudoGraph:
     r"""Optimise :math:`X'` and :math:`g_\theta` for ``opts.steps + 1`` iterations.
 
@@ -209,7 +219,9 @@ def condense(
         x_prop = propagate_dense(x, w, opts.hops)
         loss = opts.feat_alpha * alignment_loss(x_prop, y, sizes, stats, variance=opts.paper)
         if opts.smoothness_alpha:
-            loss = loss + opts.smoothness_alpha * smoothness_loss(x, w, per_dimension=not opts.paper)
+            loss = loss + opts.smoothness_alpha * smoothness_loss(
+                x, w, per_dimension=not opts.paper
+            )
         loss.backward()
         (opt_pge if t % 50 < 10 else opt_x).step()
         losses.append(loss.item())
@@ -219,4 +231,6 @@ def condense(
         w = pge.adjacency(x, opts.threshold, binary=opts.paper)
     edge_index = w.nonzero().t().contiguous()
     weight = w[edge_index[0], edge_index[1]]
-    return PseudoGraph(x.detach().cpu().clone(), edge_index.cpu(), weight.cpu().clone(), y.cpu(), losses)
+    return PseudoGraph(
+        x.detach().cpu().clone(), edge_index.cpu(), weight.cpu().clone(), y.cpu(), losses
+    )

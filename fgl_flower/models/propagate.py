@@ -37,7 +37,9 @@ def _stable_order(rows: Tensor, num_nodes: int) -> Tensor | None:
 
 def _csr_tensor(crow: Tensor, cols: Tensor, values: Tensor, num_nodes: int) -> Tensor:
     with quiet_csr():
-        return torch.sparse_csr_tensor(crow, cols, values, (num_nodes, num_nodes), check_invariants=False)
+        return torch.sparse_csr_tensor(
+            crow, cols, values, (num_nodes, num_nodes), check_invariants=False
+        )
 
 
 def _csr(rows: Tensor, cols: Tensor, values: Tensor | None, num_nodes: int) -> Tensor:
@@ -77,7 +79,9 @@ class Adjacency(NamedTuple):
     rev: Tensor
 
     @classmethod
-    def from_edges(cls, src: Tensor, dst: Tensor, values: Tensor | None, num_nodes: int) -> Adjacency:
+    def from_edges(
+        cls, src: Tensor, dst: Tensor, values: Tensor | None, num_nodes: int
+    ) -> Adjacency:
         """From the edges ``(src[i], dst[i])`` weighted ``values`` (``None``: ones)."""
         return cls(_csr(dst, src, values, num_nodes), _csr(src, dst, values, num_nodes))
 
@@ -148,7 +152,9 @@ class GINConv(pyg_nn.GINConv):
         super().__init__(nn, **kwargs)
         first = nn[0] if isinstance(nn, torch.nn.Sequential) and len(nn) else None
         if project_first and not isinstance(first, torch.nn.Linear):
-            raise ValueError("project_first needs an MLP (nn.Sequential) that starts with nn.Linear.")
+            raise ValueError(
+                "project_first needs an MLP (nn.Sequential) that starts with nn.Linear."
+            )
         self.project_first = project_first
 
     def forward(self, x: Tensor, adj: Adjacency) -> Tensor:  # type: ignore[override]

@@ -19,8 +19,14 @@ class GraphSAGE(_Stacked):
         \mathrm{mean}_{u\in\mathcal N(v)}\mathbf{h}_u^{(l)}
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__(dropout)
         d = _dims(in_channels, hidden_channels, out_channels, num_layers)
         self.convs.extend(SAGEConv(a, b) for a, b in zip(d[:-1], d[1:]))
@@ -38,8 +44,14 @@ class GAT(_Stacked):
 
     heads = 8
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.5) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.5,
+    ) -> None:
         super().__init__(dropout)
         per_head = max(1, hidden_channels // self.heads)
         width = per_head * self.heads
@@ -60,8 +72,14 @@ class SGC(nn.Module):
 
     uses_edges = True
 
-    def __init__(self, in_channels: int, hidden_channels: int, out_channels: int,
-                 num_layers: int = 2, dropout: float = 0.0) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        hidden_channels: int,
+        out_channels: int,
+        num_layers: int = 2,
+        dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         self.conv = SGConv(in_channels, out_channels, K=num_layers)
 
@@ -70,7 +88,9 @@ class SGC(nn.Module):
         # works on sparse features (SGConv itself propagates the raw input first).
         conv = self.conv
         x = F.linear(x, conv.lin.weight)
-        ei, ew = gcn_norm(edge_index, edge_weight, x.size(0), False, conv.add_self_loops, dtype=x.dtype)
+        ei, ew = gcn_norm(
+            edge_index, edge_weight, x.size(0), False, conv.add_self_loops, dtype=x.dtype
+        )
         for _ in range(conv.K):
             x = conv.propagate(ei, x=x, edge_weight=ew)
         return x if conv.lin.bias is None else x + conv.lin.bias

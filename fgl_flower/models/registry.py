@@ -76,8 +76,16 @@ def build_run_model(cfg: RunConfig, task: str, in_channels: int, out_channels: i
     """The run's backbone for ``task``: :func:`build_model` with the run config's ``model``,
     ``hidden``, ``num-layers``, ``dropout`` and ``model-init`` (every place that builds the
     run's model builds it here)."""
-    return build_model(cfg.model, task, in_channels, out_channels, cfg.hidden, cfg.num_layers, cfg.dropout,
-                       cfg.model_init)
+    return build_model(
+        cfg.model,
+        task,
+        in_channels,
+        out_channels,
+        cfg.hidden,
+        cfg.num_layers,
+        cfg.dropout,
+        cfg.model_init,
+    )
 
 
 def require_embeds(model: str, method: str, why: str) -> None:

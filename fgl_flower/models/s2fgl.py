@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from fgl_flower.methods.s2fgl import EIG_MODES
-
+from fgl_flower.models.knn import cosine_topk
 
 
 # --- SALC (spec §3.1) ---------------------------------------------------------------------
@@ -66,20 +66,25 @@ def top_training_nodes(score: Tensor, train_mask: Tensor, divisor: int) -> Tenso
 
 
 # --- NLIR: prototypes and repository (spec §3.2) ------------------------------------------
-def class_prototypes(h: Tensor, y: Tensor, nodes: Tensor, num_classes: int) -> tuple[Tensor, Tensor]:
+def class_prototypes(
+    h: Tensor, y: Tensor, nodes: Tensor, num_classes: int
+) -> tuple[Tensor, Tensor]:
     r"""Class means :math:`\mathbf H_c` of ``h`` over ``nodes`` and the counts :math:`n_c`.
 
     Shapes: ``h [N, d]``, ``y [N]``, ``nodes [K]`` -> ``([C, d], [C])``; a class without
     nodes has the zero prototype.
     """
     labels = y[nodes]
-    sums = torch.zeros(num_classes, h.size(1), dtype=h.dtype, device=h.device).index_add_(0, labels, h[nodes])
+    sums = torch.zeros(num_classes, h.size(1), dtype=h.dtype, device=h.device).index_add_(
+        0, labels, h[nodes]
+    )
     counts = torch.bincount(labels, minlength=num_classes).to(h.dtype)
     return sums / counts.clamp(min=1).unsqueeze(1), counts
 
 
-def anchor_subsets(num_clients: int, num_anchors: int, fraction: float,
-                   rng: np.random.Generator) -> list[np.ndarray]:
+def anchor_subsets(
+    num_clients: int, num_anchors: int, fraction: float, rng: np.random.Generator
+) -> list[np.ndarray]:
     r"""For each anchor, :math:`\lfloor \text{fraction}\cdot M\rfloor` (at least 1) distinct
     clients drawn uniformly; one subset per anchor, shared by all classes (the code's
     choice, spec §9 item 6)."""
@@ -107,7 +112,9 @@ def build_repository(prototypes: Tensor, counts: Tensor, subsets: Sequence[np.nd
     return torch.stack(anchors, dim=1).reshape(-1, prototypes.size(2))
 
 
-def fkd_loss(h_local: Tensor, h_global: Tensor, repository: Tensor, temperature: float = 1.0) -> Tensor:
+def fkd_loss(
+    h_local: Tensor, h_global: Tensor, repository: Tensor, temperature: float = 1.0
+) -> Tensor:
     r"""Federated knowledge distillation over anchor similarities (spec §3.2).
 
     .. math::
@@ -122,17 +129,21 @@ def fkd_loss(h_local: Tensor, h_global: Tensor, repository: Tensor, temperature:
     anchors = F.normalize(repository, dim=1)
     student = F.normalize(h_local, dim=1) @ anchors.T / temperature
     teacher = F.normalize(h_global, dim=1) @ anchors.T / temperature
-    return F.kl_div(F.log_softmax(student, 1), F.softmax(teacher, 1), reduction="batchmean") * temperature ** 2
+    return (
+        F.kl_div(F.log_softmax(student, 1), F.softmax(teacher, 1), reduction="batchmean")
+        * temperature**2
+    )
 
 
 # --- FGMA (spec §3.3) ---------------------------------------------------------------------
 def knn_cosine_graph(x: Tensor, k: int = 3) -> Tensor:
     r"""Row-wise kNN cosine graph :math:`S'`: row :math:`u` keeps its ``k + 1`` largest
     cosines (itself included) and zeros elsewhere; not symmetric. ``x [n, d]`` -> ``[n, n]``."""
-    xn = F.normalize(x, dim=1)
-    cos = xn @ xn.T
-    top = cos.topk(min(k + 1, x.size(0)), dim=1)
-    return torch.zeros_like(cos).scatter_(1, top.indices, top.values)
+    n = x.size(0)
+    top = cosine_topk(x, min(k + 1, n))
+    return torch.zeros(n, n, dtype=top.values.dtype, device=x.device).scatter_(
+        1, top.indices, top.values
+    )
 
 
 def laplacian(s: Tensor) -> Tensor:
@@ -140,8 +151,14 @@ def laplacian(s: Tensor) -> Tensor:
     return torch.diag(s.sum(1)) - s
 
 
-def spectral_basis(x: Tensor, k_sim: int = 3, k_eig: int = 10, mode: str = "dense-sym",
-                   seed: int = 0, cap: str = "half") -> tuple[Tensor, Tensor]:
+def spectral_basis(
+    x: Tensor,
+    k_sim: int = 3,
+    k_eig: int = 10,
+    mode: str = "dense-sym",
+    seed: int = 0,
+    cap: str = "half",
+) -> tuple[Tensor, Tensor]:
     r"""Low- and high-frequency eigenvectors of the kNN-graph Laplacian of ``x [n, d]``.
 
     ``dense-sym`` (default): :math:`\mathbf L_{\text{sym}}` of
@@ -172,8 +189,10 @@ def spectral_basis(x: Tensor, k_sim: int = 3, k_eig: int = 10, mode: str = "dens
         high_vals, high = spla.eigsh(lap, which="LM", **kw)
         low = low[:, np.argsort(low_vals)]
         high = high[:, np.argsort(-high_vals)]
-        return (torch.from_numpy(low).to(x.device, x.dtype),
-                torch.from_numpy(high).to(x.device, x.dtype))
+        return (
+            torch.from_numpy(low).to(x.device, x.dtype),
+            torch.from_numpy(high).to(x.device, x.dtype),
+        )
     raise ValueError(f"Unknown eig mode {mode!r}; use one of {EIG_MODES}.")
 
 
@@ -194,12 +213,16 @@ def projection_mse(u_a: Tensor, x_a: Tensor, u_b: Tensor, x_b: Tensor) -> Tensor
         return x_a.new_zeros(())
     p_a, p_b = u_a.T @ x_a, u_b.T @ x_b  # [k, d]
     cross = (u_a * u_b).sum(0) * (p_a * p_b).sum(1)
-    sq = (p_a ** 2).sum(1) + (p_b ** 2).sum(1) - 2 * cross
+    sq = (p_a**2).sum(1) + (p_b**2).sum(1) - 2 * cross
     return sq.sum() / x_a.numel()
 
 
-def fgma_loss(z_local: Tensor, basis_local: tuple[Tensor, Tensor],
-              z_global: Tensor, basis_global: tuple[Tensor, Tensor]) -> Tensor:
+def fgma_loss(
+    z_local: Tensor,
+    basis_local: tuple[Tensor, Tensor],
+    z_global: Tensor,
+    basis_global: tuple[Tensor, Tensor],
+) -> Tensor:
     r"""Frequency-aware graph modeling alignment (spec §3.3).
 
     .. math::
@@ -211,4 +234,6 @@ def fgma_loss(z_local: Tensor, basis_local: tuple[Tensor, Tensor],
     with eigenvectors paired by rank. Gradients flow through ``z_local [n, d]`` only.
     """
     (low_i, high_i), (low_g, high_g) = basis_local, basis_global
-    return projection_mse(low_i, z_local, low_g, z_global) + projection_mse(high_i, z_local, high_g, z_global)
+    return projection_mse(low_i, z_local, low_g, z_global) + projection_mse(
+        high_i, z_local, high_g, z_global
+    )

@@ -72,8 +72,13 @@ class GraphCache:
         return value
 
 
-def gcn_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None = None,
-                  add_self_loops: bool = True, dtype: torch.dtype = torch.float32) -> Tensor:
+def gcn_adjacency(
+    edge_index: Tensor,
+    num_nodes: int,
+    edge_weight: Tensor | None = None,
+    add_self_loops: bool = True,
+    dtype: torch.dtype = torch.float32,
+) -> Tensor:
     r"""The transposed normalized adjacency :math:`\hat{\mathbf A}^\top` as CSR ``[N, N]``,
     so that ``adj_t @ h`` aggregates messages from sources into targets as GCNConv does.
 
@@ -101,8 +106,9 @@ def gcn_adjacency(edge_index: Tensor, num_nodes: int, edge_weight: Tensor | None
     deg_inv_sqrt = deg.pow_(-0.5)
     deg_inv_sqrt.masked_fill_(deg_inv_sqrt == float("inf"), 0)
     value = deg_inv_sqrt[row] * edge_weight * deg_inv_sqrt[col]
-    adj_t = torch.sparse_coo_tensor(torch.stack([col, row]), value, (num_nodes, num_nodes),
-                                    check_invariants=False)
+    adj_t = torch.sparse_coo_tensor(
+        torch.stack([col, row]), value, (num_nodes, num_nodes), check_invariants=False
+    )
     return _csr(adj_t.coalesce())
 
 

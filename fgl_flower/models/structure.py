@@ -36,8 +36,9 @@ def random_walk_encoding(edge_index: Tensor, num_nodes: int, steps: int = 16) ->
     """
     deg = _degree(edge_index, num_nodes).to(torch.float64)
     inv = torch.where(deg > 0, 1.0 / deg.clamp(min=1), torch.zeros_like(deg))
-    m = torch.sparse_coo_tensor(edge_index, inv[edge_index[1]], (num_nodes, num_nodes),
-                                check_invariants=False).coalesce()
+    m = torch.sparse_coo_tensor(
+        edge_index, inv[edge_index[1]], (num_nodes, num_nodes), check_invariants=False
+    ).coalesce()
     power = torch.eye(num_nodes, dtype=torch.float64)
     out = torch.empty(num_nodes, steps, dtype=torch.float64)
     for k in range(steps):
@@ -53,7 +54,14 @@ def degree_encoding(edge_index: Tensor, num_nodes: int, dim: int = 16) -> Tensor
     return torch.nn.functional.one_hot(deg, dim).to(torch.float32)
 
 
-def structure_encoding(edge_index: Tensor, num_nodes: int, rw_dim: int = 16, dg_dim: int = 16) -> Tensor:
+def structure_encoding(
+    edge_index: Tensor, num_nodes: int, rw_dim: int = 16, dg_dim: int = 16
+) -> Tensor:
     """``[N, rw_dim + dg_dim]``: :func:`random_walk_encoding` then :func:`degree_encoding`."""
-    return torch.cat([random_walk_encoding(edge_index, num_nodes, rw_dim),
-                      degree_encoding(edge_index, num_nodes, dg_dim)], dim=1)
+    return torch.cat(
+        [
+            random_walk_encoding(edge_index, num_nodes, rw_dim),
+            degree_encoding(edge_index, num_nodes, dg_dim),
+        ],
+        dim=1,
+    )

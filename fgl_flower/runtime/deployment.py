@@ -29,9 +29,17 @@ SUPERNODE_READY = "SuperNode ID:"  # logged once the SuperNode is registered and
 
 
 def run_deployment(
-    app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, host: str = "127.0.0.1",
-    workdir: Path | None = None, stream: TextIO | None = None, timeout: float | None = None,
-    gpus: Sequence[str] | None = None, secure: bool = False, done: str | None = None,
+    app_dir: Path,
+    run_config: FlatRunConfig,
+    num_supernodes: int,
+    *,
+    host: str = "127.0.0.1",
+    workdir: Path | None = None,
+    stream: TextIO | None = None,
+    timeout: float | None = None,
+    gpus: Sequence[str] | None = None,
+    secure: bool = False,
+    done: str | None = None,
 ) -> int:
     """Run ``app_dir`` on a local SuperLink with ``num_supernodes`` SuperNodes.
 
@@ -62,8 +70,13 @@ def run_deployment(
         link_port, *node_ports = free_ports(1 + num_supernodes, host)
         address = f"{host}:{link_port}"
         pki = local_pki(work / "pki", host, num_supernodes) if secure else None
-        write_connections(flwr_home, CONNECTION, {"address": address, "insecure": True} if pki is None
-                          else {"address": address, "root-certificates": str(pki.ca_cert)})
+        write_connections(
+            flwr_home,
+            CONNECTION,
+            {"address": address, "insecure": True}
+            if pki is None
+            else {"address": address, "root-certificates": str(pki.ca_cert)},
+        )
         args = [str(staged_app(app_dir, work / "app")), CONNECTION, "--stream"]
         args += run_config_args(work / "run-config.toml", run_config)
         with ProcessGroup() as group:
@@ -72,8 +85,17 @@ def run_deployment(
                 for _, public in pki.node_keys:
                     register_supernode(flwr, public, env, work)
             _start_supernodes(group, supernode_exe, env, work, address, host, node_ports, gpus, pki)
-            return run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
-                            timeout=timeout, done=done)
+            return run_flwr(
+                flwr,
+                args,
+                CONNECTION,
+                env,
+                group=group,
+                workdir=work,
+                stream=stream,
+                timeout=timeout,
+                done=done,
+            )
 
 
 def _check_loopback(host: str) -> None:
@@ -89,44 +111,83 @@ def superlink_security(pki: LocalPKI | None) -> list[str]:
     """``flower-superlink`` flags: TLS and SuperNode authentication, or ``--insecure``."""
     if pki is None:
         return ["--insecure"]
-    return ["--ssl-ca-certfile", str(pki.ca_cert), "--ssl-certfile", str(pki.server_cert),
-            "--ssl-keyfile", str(pki.server_key), "--enable-supernode-auth"]
+    return [
+        "--ssl-ca-certfile",
+        str(pki.ca_cert),
+        "--ssl-certfile",
+        str(pki.server_cert),
+        "--ssl-keyfile",
+        str(pki.server_key),
+        "--enable-supernode-auth",
+    ]
 
 
 def supernode_security(pki: LocalPKI | None, private_key: Path | None) -> list[str]:
     """``flower-supernode`` flags: the CA to trust and the node's key, or ``--insecure``."""
     if pki is None:
         return ["--insecure"]
-    return ["--root-certificates", str(pki.ca_cert), "--auth-supernode-private-key", str(private_key)]
+    return [
+        "--root-certificates",
+        str(pki.ca_cert),
+        "--auth-supernode-private-key",
+        str(private_key),
+    ]
 
 
 def register_supernode(flwr: str, public_key: Path, env: Mapping[str, str], work: Path) -> None:
     """Register a SuperNode's public key with the SuperLink (``flwr supernode register``)."""
-    res = subprocess.run([flwr, "supernode", "register", str(public_key), CONNECTION],  # noqa: S603
-                         env=dict(env), cwd=work, capture_output=True, text=True, timeout=60,
-                         stdin=subprocess.DEVNULL, check=False)
+    res = subprocess.run(
+        [flwr, "supernode", "register", str(public_key), CONNECTION],  # noqa: S603
+        env=dict(env),
+        cwd=work,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     if res.returncode != 0:
-        raise FGLError(f"flwr supernode register {public_key.name} failed: "
-                       f"{(res.stdout + res.stderr).strip()[-500:]}")
+        raise FGLError(
+            f"flwr supernode register {public_key.name} failed: "
+            f"{(res.stdout + res.stderr).strip()[-500:]}"
+        )
 
 
 def _start_superlink(
-    group: ProcessGroup, exe: str, env: Mapping[str, str], work: Path, host: str, port: int,
+    group: ProcessGroup,
+    exe: str,
+    env: Mapping[str, str],
+    work: Path,
+    host: str,
+    port: int,
     pki: LocalPKI | None = None,
 ) -> None:
     """Start the SuperLink and wait until its HTTP port accepts connections."""
     log = work / "superlink.log"
     cmd = [
-        exe, *superlink_security(pki), "--disable-runtime-dependency-installation",
-        "--host", host, "--port", str(port), "--database", str(work / "superlink.db"),
+        exe,
+        *superlink_security(pki),
+        "--disable-runtime-dependency-installation",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--database",
+        str(work / "superlink.db"),
     ]
     proc = group.spawn(cmd, env, cwd=work, log=log)
     wait_for_port(host, port, proc, log, STARTUP_TIMEOUT_S)
 
 
 def _start_supernodes(
-    group: ProcessGroup, exe: str, env: Mapping[str, str], work: Path,
-    superlink: str, host: str, ports: list[int], gpus: Sequence[str] | None = None,
+    group: ProcessGroup,
+    exe: str,
+    env: Mapping[str, str],
+    work: Path,
+    superlink: str,
+    host: str,
+    ports: list[int],
+    gpus: Sequence[str] | None = None,
     pki: LocalPKI | None = None,
 ) -> None:
     """Start one SuperNode per port and wait until each has registered."""
@@ -135,10 +196,20 @@ def _start_supernodes(
         log = work / f"supernode-{partition}.log"
         key = pki.node_keys[partition][0] if pki is not None else None
         cmd = [
-            exe, *supernode_security(pki, key), "--superlink", superlink, "--host", host, "--port", str(port),
-            "--node-config", f"partition-id={partition} num-partitions={len(ports)}",
+            exe,
+            *supernode_security(pki, key),
+            "--superlink",
+            superlink,
+            "--host",
+            host,
+            "--port",
+            str(port),
+            "--node-config",
+            f"partition-id={partition} num-partitions={len(ports)}",
         ]
-        node_env = {**env, "CUDA_VISIBLE_DEVICES": str(gpus[partition % len(gpus)])} if gpus else env
+        node_env = (
+            {**env, "CUDA_VISIBLE_DEVICES": str(gpus[partition % len(gpus)])} if gpus else env
+        )
         started.append((group.spawn(cmd, node_env, cwd=work, log=log), log))
     for proc, log in started:
         wait_for_log_line(SUPERNODE_READY, proc, log, STARTUP_TIMEOUT_S)

@@ -40,8 +40,10 @@ _CLI_TIMEOUT_S = 60.0
 #: ``--clients``), so Flower's notes on its default federation size and how to change it do
 #: not apply, and the app bundle installed into a temporary Flower home is an implementation
 #: detail.
-_NOISE = re.compile(r"default simulated SuperNodes changed|To change federation size"
-                    r"|flwr federation simulation-config|^Successfully installed ")
+_NOISE = re.compile(
+    r"default simulated SuperNodes changed|To change federation size"
+    r"|flwr federation simulation-config|^Successfully installed "
+)
 
 
 class _OutputPump(threading.Thread):
@@ -88,8 +90,15 @@ class _OutputPump(threading.Thread):
 
 
 def run_flwr(
-    flwr: str, args: Sequence[str], connection: str, env: Mapping[str, str], *,
-    group: ProcessGroup, workdir: Path, stream: TextIO | None, timeout: float | None,
+    flwr: str,
+    args: Sequence[str],
+    connection: str,
+    env: Mapping[str, str],
+    *,
+    group: ProcessGroup,
+    workdir: Path,
+    stream: TextIO | None,
+    timeout: float | None,
     done: str | None = None,
 ) -> int:
     """Run ``flwr run <args>`` to completion and return its outcome as a return code.
@@ -142,8 +151,14 @@ def _wait(proc: subprocess.Popen, pump: _OutputPump, timeout: float | None) -> i
     return None
 
 
-def _abort(flwr: str, proc: subprocess.Popen, pump: _OutputPump, connection: str,
-           env: Mapping[str, str], workdir: Path) -> None:
+def _abort(
+    flwr: str,
+    proc: subprocess.Popen,
+    pump: _OutputPump,
+    connection: str,
+    env: Mapping[str, str],
+    workdir: Path,
+) -> None:
     """Stop the Flower run (if it started) and the ``flwr run`` child."""
     proc.terminate()
     if pump.run_id is not None:
@@ -166,8 +181,14 @@ def _outcome(
     return 0 if status == COMPLETED else RUN_FAILED
 
 
-def run_status(flwr: str, run_id: int, connection: str, env: Mapping[str, str], workdir: Path,
-               wait: float = 10.0) -> str | None:
+def run_status(
+    flwr: str,
+    run_id: int,
+    connection: str,
+    env: Mapping[str, str],
+    workdir: Path,
+    wait: float = 10.0,
+) -> str | None:
     """Return the run's final status (e.g. ``finished:failed``), or None if unknown."""
     deadline = time.monotonic() + wait
     status = None
@@ -188,13 +209,24 @@ def _parse_status(out: str | None, run_id: int) -> str | None:
     return next((r.get("status") for r in runs if str(r.get("run-id")) == str(run_id)), None)
 
 
-def _cli(flwr: str, args: Sequence[str], env: Mapping[str, str], workdir: Path,
-         timeout: float = _CLI_TIMEOUT_S) -> str | None:
+def _cli(
+    flwr: str,
+    args: Sequence[str],
+    env: Mapping[str, str],
+    workdir: Path,
+    timeout: float = _CLI_TIMEOUT_S,
+) -> str | None:
     """Run a short ``flwr`` command; return its stdout, or None if it failed."""
     try:
         res = subprocess.run(  # noqa: S603 - argv list, no shell
-            [flwr, *args], env=dict(env), cwd=workdir, capture_output=True, text=True,
-            timeout=timeout, stdin=subprocess.DEVNULL, check=False,
+            [flwr, *args],
+            env=dict(env),
+            cwd=workdir,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+            check=False,
         )
     except (OSError, subprocess.TimeoutExpired):
         return None

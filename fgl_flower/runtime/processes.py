@@ -187,8 +187,13 @@ class ProcessGroup:
             out = log.open("wb")
             self._files.append(out)
         proc = subprocess.Popen(  # noqa: S603 - argv list, no shell
-            list(cmd), env=self.env(env), cwd=cwd, stdin=subprocess.DEVNULL, stdout=out,
-            stderr=subprocess.STDOUT, start_new_session=True,
+            list(cmd),
+            env=self.env(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         self._procs.append(proc)
         return proc

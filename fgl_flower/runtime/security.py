@@ -47,11 +47,21 @@ def _name(common_name: str) -> x509.Name:
 def node_key_pair(folder: Path, name: str) -> tuple[Path, Path]:
     """A SuperNode's ECDSA P-384 key pair: ``(<name>, <name>.pub)`` in OpenSSH format."""
     key = ec.generate_private_key(ec.SECP384R1())
-    private = _write(folder / name, key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
-        serialization.NoEncryption()), private=True)
-    public = _write(folder / f"{name}.pub", key.public_key().public_bytes(
-        serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH))
+    private = _write(
+        folder / name,
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption(),
+        ),
+        private=True,
+    )
+    public = _write(
+        folder / f"{name}.pub",
+        key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH
+        ),
+    )
     return private, public
 
 
@@ -59,15 +69,21 @@ def local_pki(folder: Path, host: str, num_supernodes: int) -> LocalPKI:
     """A CA, a SuperLink certificate for ``host`` (and ``localhost``) and SuperNode keys,
     written into ``folder`` (private keys readable by the owner only)."""
     folder.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     start, end = now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=VALID_DAYS)
 
     ca_key = ec.generate_private_key(ec.SECP384R1())
-    ca = (x509.CertificateBuilder().subject_name(_name("fgl-flower local CA"))
-          .issuer_name(_name("fgl-flower local CA")).public_key(ca_key.public_key())
-          .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
-          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-          .sign(ca_key, hashes.SHA384()))
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(_name("fgl-flower local CA"))
+        .issuer_name(_name("fgl-flower local CA"))
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .sign(ca_key, hashes.SHA384())
+    )
 
     server_key = ec.generate_private_key(ec.SECP384R1())
     names: list[x509.GeneralName] = [x509.DNSName("localhost")]
@@ -75,18 +91,29 @@ def local_pki(folder: Path, host: str, num_supernodes: int) -> LocalPKI:
         names.append(x509.IPAddress(ipaddress.ip_address(host)))
     except ValueError:
         names.append(x509.DNSName(host))
-    server = (x509.CertificateBuilder().subject_name(_name(host)).issuer_name(ca.subject)
-              .public_key(server_key.public_key()).serial_number(x509.random_serial_number())
-              .not_valid_before(start).not_valid_after(end)
-              .add_extension(x509.SubjectAlternativeName(names), critical=False)
-              .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-              .sign(ca_key, hashes.SHA384()))
+    server = (
+        x509.CertificateBuilder()
+        .subject_name(_name(host))
+        .issuer_name(ca.subject)
+        .public_key(server_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA384())
+    )
 
     pem = serialization.Encoding.PEM
     return LocalPKI(
         ca_cert=_write(folder / "ca.crt", ca.public_bytes(pem)),
         server_cert=_write(folder / "server.pem", server.public_bytes(pem)),
-        server_key=_write(folder / "server.key", server_key.private_bytes(
-            pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()), private=True),
+        server_key=_write(
+            folder / "server.key",
+            server_key.private_bytes(
+                pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+            ),
+            private=True,
+        ),
         node_keys=tuple(node_key_pair(folder, f"supernode-{i}") for i in range(num_supernodes)),
     )

@@ -31,9 +31,17 @@ SUPERLINK_START_ATTEMPTS = 3
 
 
 def run_simulation(
-    app_dir: Path, run_config: FlatRunConfig, num_supernodes: int, *, cpus_per_client: int = 1,
-    gpus_per_client: float = 0.0, workdir: Path | None = None, stream: TextIO | None = None,
-    timeout: float | None = None, ray_address: str | None = None, done: str | None = None,
+    app_dir: Path,
+    run_config: FlatRunConfig,
+    num_supernodes: int,
+    *,
+    cpus_per_client: int = 1,
+    gpus_per_client: float = 0.0,
+    workdir: Path | None = None,
+    stream: TextIO | None = None,
+    timeout: float | None = None,
+    ray_address: str | None = None,
+    done: str | None = None,
 ) -> int:
     """Run ``app_dir`` as a simulation with ``num_supernodes`` virtual SuperNodes.
 
@@ -72,15 +80,32 @@ def run_simulation(
         # A managed local SuperLink whose state (the run, its logs) stays in memory: it lives
         # for this run only, and creating its SQLite database took 1-1.4 s of every start.
         write_connections(flwr_home, CONNECTION, {"address": ":local-in-memory:"})
-        federation = (f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client} "
-                      f"client-resources-num-gpus={float(gpus_per_client)}")
-        args = [str(staged_app(app_dir, work / "app")), CONNECTION, "--stream", "--federation-config", federation]
+        federation = (
+            f"num-supernodes={num_supernodes} client-resources-num-cpus={cpus_per_client} "
+            f"client-resources-num-gpus={float(gpus_per_client)}"
+        )
+        args = [
+            str(staged_app(app_dir, work / "app")),
+            CONNECTION,
+            "--stream",
+            "--federation-config",
+            federation,
+        ]
         args += run_config_args(work / "run-config.toml", run_config)
         for attempt in range(1, SUPERLINK_START_ATTEMPTS + 1):
             with ProcessGroup() as group:
                 try:
-                    code = run_flwr(flwr, args, CONNECTION, env, group=group, workdir=work, stream=stream,
-                                    timeout=timeout, done=done)
+                    code = run_flwr(
+                        flwr,
+                        args,
+                        CONNECTION,
+                        env,
+                        group=group,
+                        workdir=work,
+                        stream=stream,
+                        timeout=timeout,
+                        done=done,
+                    )
                     # run_flwr killed its group; `flwr run` starts the local SuperLink detached
                     # (its state in memory ends with this run), so it is killed here.
                     stop_processes(local_superlinks(flwr_home), grace=0)
@@ -88,8 +113,11 @@ def run_simulation(
                 except SuperLinkStartError:
                     if attempt == SUPERLINK_START_ATTEMPTS:
                         raise
-                    print(f"Starting the local SuperLink again (attempt {attempt + 1}: Flower waits "
-                          "15 s for it, which a busy machine can exceed)", file=stream or sys.stdout)
+                    print(
+                        f"Starting the local SuperLink again (attempt {attempt + 1}: Flower waits "
+                        "15 s for it, which a busy machine can exceed)",
+                        file=stream or sys.stdout,
+                    )
                 finally:
                     group.adopt(local_superlinks(flwr_home))
         raise AssertionError("unreachable")
@@ -99,11 +127,15 @@ def check_client_resources(cpus_per_client: int, gpus_per_client: float) -> None
     """What Ray accepts as one client's resources: whole CPUs >= 1, and GPUs >= 0 that are
     a fraction below 1 (a shared GPU) or a whole number."""
     if cpus_per_client < 1 or gpus_per_client < 0:
-        raise ConfigError(f"need cpus-per-client >= 1 and gpus-per-client >= 0, got "
-                          f"{cpus_per_client} and {gpus_per_client}.")
+        raise ConfigError(
+            f"need cpus-per-client >= 1 and gpus-per-client >= 0, got "
+            f"{cpus_per_client} and {gpus_per_client}."
+        )
     if gpus_per_client > 1 and not float(gpus_per_client).is_integer():
-        raise ConfigError(f"gpus-per-client={gpus_per_client}: Ray takes a fraction below 1 (GPU "
-                          "sharing) or a whole number of GPUs.")
+        raise ConfigError(
+            f"gpus-per-client={gpus_per_client}: Ray takes a fraction below 1 (GPU "
+            "sharing) or a whole number of GPUs."
+        )
 
 
 def local_superlinks(flwr_home: Path) -> list[psutil.Process]:

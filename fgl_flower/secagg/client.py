@@ -19,10 +19,21 @@ import numpy as np
 import torch
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MetricRecord, RecordDict
 from flwr.common.secure_aggregation.crypto.shamir import create_shares
-from flwr.common.secure_aggregation.crypto.symmetric_encryption import decrypt, encrypt, generate_shared_key
-from flwr.common.secure_aggregation.secaggplus_utils import share_keys_plaintext_concat, share_keys_plaintext_separate
+from flwr.common.secure_aggregation.crypto.symmetric_encryption import (
+    decrypt,
+    encrypt,
+    generate_shared_key,
+)
+from flwr.common.secure_aggregation.secaggplus_utils import (
+    share_keys_plaintext_concat,
+    share_keys_plaintext_separate,
+)
 from flwr.supercore.primitives.asymmetric import (
-    bytes_to_private_key, bytes_to_public_key, generate_key_pairs, private_key_to_bytes, public_key_to_bytes,
+    bytes_to_private_key,
+    bytes_to_public_key,
+    generate_key_pairs,
+    private_key_to_bytes,
+    public_key_to_bytes,
 )
 
 from fgl_flower.errors import FGLError
@@ -31,8 +42,28 @@ from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.encoding import MODULUS, encode, layout_of
 from fgl_flower.secagg.masks import pairwise_mask, private_mask
 from fgl_flower.secagg.protocol import (
-    ACTIVE, CIPHERTEXTS, CLIENTS, COMMITMENT, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
-    PUBLIC_KEY_1, PUBLIC_KEY_2, RECORD, SECAGG, SECAGG_STATE, SHARES, SOURCES, STAGE, STAGES, THRESHOLD, WEIGHT,
+    ACTIVE,
+    CIPHERTEXTS,
+    CLIENTS,
+    COMMITMENT,
+    DEAD,
+    DESTINATIONS,
+    FRACTION_BITS,
+    IDS,
+    LAYOUT_KEYS,
+    LAYOUT_SHAPES,
+    MASKED,
+    PUBLIC_KEY_1,
+    PUBLIC_KEY_2,
+    RECORD,
+    SECAGG,
+    SECAGG_STATE,
+    SHARES,
+    SOURCES,
+    STAGE,
+    STAGES,
+    THRESHOLD,
+    WEIGHT,
     WEIGHT_KEY,
 )
 
@@ -41,7 +72,9 @@ from fgl_flower.secagg.protocol import (
 STATE = SECAGG_STATE
 
 
-def mask(vector: np.ndarray, node_id: int, rd_seed: bytes, sk1: bytes, neighbours: dict[int, bytes]) -> np.ndarray:
+def mask(
+    vector: np.ndarray, node_id: int, rd_seed: bytes, sk1: bytes, neighbours: dict[int, bytes]
+) -> np.ndarray:
     """``vector`` plus the private mask of ``rd_seed`` and, per neighbour ``j`` (its first
     public key), the pairwise mask of the shared key, added where ``node_id > j`` and
     subtracted otherwise (so each pair's masks cancel in the sum), modulo ``2^62``."""
@@ -59,21 +92,31 @@ def secaggplus_mod(msg: Message, context: Context, call_next) -> Message:
         return call_next(msg, context)
     stage = str(cfg[STAGE])
     if stage not in STAGES:
-        raise FGLError(f"Secure aggregation: unknown stage {stage!r} (use one of {', '.join(STAGES)}).")
+        raise FGLError(
+            f"Secure aggregation: unknown stage {stage!r} (use one of {', '.join(STAGES)})."
+        )
     state = dict(context.state.get(STATE, ConfigRecord()))
     if stage != STAGES[0] and not state:
-        raise FGLError(f"Secure aggregation: stage {stage!r} before 'setup' on node {msg.metadata.dst_node_id}.")
+        raise FGLError(
+            f"Secure aggregation: stage {stage!r} before 'setup' on node {msg.metadata.dst_node_id}."
+        )
     expected = STAGES[STAGES.index(str(state["done"])) + 1] if state else STAGES[0]
     if stage != STAGES[0] and stage != expected:  # a replayed collect would reuse the masks
-        raise FGLError(f"Secure aggregation: stage {stage!r} out of order on node {msg.metadata.dst_node_id} "
-                       f"(expected {expected!r}); the protocol answers each stage once, in order.")
+        raise FGLError(
+            f"Secure aggregation: stage {stage!r} out of order on node {msg.metadata.dst_node_id} "
+            f"(expected {expected!r}); the protocol answers each stage once, in order."
+        )
     me = msg.metadata.dst_node_id
     content = RecordDict()
     if stage == "setup":
         sk1, pk1 = generate_key_pairs()
         sk2, pk2 = generate_key_pairs()
-        state = {"sk1": private_key_to_bytes(sk1), "pk1": public_key_to_bytes(pk1),
-                 "sk2": private_key_to_bytes(sk2), "pk2": public_key_to_bytes(pk2)}
+        state = {
+            "sk1": private_key_to_bytes(sk1),
+            "pk1": public_key_to_bytes(pk1),
+            "sk2": private_key_to_bytes(sk2),
+            "pk2": public_key_to_bytes(pk2),
+        }
         reply = {PUBLIC_KEY_1: state["pk1"], PUBLIC_KEY_2: state["pk2"]}
     elif stage == "share-keys":
         reply = _share_keys(state, cfg, me)
@@ -100,14 +143,22 @@ def _share_keys(state: dict, cfg: ConfigRecord, me: int) -> dict:
     pk1s, pk2s = cast(list, cfg[PUBLIC_KEY_1]), cast(list, cfg[PUBLIC_KEY_2])
     threshold = int(cfg[THRESHOLD])
     if me not in ids or pk1s[ids.index(me)] != state["pk1"] or pk2s[ids.index(me)] != state["pk2"]:
-        raise FGLError("Secure aggregation: the server sent this client a key list without its own keys.")
+        raise FGLError(
+            "Secure aggregation: the server sent this client a key list without its own keys."
+        )
     if len(set(pk1s) | set(pk2s)) != 2 * len(ids):
         raise FGLError("Secure aggregation: two neighbours share a public key.")
     if len(ids) < threshold:
-        raise FGLError(f"Secure aggregation: {len(ids)} neighbours, fewer than the threshold {threshold}.")
-    if threshold <= len(ids) // 2:  # else a server claiming a client dropped could get both its secrets
-        raise FGLError(f"Secure aggregation: the server asked for a threshold of {threshold} among {len(ids)} "
-                       "neighbours; SecAgg+ needs a majority, so this client does not share its secrets.")
+        raise FGLError(
+            f"Secure aggregation: {len(ids)} neighbours, fewer than the threshold {threshold}."
+        )
+    if (
+        threshold <= len(ids) // 2
+    ):  # else a server claiming a client dropped could get both its secrets
+        raise FGLError(
+            f"Secure aggregation: the server asked for a threshold of {threshold} among {len(ids)} "
+            "neighbours; SecAgg+ needs a majority, so this client does not share its secrets."
+        )
     rd_seed = os.urandom(32)
     seed_shares = create_shares(rd_seed, threshold, len(ids))
     key_shares = create_shares(state["sk1"], threshold, len(ids))
@@ -119,7 +170,15 @@ def _share_keys(state: dict, cfg: ConfigRecord, me: int) -> dict:
         key = generate_shared_key(bytes_to_private_key(state["sk2"]), bytes_to_public_key(pk2))
         dsts.append(nid)
         cts.append(encrypt(key, share_keys_plaintext_concat(me, nid, seed_share, key_share)))
-    state.update({"rd-seed": rd_seed, "ids": ids, "pk1s": list(pk1s), "pk2s": list(pk2s), "threshold": threshold})
+    state.update(
+        {
+            "rd-seed": rd_seed,
+            "ids": ids,
+            "pk1s": list(pk1s),
+            "pk2s": list(pk2s),
+            "threshold": threshold,
+        }
+    )
     return {DESTINATIONS: dsts, CIPHERTEXTS: cts, COMMITMENT: hashlib.sha256(rd_seed).digest()}
 
 
@@ -137,7 +196,9 @@ def _collect(state: dict, cfg: ConfigRecord, me: int, content: RecordDict) -> di
         key = generate_shared_key(bytes_to_private_key(state["sk2"]), bytes_to_public_key(pk2))
         actual, dst, seed_share, key_share = share_keys_plaintext_separate(decrypt(key, ct))
         if actual != src or dst != me:
-            raise FGLError(f"Secure aggregation: node {me} got shares from {actual} for {dst}, sent as from {src}.")
+            raise FGLError(
+                f"Secure aggregation: node {me} got shares from {actual} for {dst}, sent as from {src}."
+            )
         held_from.append(src)
         seed_shares.append(seed_share)
         key_shares.append(key_share)
@@ -146,14 +207,19 @@ def _collect(state: dict, cfg: ConfigRecord, me: int, content: RecordDict) -> di
     arrays = require_record(content, name, ArrayRecord).to_torch_state_dict()
     if weight_name := str(cfg.get(WEIGHT, "")):  # a weighted sum: n * values, and n
         weight = float(require_record(content, METRICS, MetricRecord)[weight_name])
-        arrays = {**{k: v.double() * weight for k, v in arrays.items()},
-                  WEIGHT_KEY: torch.tensor([weight], dtype=torch.float64)}
+        arrays = {
+            **{k: v.double() * weight for k, v in arrays.items()},
+            WEIGHT_KEY: torch.tensor([weight], dtype=torch.float64),
+        }
     vector = encode(arrays, int(cfg[FRACTION_BITS]), int(cfg[CLIENTS]))
     neighbours = {src: state["pk1s"][ids.index(src)] for src in held_from if src != me}
     masked = mask(vector, me, state["rd-seed"], state["sk1"], neighbours)
     content[name] = ArrayRecord({MASKED: Array(masked)})
     layout = layout_of(arrays)
-    return {LAYOUT_KEYS: [k for k, _ in layout], LAYOUT_SHAPES: [",".join(map(str, s)) for _, s in layout]}
+    return {
+        LAYOUT_KEYS: [k for k, _ in layout],
+        LAYOUT_SHAPES: [",".join(map(str, s)) for _, s in layout],
+    }
 
 
 def _unmask(state: dict, cfg: ConfigRecord) -> dict:
@@ -161,9 +227,14 @@ def _unmask(state: dict, cfg: ConfigRecord) -> dict:
     among them) and of the first secret keys of the neighbours that dropped after sharing
     their keys."""
     held = {int(src): i for i, src in enumerate(state["held-from"])}
-    active, dead = [int(i) for i in cast(list, cfg[ACTIVE])], [int(i) for i in cast(list, cfg[DEAD])]
+    active, dead = (
+        [int(i) for i in cast(list, cfg[ACTIVE])],
+        [int(i) for i in cast(list, cfg[DEAD])],
+    )
     if set(active) & set(dead):  # both secrets of one client would reveal its vector
-        raise FGLError("Secure aggregation: the server asked for a client's seed and its key together.")
+        raise FGLError(
+            "Secure aggregation: the server asked for a client's seed and its key together."
+        )
     ids, shares = [], []
     for nid in active:
         if nid in held:

@@ -38,7 +38,9 @@ def encode(arrays: Mapping[str, Tensor], fraction_bits: int, clients: int) -> np
 
     Raises :class:`FGLError` when ``clients`` copies of the largest value could leave the
     range the modulus holds (the sum would wrap around)."""
-    flat = np.concatenate([arrays[k].detach().double().cpu().reshape(-1).numpy() for k, _ in layout_of(arrays)])
+    flat = np.concatenate(
+        [arrays[k].detach().double().cpu().reshape(-1).numpy() for k, _ in layout_of(arrays)]
+    )
     if not np.isfinite(flat).all():
         raise FGLError("Secure aggregation: a value to sum is NaN or infinite.")
     limit = 2.0 ** (MOD_BITS - 1 - fraction_bits)
@@ -49,18 +51,22 @@ def encode(arrays: Mapping[str, Tensor], fraction_bits: int, clients: int) -> np
             f"leaves the fixed-point range ±{limit:.4g} of {fraction_bits} fraction bits. O-pFGL: set "
             f"opfgl.secagg-fraction-bits to at most "
             f"{max(0, MOD_BITS - 2 - math.ceil(math.log2(largest * clients)))}; a model's weights "
-            "(32 fraction bits, summed as n_k * w_k): use agg-weight=uniform or fewer clients per round.")
+            "(32 fraction bits, summed as n_k * w_k): use agg-weight=uniform or fewer clients per round."
+        )
     return np.mod(np.rint(flat * 2.0**fraction_bits).astype(np.int64), MODULUS)
 
 
 def decode(total: np.ndarray, layout: Layout, fraction_bits: int) -> dict[str, Tensor]:
     """The float64 arrays of a modular sum of :func:`encode` vectors (``total`` in
     ``[0, 2^MOD_BITS)``): the upper half of the range holds negative sums."""
-    signed = np.where(total >= MODULUS // 2, total - MODULUS, total).astype(np.float64) / 2.0**fraction_bits
+    signed = (
+        np.where(total >= MODULUS // 2, total - MODULUS, total).astype(np.float64)
+        / 2.0**fraction_bits
+    )
     out, start = {}, 0
     for key, shape in layout:
         size = math.prod(shape)
-        out[key] = torch.from_numpy(signed[start:start + size].reshape(shape).copy())
+        out[key] = torch.from_numpy(signed[start : start + size].reshape(shape).copy())
         start += size
     if start != total.size:
         raise FGLError(f"Secure aggregation: a sum of {total.size} values for a layout of {start}.")

@@ -24,18 +24,41 @@ from dataclasses import dataclass, field
 import numpy as np
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, RecordDict
 from flwr.common.secure_aggregation.crypto.shamir import combine_shares
-from flwr.supercore.primitives.asymmetric import bytes_to_private_key, bytes_to_public_key, public_key_to_bytes
+from flwr.supercore.primitives.asymmetric import (
+    bytes_to_private_key,
+    bytes_to_public_key,
+    public_key_to_bytes,
+)
 from torch import Tensor
 
 from fgl_flower.errors import FGLError
 from fgl_flower.records import get_record, require_record
 from fgl_flower.secagg.encoding import MODULUS, decode
 from fgl_flower.secagg.masks import pairwise_mask, private_mask
-from fgl_flower.strategies.screening import majority
 from fgl_flower.secagg.protocol import (
-    ACTIVE, CIPHERTEXTS, CLIENTS, COMMITMENT, DEAD, DESTINATIONS, FRACTION_BITS, IDS, LAYOUT_KEYS, LAYOUT_SHAPES, MASKED,
-    PUBLIC_KEY_1, PUBLIC_KEY_2, QUERY, RECORD, SECAGG, SHARES, SOURCES, STAGE, THRESHOLD, WEIGHT,
+    ACTIVE,
+    CIPHERTEXTS,
+    CLIENTS,
+    COMMITMENT,
+    DEAD,
+    DESTINATIONS,
+    FRACTION_BITS,
+    IDS,
+    LAYOUT_KEYS,
+    LAYOUT_SHAPES,
+    MASKED,
+    PUBLIC_KEY_1,
+    PUBLIC_KEY_2,
+    QUERY,
+    RECORD,
+    SECAGG,
+    SHARES,
+    SOURCES,
+    STAGE,
+    THRESHOLD,
+    WEIGHT,
 )
+from fgl_flower.strategies.screening import majority
 
 Send = Callable[[list[Message]], list[Message]]
 
@@ -81,14 +104,18 @@ def ring_neighbours(node_ids: Sequence[int], shares: int, seed: int) -> dict[int
     if shares >= n:
         return {nid: set(order) for nid in order}
     half = shares // 2
-    return {nid: {order[(i + o) % n] for o in range(-half, half + 1)} for i, nid in enumerate(order)}
+    return {
+        nid: {order[(i + o) % n] for o in range(-half, half + 1)} for i, nid in enumerate(order)
+    }
 
 
 #: The message type of the protocol's own stages (and of a wrapped query's collect stage).
 SECAGG_QUERY = f"{MessageType.QUERY}.{SECAGG}"
 
 
-def _message(nid: int, fields: dict, content: RecordDict | None = None, message_type: str = SECAGG_QUERY) -> Message:
+def _message(
+    nid: int, fields: dict, content: RecordDict | None = None, message_type: str = SECAGG_QUERY
+) -> Message:
     """A message to ``nid`` with ``content``'s records (copied: broadcast messages share one)
     and the stage's ``fields``."""
     records = RecordDict(dict(content.items()) if content is not None else {})
@@ -104,13 +131,17 @@ def declared_layout(reply: Message) -> tuple[tuple[str, tuple[int, ...]], ...] |
     """The layout a collect reply declares for its masked vector (``None``: unreadable)."""
     try:
         f = _fields(reply)
-        return tuple((str(k), tuple(int(d) for d in str(s).split(",") if d))
-                     for k, s in zip(f[LAYOUT_KEYS], f[LAYOUT_SHAPES], strict=True))
+        return tuple(
+            (str(k), tuple(int(d) for d in str(s).split(",") if d))
+            for k, s in zip(f[LAYOUT_KEYS], f[LAYOUT_SHAPES], strict=True)
+        )
     except (FGLError, KeyError, TypeError, ValueError):
         return None
 
 
-def masked_problem(reply: Message, record: str, layout: Sequence[tuple[str, tuple[int, ...]]]) -> str | None:
+def masked_problem(
+    reply: Message, record: str, layout: Sequence[tuple[str, tuple[int, ...]]]
+) -> str | None:
     """Why a collect reply's masked ``record`` cannot enter the sum: a declared layout other
     than ``layout`` (the server's: what the sum must decode to), or not exactly one ``int64``
     vector of that layout's length with values in ``[0, 2^62)``; ``None`` if it can."""
@@ -136,8 +167,9 @@ def masked_problem(reply: Message, record: str, layout: Sequence[tuple[str, tupl
 MAX_SHARE_SUBSETS = 5000
 
 
-def recover_secret(shares: dict[int, bytes], threshold: int,
-                   verify: Callable[[bytes], bool]) -> tuple[bytes | None, set[int]]:
+def recover_secret(
+    shares: dict[int, bytes], threshold: int, verify: Callable[[bytes], bool]
+) -> tuple[bytes | None, set[int]]:
     """``(the secret, the holders whose share is wrong)`` from Shamir ``shares`` (by holder):
     all of them if they rebuild a secret that ``verify`` accepts, else the first subset of
     ``threshold`` that does (at most :data:`MAX_SHARE_SUBSETS` tried), every other share
@@ -155,7 +187,7 @@ def recover_secret(shares: dict[int, bytes], threshold: int,
         return secret, set()
     for subset in itertools.islice(itertools.combinations(holders, threshold), MAX_SHARE_SUBSETS):
         if (secret := rebuild(subset)) is not None:
-            base = list(subset[:threshold - 1])
+            base = list(subset[: threshold - 1])
             return secret, {h for h in holders if h not in subset and rebuild([*base, h]) is None}
     return None, set()
 
@@ -197,7 +229,11 @@ def _shares_sent_problem(reply: Message, neighbours: set[int]) -> str | None:
         return "no destinations, ciphertexts or seed commitment"
     if not isinstance(commitment, bytes) or len(commitment) != 32:
         return "its seed commitment is not 32 bytes"
-    if len(dsts) != len(cts) or not all(isinstance(c, bytes) for c in cts) or sorted(map(int, dsts)) != sorted(neighbours):
+    if (
+        len(dsts) != len(cts)
+        or not all(isinstance(c, bytes) for c in cts)
+        or sorted(map(int, dsts)) != sorted(neighbours)
+    ):
         return "not one encrypted share for each of its neighbours"
     return None
 
@@ -223,8 +259,10 @@ def _brief(layout) -> str:
 
 def _need(count: int, threshold: int, what: str) -> None:
     if count < threshold:
-        raise FGLError(f"Secure aggregation: {what} ({count}) fell below the threshold {threshold}; "
-                       "too many clients dropped to rebuild the sum.")
+        raise FGLError(
+            f"Secure aggregation: {what} ({count}) fell below the threshold {threshold}; "
+            "too many clients dropped to rebuild the sum."
+        )
 
 
 class SecAggPlusRound:
@@ -234,16 +272,22 @@ class SecAggPlusRound:
 
     def __init__(self, node_ids: Sequence[int], settings: SecAggPlusSettings, seed: int) -> None:
         if len(node_ids) < 2:
-            raise FGLError("Secure aggregation needs at least 2 clients (one client's sum is its record).")
+            raise FGLError(
+                "Secure aggregation needs at least 2 clients (one client's sum is its record)."
+            )
         self.node_ids, self.settings = list(node_ids), settings
-        shares = settings.shares + 1 if settings.shares and settings.shares % 2 == 0 else settings.shares
+        shares = (
+            settings.shares + 1 if settings.shares and settings.shares % 2 == 0 else settings.shares
+        )
         self.neighbours = ring_neighbours(node_ids, shares, seed)
         self.threshold = len(next(iter(self.neighbours.values()))) // 2 + 1
         self.keys: dict[int, tuple[bytes, bytes]] = {}
         self.inbox: dict[int, list[tuple[int, bytes]]] = {}
         self.shared: set[int] = set()
         self.commitments: dict[int, bytes] = {}  # node -> SHA-256 of its private mask seed
-        self.refused: dict[int, str] = {}  # node -> why a reply of it was left out or its shares ignored
+        self.refused: dict[
+            int, str
+        ] = {}  # node -> why a reply of it was left out or its shares ignored
 
     def share_keys(self, send: Send) -> set[int]:
         """Stages 0 and 1; returns the nodes that shared their keys. A reply whose fields are
@@ -252,19 +296,33 @@ class SecAggPlusRound:
         :attr:`refused`."""
         for r in send([_message(nid, {STAGE: "setup"}) for nid in self.node_ids]):
             if (why := _keys_problem(r)) is None:
-                self.keys[r.metadata.src_node_id] = (_fields(r)[PUBLIC_KEY_1], _fields(r)[PUBLIC_KEY_2])
+                self.keys[r.metadata.src_node_id] = (
+                    _fields(r)[PUBLIC_KEY_1],
+                    _fields(r)[PUBLIC_KEY_2],
+                )
             else:
                 self.refused[r.metadata.src_node_id] = f"setup: {why}"
         messages = []
         for nid in self.keys:
             near = sorted(self.neighbours[nid] & self.keys.keys())
             _need(len(near), self.threshold, f"node {nid}'s neighbours with keys")
-            messages.append(_message(nid, {STAGE: "share-keys", IDS: near, THRESHOLD: self.threshold,
-                                           PUBLIC_KEY_1: [self.keys[j][0] for j in near],
-                                           PUBLIC_KEY_2: [self.keys[j][1] for j in near]}))
+            messages.append(
+                _message(
+                    nid,
+                    {
+                        STAGE: "share-keys",
+                        IDS: near,
+                        THRESHOLD: self.threshold,
+                        PUBLIC_KEY_1: [self.keys[j][0] for j in near],
+                        PUBLIC_KEY_2: [self.keys[j][1] for j in near],
+                    },
+                )
+            )
         for r in send(messages):
             src = r.metadata.src_node_id
-            if (why := _shares_sent_problem(r, self.neighbours[src] & self.keys.keys() - {src})) is not None:
+            if (
+                why := _shares_sent_problem(r, self.neighbours[src] & self.keys.keys() - {src})
+            ) is not None:
                 self.refused[src] = f"share-keys: {why}"
                 continue
             f = _fields(r)
@@ -274,21 +332,41 @@ class SecAggPlusRound:
                 self.inbox.setdefault(int(dst), []).append((src, ct))
         return set(self.shared)
 
-    def collect_message(self, nid: int, content: RecordDict, record: str, *, query: str = "", weight: str = "",
-                        message_type: str = SECAGG_QUERY) -> Message:
+    def collect_message(
+        self,
+        nid: int,
+        content: RecordDict,
+        record: str,
+        *,
+        query: str = "",
+        weight: str = "",
+        message_type: str = SECAGG_QUERY,
+    ) -> Message:
         """Stage 2 for ``nid``: a ``message_type`` message with ``content`` that also asks to
         mask ``record`` of the reply (each value times the reply's metric ``weight``, with the
         weight itself summed as ``WEIGHT_KEY``, if given). ``query``: the wrapped query's action
         of a ``query.secagg`` message; a ``train`` message is itself the one whose reply is
         masked."""
         mail = [(src, ct) for src, ct in self.inbox.get(nid, []) if src in self.shared]
-        fields = {STAGE: "collect", QUERY: query, RECORD: record, WEIGHT: weight, CLIENTS: len(self.node_ids),
-                  FRACTION_BITS: self.settings.fraction_bits, SOURCES: [s for s, _ in mail],
-                  CIPHERTEXTS: [c for _, c in mail]}
+        fields = {
+            STAGE: "collect",
+            QUERY: query,
+            RECORD: record,
+            WEIGHT: weight,
+            CLIENTS: len(self.node_ids),
+            FRACTION_BITS: self.settings.fraction_bits,
+            SOURCES: [s for s, _ in mail],
+            CIPHERTEXTS: [c for _, c in mail],
+        }
         return _message(nid, fields, content, message_type)
 
-    def unmask(self, replies: Sequence[Message], record: str, send: Send,
-               layout: Sequence[tuple[str, tuple[int, ...]]] | None = None) -> SecureSum:
+    def unmask(
+        self,
+        replies: Sequence[Message],
+        record: str,
+        send: Send,
+        layout: Sequence[tuple[str, tuple[int, ...]]] | None = None,
+    ) -> SecureSum:
         """Stage 3 on the replies that carry masked ``record``s; the decoded sum.
 
         Each vector must have ``layout`` (default: the one a strict majority of the replies
@@ -298,19 +376,39 @@ class SecAggPlusRound:
         declared = [declared_layout(r) for r in replies]
         want = tuple((k, tuple(s)) for k, s in layout) if layout is not None else majority(declared)
         if want is None:
-            raise FGLError(f"Secure aggregation: the clients' {record!r} records declare different layouts "
-                           "and no majority shares one; nothing tells the honest ones apart.")
-        refused = {r.metadata.src_node_id: why for r in replies if (why := masked_problem(r, record, want))}
-        masked = {r.metadata.src_node_id: require_record(r.content, record, ArrayRecord)[MASKED].numpy()
-                  for r in replies if r.metadata.src_node_id not in refused}
+            raise FGLError(
+                f"Secure aggregation: the clients' {record!r} records declare different layouts "
+                "and no majority shares one; nothing tells the honest ones apart."
+            )
+        refused = {
+            r.metadata.src_node_id: why for r in replies if (why := masked_problem(r, record, want))
+        }
+        masked = {
+            r.metadata.src_node_id: require_record(r.content, record, ArrayRecord)[MASKED].numpy()
+            for r in replies
+            if r.metadata.src_node_id not in refused
+        }
         if not masked:
-            raise FGLError("Secure aggregation: no client sent a usable masked vector"
-                           + (f" ({'; '.join(refused.values())})." if refused else "."))
+            raise FGLError(
+                "Secure aggregation: no client sent a usable masked vector"
+                + (f" ({'; '.join(refused.values())})." if refused else ".")
+            )
         layout = [(k, s) for k, s in want]
         summed, dropped = sorted(masked), sorted(self.shared - masked.keys())
         held: dict[int, dict[int, bytes]] = {}  # owner -> {holder: its share of the owner's secret}
-        for r in send([_message(nid, {STAGE: "unmask", ACTIVE: sorted(self.neighbours[nid] & masked.keys()),
-                                      DEAD: sorted(self.neighbours[nid] & set(dropped))}) for nid in summed]):
+        for r in send(
+            [
+                _message(
+                    nid,
+                    {
+                        STAGE: "unmask",
+                        ACTIVE: sorted(self.neighbours[nid] & masked.keys()),
+                        DEAD: sorted(self.neighbours[nid] & set(dropped)),
+                    },
+                )
+                for nid in summed
+            ]
+        ):
             holder = r.metadata.src_node_id
             asked = self.neighbours[holder] & (masked.keys() | set(dropped))
             if (why := _shares_returned_problem(r, asked)) is not None:
@@ -323,19 +421,34 @@ class SecAggPlusRound:
         for vector in masked.values():
             total = np.mod(total + vector, MODULUS)
         for nid in summed:
-            seed = self._recover(held.get(nid, {}), f"node {nid}'s mask seed",
-                                 lambda secret, nid=nid: hashlib.sha256(secret).digest() == self.commitments[nid])
+            seed = self._recover(
+                held.get(nid, {}),
+                f"node {nid}'s mask seed",
+                lambda secret, nid=nid: hashlib.sha256(secret).digest() == self.commitments[nid],
+            )
             total = np.mod(total - private_mask(seed, total.shape), MODULUS)
         for nid in dropped:
-            sk1 = self._recover(held.get(nid, {}), f"dropped node {nid}'s key",
-                                lambda secret, nid=nid: _public_key_of(secret) == self.keys[nid][0])
+            sk1 = self._recover(
+                held.get(nid, {}),
+                f"dropped node {nid}'s key",
+                lambda secret, nid=nid: _public_key_of(secret) == self.keys[nid][0],
+            )
             for j in sorted(self.neighbours[nid] & masked.keys()):
                 pair = pairwise_mask(sk1, self.keys[j][0], total.shape)
-                total = np.mod(total - pair if j > nid else total + pair, MODULUS)  # j's mask with it
-        return SecureSum(decode(total, layout, self.settings.fraction_bits), summed, dropped, list(replies),
-                         {**self.refused, **refused})
+                total = np.mod(
+                    total - pair if j > nid else total + pair, MODULUS
+                )  # j's mask with it
+        return SecureSum(
+            decode(total, layout, self.settings.fraction_bits),
+            summed,
+            dropped,
+            list(replies),
+            {**self.refused, **refused},
+        )
 
-    def _recover(self, shares: dict[int, bytes], what: str, verify: Callable[[bytes], bool]) -> bytes:
+    def _recover(
+        self, shares: dict[int, bytes], what: str, verify: Callable[[bytes], bool]
+    ) -> bytes:
         """The secret ``shares`` (by holder) rebuild, checked by ``verify``; holders whose share
         does not fit the others' are named in :attr:`refused` and left out."""
         _need(len(shares), self.threshold, f"shares of {what}")
@@ -343,16 +456,27 @@ class SecAggPlusRound:
         for holder in liars:
             self.refused[holder] = f"unmask: its share of {what} does not fit the others'"
         if secret is None:
-            raise FGLError(f"Secure aggregation: the shares of {what} do not rebuild it (holders "
-                           f"{sorted(shares)}; too many wrong ones to find which): the round's sum is lost.")
+            raise FGLError(
+                f"Secure aggregation: the shares of {what} do not rebuild it (holders "
+                f"{sorted(shares)}; too many wrong ones to find which): the round's sum is lost."
+            )
         return secret
 
 
-def secure_sum(send: Send, node_ids: Sequence[int], content: RecordDict, query: str, record: str,
-               settings: SecAggPlusSettings, seed: int) -> SecureSum:
+def secure_sum(
+    send: Send,
+    node_ids: Sequence[int],
+    content: RecordDict,
+    query: str,
+    record: str,
+    settings: SecAggPlusSettings,
+    seed: int,
+) -> SecureSum:
     """The element-wise sum of ``record`` in the replies of ``query.<query>`` (sent with
     ``content``) over ``node_ids``, without any client's record in clear."""
     run = SecAggPlusRound(node_ids, settings, seed)
     shared = run.share_keys(send)
-    replies = send([run.collect_message(nid, content, record, query=query) for nid in sorted(shared)])
+    replies = send(
+        [run.collect_message(nid, content, record, query=query) for nid in sorted(shared)]
+    )
     return run.unmask(replies, record, send)

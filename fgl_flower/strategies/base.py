@@ -19,7 +19,15 @@ from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 from flwr.serverapp import Grid
 from flwr.serverapp.strategy import Result, Strategy
 from flwr.supercore import log
@@ -30,21 +38,40 @@ from fgl_flower.errors import ConfigError, DivergedError
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.probes import PROBE, Probe, ProbeWatch, collect_probes, summarize_probe
 from fgl_flower.protocol import (
-    ARRAYS, CONFIG, EVALUATE_ROUND, EVALUATION, METRICS, NUM_EXAMPLES, NUM_LOCAL,
-    PARTITION_ID, RESOURCES, RESUME_ROUND, SERVER_ROUND,
+    ARRAYS,
+    CONFIG,
+    EVALUATE_ROUND,
+    EVALUATION,
+    METRICS,
+    NUM_EXAMPLES,
+    NUM_LOCAL,
+    PARTITION_ID,
+    RESOURCES,
+    RESUME_ROUND,
+    SERVER_ROUND,
 )
 from fgl_flower.records import get_record, require_record
 from fgl_flower.results import RunRecorder, strict_json
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id, who
 from fgl_flower.strategies.sampling import sample_clients, sample_size
 from fgl_flower.strategies.screening import (
-    Layout, array_problems, layout_of, layout_problem, majority, metric_problems, minority, weight_problem,
+    Layout,
+    array_problems,
+    layout_of,
+    layout_problem,
+    majority,
+    metric_problems,
+    minority,
+    weight_problem,
 )
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
-    **{f"{split}_{m}": f"num-{split}"
-       for split in ("val", "test") for m in ("loss", "acc", "f1", "f1_all")},
+    **{
+        f"{split}_{m}": f"num-{split}"
+        for split in ("val", "test")
+        for m in ("loss", "acc", "f1", "f1_all")
+    },
     "test_minority_acc": "num-test-minority",  # node tasks; FedSpray's minority accuracy
 }
 
@@ -53,9 +80,13 @@ def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
     """The evaluations that fused train replies carry (:data:`EVALUATION`), as evaluate
     replies (their ``metrics`` record) for :meth:`FGLStrategy.aggregate_evaluate`."""
     return [
-        Message(content=RecordDict({METRICS: evaluation}),
-                dst_node_id=r.metadata.src_node_id, message_type=MessageType.EVALUATE)
-        for r in replies if (evaluation := get_record(r.content, EVALUATION, MetricRecord)) is not None
+        Message(
+            content=RecordDict({METRICS: evaluation}),
+            dst_node_id=r.metadata.src_node_id,
+            message_type=MessageType.EVALUATE,
+        )
+        for r in replies
+        if (evaluation := get_record(r.content, EVALUATION, MetricRecord)) is not None
     ]
 
 
@@ -64,9 +95,16 @@ def nonfinite_metrics(reply: Message) -> list[str]:
     (probes aside: a probe may be undefined, e.g. the homophily of an empty graph; and the
     weight, ``num-examples``, which no training computes: the server refuses a bad one,
     :meth:`FGLStrategy.screen`)."""
-    return [f"{k}={v}" for rec in reply.content.values() if isinstance(rec, MetricRecord)
-            for k, v in rec.items()
-            if isinstance(v, float) and not math.isfinite(v) and not k.startswith(PROBE) and k != NUM_EXAMPLES]
+    return [
+        f"{k}={v}"
+        for rec in reply.content.values()
+        if isinstance(rec, MetricRecord)
+        for k, v in rec.items()
+        if isinstance(v, float)
+        and not math.isfinite(v)
+        and not k.startswith(PROBE)
+        and k != NUM_EXAMPLES
+    ]
 
 
 def client_resources(replies: Iterable[Message]) -> dict[str, dict[str, float]]:
@@ -74,7 +112,7 @@ def client_resources(replies: Iterable[Message]) -> dict[str, dict[str, float]]:
     replies that report resources (each client's first train reply of a run)."""
     out = {}
     for pid, m in client_metrics(replies).items():
-        res = {k[len(RESOURCES):]: v for k, v in m.items() if k.startswith(RESOURCES)}
+        res = {k[len(RESOURCES) :]: v for k, v in m.items() if k.startswith(RESOURCES)}
         if res:
             out[str(pid)] = res
     return out
@@ -86,7 +124,9 @@ def client_metrics(replies: Iterable[Message], probes: bool = False) -> dict[int
     out = {}
     for r in replies:
         rec = require_record(r.content, METRICS, MetricRecord)
-        out[int(rec[PARTITION_ID])] = {k: float(v) for k, v in rec.items() if probes or not k.startswith(PROBE)}
+        out[int(rec[PARTITION_ID])] = {
+            k: float(v) for k, v in rec.items() if probes or not k.startswith(PROBE)
+        }
     return out
 
 
@@ -144,15 +184,26 @@ class FGLStrategy(Strategy):
         ids = self.node_ids if node_ids is None else list(node_ids)
         return [Message(content=content, message_type=message_type, dst_node_id=n) for n in ids]
 
-    def per_client(self, server_round: int, config: ConfigRecord, message_type: str,
-                   arrays_of: Callable[[int], ArrayRecord]) -> list[Message]:
+    def per_client(
+        self,
+        server_round: int,
+        config: ConfigRecord,
+        message_type: str,
+        arrays_of: Callable[[int], ArrayRecord],
+    ) -> list[Message]:
         """One message to each selected node with its own arrays, ``arrays_of(partition id)``
         (GCFL's cluster model, FED-PUB's personalised one)."""
-        return [m for pid, node in zip(self.selected, self.node_ids)
-                for m in self.broadcast(self.round_content(server_round, arrays_of(pid), config),
-                                        message_type, [node])]
+        return [
+            m
+            for pid, node in zip(self.selected, self.node_ids)
+            for m in self.broadcast(
+                self.round_content(server_round, arrays_of(pid), config), message_type, [node]
+            )
+        ]
 
-    def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+    def round_content(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord
+    ) -> RecordDict:
         cfg = ConfigRecord(dict(config))
         cfg[SERVER_ROUND] = server_round
         return RecordDict({ARRAYS: arrays, CONFIG: cfg})
@@ -175,8 +226,10 @@ class FGLStrategy(Strategy):
         per_client = list(client_metrics(replies).values())
         weights = [self.reply_weight(r) for r in replies]
         keys = sorted(
-            k for k in {k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES}
-            if k not in self.eval_metrics and not k.startswith(("num-", RESOURCES))  # evaluation rides along
+            k
+            for k in {k for m in per_client for k in m} - {PARTITION_ID, NUM_EXAMPLES}
+            if k not in self.eval_metrics
+            and not k.startswith(("num-", RESOURCES))  # evaluation rides along
         )
         total = sum(weights) or 1.0
         return MetricRecord(
@@ -195,7 +248,9 @@ class FGLStrategy(Strategy):
     def configure_evaluate(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
     ) -> Iterable[Message]:
-        return self.broadcast(self.round_content(server_round, arrays, config), MessageType.EVALUATE)
+        return self.broadcast(
+            self.round_content(server_round, arrays, config), MessageType.EVALUATE
+        )
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
         """Weighted mean, mean, std and worst client of every evaluation metric.
@@ -216,20 +271,31 @@ class FGLStrategy(Strategy):
     def aggregate_evaluate_values(self, per_client: list[dict[str, float]]) -> dict[str, float]:
         """:meth:`aggregate_evaluate` on per-client metric dicts."""
         metrics = [m for m in self.eval_metrics if all(m in c for c in per_client)]
-        weights = {"split": self.eval_metrics, "client-size": dict.fromkeys(self.eval_metrics, NUM_LOCAL),
-                   "client": dict.fromkeys(self.eval_metrics)}[self.cfg.eval_weight]
+        weights = {
+            "split": self.eval_metrics,
+            "client-size": dict.fromkeys(self.eval_metrics, NUM_LOCAL),
+            "client": dict.fromkeys(self.eval_metrics),
+        }[self.cfg.eval_weight]
         return summarize_clients(per_client, metrics, weights, count_key=self.eval_metrics)
 
-    def prepare_round(self, server_round: int, config: ConfigRecord,
-                      send: Callable[[list[Message]], list[Message]]) -> None:
+    def prepare_round(
+        self,
+        server_round: int,
+        config: ConfigRecord,
+        send: Callable[[list[Message]], list[Message]],
+    ) -> None:
         """Extra exchanges before this round's train messages, on the clients selected for
         it (e.g. FedSage+'s generator queries): ``send(messages)`` returns the replies and
         meters them into the round's record (its bytes, messages and time). ``config`` is the
         round's train config: its messages carry it too, so that on a resumed run a client
         restores its checkpoint at the first of them. Default none."""
 
-    def finish_round(self, server_round: int, replies: list[Message],
-                     send: Callable[[list[Message]], list[Message]]) -> None:
+    def finish_round(
+        self,
+        server_round: int,
+        replies: list[Message],
+        send: Callable[[list[Message]], list[Message]],
+    ) -> None:
         """Extra exchanges after this round's train replies, before their aggregation
         (e.g. SecAgg+'s unmask stage), metered into the round's record as
         :meth:`prepare_round`'s. Default none."""
@@ -251,8 +317,9 @@ class FGLStrategy(Strategy):
         GCFL's number of clusters), recorded as the client ``server`` (default none)."""
         return {}
 
-    def record_probes(self, record: dict, replies: Iterable[Message],
-                      server: dict[str, float] | None = None) -> None:
+    def record_probes(
+        self, record: dict, replies: Iterable[Message], server: dict[str, float] | None = None
+    ) -> None:
         """Add the probe values of ``replies`` (per client) and the ``server``'s own to the
         round record's ``probes``; a probe reported in both phases keeps the later
         (evaluation) values."""
@@ -277,13 +344,28 @@ class FGLStrategy(Strategy):
 
     def summary(self) -> None:
         c = self.cfg
-        log(INFO, "%s: method=%s dataset=%s partition=%s clients=%d rounds=%d seed=%d model=%s",
-            type(self).__name__, c.method, c.dataset, c.partition, c.num_clients, c.num_rounds,
-            c.seed, c.model)
+        log(
+            INFO,
+            "%s: method=%s dataset=%s partition=%s clients=%d rounds=%d seed=%d model=%s",
+            type(self).__name__,
+            c.method,
+            c.dataset,
+            c.partition,
+            c.num_clients,
+            c.num_rounds,
+            c.seed,
+            c.model,
+        )
         if c.fraction_train < 1.0:
-            log(INFO, "Each round trains %d of %d clients (fraction-train=%g, sampled by partition "
-                "id from seed %d)", sample_size(c.num_clients, c.fraction_train, c.min_train_clients),
-                c.num_clients, c.fraction_train, c.seed)
+            log(
+                INFO,
+                "Each round trains %d of %d clients (fraction-train=%g, sampled by partition "
+                "id from seed %d)",
+                sample_size(c.num_clients, c.fraction_train, c.min_train_clients),
+                c.num_clients,
+                c.fraction_train,
+                c.seed,
+            )
 
     def initial_arrays(self) -> ArrayRecord:
         """Arrays sent in round 1. Empty: clients build the initial model from the run
@@ -302,7 +384,9 @@ class FGLStrategy(Strategy):
     def train_clients(self, server_round: int) -> list[int]:
         """Partition ids sampled to train in ``server_round`` (all by default)."""
         c = self.cfg
-        return sample_clients(c.num_clients, c.fraction_train, c.min_train_clients, c.seed, server_round)
+        return sample_clients(
+            c.num_clients, c.fraction_train, c.min_train_clients, c.seed, server_round
+        )
 
     def select(self, partition_ids: Iterable[int]) -> list[int]:
         """Address the next broadcast to these clients; returns their node ids."""
@@ -318,17 +402,27 @@ class FGLStrategy(Strategy):
         if not bad:
             return replies
         which = "; ".join(f"partition {p}: {', '.join(v)}" for p, v in sorted(bad.items()))
-        cause = (f"Training diverged: the learning rate (lr={self.cfg.lr:g}) is likely too large "
-                 f"for these features or this model; lower lr or normalize the features")
+        cause = (
+            f"Training diverged: the learning rate (lr={self.cfg.lr:g}) is likely too large "
+            f"for these features or this model; lower lr or normalize the features"
+        )
         if self.cfg.on_nonfinite == "stop" or len(bad) == len(replies):
-            also = "" if self.cfg.on_nonfinite == "skip" else ", or set on-nonfinite=skip to leave such clients out"
-            raise DivergedError(f"Round {record['round']}: non-finite values from {which}. {cause}{also}.")
+            also = (
+                ""
+                if self.cfg.on_nonfinite == "skip"
+                else ", or set on-nonfinite=skip to leave such clients out"
+            )
+            raise DivergedError(
+                f"Round {record['round']}: non-finite values from {which}. {cause}{also}."
+            )
         log(WARNING, "Round %d: leaving out %s (non-finite). %s.", record["round"], which, cause)
         record.setdefault("nonfinite", {}).update({str(p): ", ".join(v) for p, v in bad.items()})
         return [r for r in replies if reply_partition_id(r) not in bad]
 
     # -- what the server accepts -----------------------------------------------------------
-    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
         """``{partition id: why}`` of the ``replies`` (to ``messages``) the server refuses
         (:mod:`~fgl_flower.strategies.screening`): unreadable, non-numeric or non-finite
         arrays; in a train reply, a weight that is not a whole number from 1 to 2^31 - 1;
@@ -339,17 +433,32 @@ class FGLStrategy(Strategy):
         refused.update(self.screen_own(server_round, replies, refused))
         return refused
 
-    def screen_own(self, server_round: int, replies: list[Message], refused: dict[int, str]) -> dict[int, str]:
+    def screen_own(
+        self, server_round: int, replies: list[Message], refused: dict[int, str]
+    ) -> dict[int, str]:
         """:meth:`reply_problem` of each reply not ``refused`` yet."""
-        return {p: why for r in replies if (p := reply_partition_id(r)) not in refused
-                and (why := self.reply_problem(server_round, r)) is not None}
+        return {
+            p: why
+            for r in replies
+            if (p := reply_partition_id(r)) not in refused
+            and (why := self.reply_problem(server_round, r)) is not None
+        }
 
-    def screen_agreement(self, replies: list[Message], refused: dict[int, str], kind: str,
-                         value_of: Callable[[Message], object], what: str) -> dict[int, str]:
+    def screen_agreement(
+        self,
+        replies: list[Message],
+        refused: dict[int, str],
+        kind: str,
+        value_of: Callable[[Message], object],
+        what: str,
+    ) -> dict[int, str]:
         """Refuse the ``kind`` replies not ``refused`` yet whose ``value_of`` differs from the
         strict majority's (what every client knows alike, e.g. the dataset's dimensions)."""
-        values = {reply_partition_id(r): value_of(r) for r in replies
-                  if r.metadata.message_type == kind and reply_partition_id(r) not in refused}
+        values = {
+            reply_partition_id(r): value_of(r)
+            for r in replies
+            if r.metadata.message_type == kind and reply_partition_id(r) not in refused
+        }
         try:
             return minority(values, what)
         except ValueError as e:
@@ -360,8 +469,13 @@ class FGLStrategy(Strategy):
         they carry out of range (e.g. FedSpray's class ratios); default none."""
         return None
 
-    def screen_uploads(self, messages: list[Message], replies: list[Message], refused: dict[int, str],
-                       skip: tuple[tuple[str, str], ...] = ()) -> dict[int, str]:
+    def screen_uploads(
+        self,
+        messages: list[Message],
+        replies: list[Message],
+        refused: dict[int, str],
+        skip: tuple[tuple[str, str], ...] = (),
+    ) -> dict[int, str]:
         """:meth:`screen_layouts` of every :attr:`checked_uploads` record but the
         ``(message type, record)`` pairs in ``skip`` (checked otherwise), on the replies
         not ``refused`` yet."""
@@ -369,8 +483,13 @@ class FGLStrategy(Strategy):
         sent = self.sent_by_partition(messages)
         for kind, names in self.checked_uploads.items():
             names = tuple(n for n in names if (kind, n) not in skip)
-            of_kind = [r for r in replies if r.metadata.message_type == kind
-                       and reply_partition_id(r) not in refused and reply_partition_id(r) not in out]
+            of_kind = [
+                r
+                for r in replies
+                if r.metadata.message_type == kind
+                and reply_partition_id(r) not in refused
+                and reply_partition_id(r) not in out
+            ]
             if of_kind and names:
                 out.update(self.screen_layouts(of_kind, sent, names))
         return out
@@ -385,8 +504,10 @@ class FGLStrategy(Strategy):
             why = array_problems(r.content)
             for name in (METRICS, EVALUATION):
                 metrics = get_record(r.content, name, MetricRecord)
-                if why is None and (metrics is not None or (name == METRICS and kind in (
-                        MessageType.TRAIN, MessageType.EVALUATE))):
+                if why is None and (
+                    metrics is not None
+                    or (name == METRICS and kind in (MessageType.TRAIN, MessageType.EVALUATE))
+                ):
                     why = metric_problems(name, metrics, pid)
             if why is None and kind == MessageType.TRAIN:
                 why = weight_problem(get_record(r.content, METRICS, MetricRecord))
@@ -397,7 +518,11 @@ class FGLStrategy(Strategy):
     def sent_by_partition(self, messages: list[Message]) -> dict[int, Message]:
         """``{partition id: the message sent to it}``."""
         partition_of = {node: pid for pid, node in self.nodes.items()}
-        return {partition_of[m.metadata.dst_node_id]: m for m in messages if m.metadata.dst_node_id in partition_of}
+        return {
+            partition_of[m.metadata.dst_node_id]: m
+            for m in messages
+            if m.metadata.dst_node_id in partition_of
+        }
 
     def upload_reference(self, name: str, message: Message | None) -> ArrayRecord | None:
         """The record whose layout a train reply's ``name`` upload must have: by default
@@ -406,25 +531,36 @@ class FGLStrategy(Strategy):
         record = None if message is None else get_record(message.content, name, ArrayRecord)
         return record if record is not None and len(record) else None
 
-    def screen_layouts(self, replies: list[Message], sent: dict[int, Message],
-                       names: Iterable[str]) -> dict[int, str]:
+    def screen_layouts(
+        self, replies: list[Message], sent: dict[int, Message], names: Iterable[str]
+    ) -> dict[int, str]:
         """Refuse the ``replies`` whose records ``names`` are missing or differ in layout
         from their reference: :meth:`upload_reference`, else the layout of an earlier
         round, else the one a strict majority of these replies share (none: the round
         stops, since nothing tells the honest clients apart)."""
         refused: dict[int, str] = {}
         for name in names:
-            got = {reply_partition_id(r): layout_of(rec) for r in replies
-                   if (rec := get_record(r.content, name, ArrayRecord)) is not None}
+            got = {
+                reply_partition_id(r): layout_of(rec)
+                for r in replies
+                if (rec := get_record(r.content, name, ArrayRecord)) is not None
+            }
             missing = [reply_partition_id(r) for r in replies if reply_partition_id(r) not in got]
             refused.update({p: f"no {name!r} record" for p in missing})
-            refs = {p: ref for p in got if (ref := self.upload_reference(name, sent.get(p))) is not None}
-            want = (layout_of(next(iter(refs.values()))) if refs else self.upload_layouts.get(name)
-                    or majority(list(got.values())))
+            refs = {
+                p: ref for p in got if (ref := self.upload_reference(name, sent.get(p))) is not None
+            }
+            want = (
+                layout_of(next(iter(refs.values())))
+                if refs
+                else self.upload_layouts.get(name) or majority(list(got.values()))
+            )
             if want is None and got:
-                raise ClientFailure(f"the clients' {name!r} uploads come in {len(set(got.values()))} layouts "
-                                    f"and no majority of the {len(got)} shares one; nothing tells the honest "
-                                    "ones apart")
+                raise ClientFailure(
+                    f"the clients' {name!r} uploads come in {len(set(got.values()))} layouts "
+                    f"and no majority of the {len(got)} shares one; nothing tells the honest "
+                    "ones apart"
+                )
             for p, layout in got.items():
                 expected = layout_of(refs[p]) if p in refs else want
                 if (why := layout_problem(layout, expected)) is not None:
@@ -434,7 +570,9 @@ class FGLStrategy(Strategy):
         return refused
 
     # -- checkpoints -----------------------------------------------------------------------
-    def checkpoint_records(self, server_round: int, arrays: ArrayRecord, pending: dict | None) -> RecordDict:
+    def checkpoint_records(
+        self, server_round: int, arrays: ArrayRecord, pending: dict | None
+    ) -> RecordDict:
         """The server's state after ``server_round``: what :meth:`restore` needs."""
         records = RecordDict({ARRAYS: arrays})
         kinds = {}
@@ -442,11 +580,23 @@ class FGLStrategy(Strategy):
             value = getattr(self, name)
             if value is not None:
                 kinds[name] = "numpy" if isinstance(value, np.ndarray) else "torch"
-                records[f"strategy.{name}"] = ArrayRecord({"value": Array(np.asarray(
-                    value if kinds[name] == "numpy" else value.detach().cpu().numpy()))})
+                records[f"strategy.{name}"] = ArrayRecord(
+                    {
+                        "value": Array(
+                            np.asarray(
+                                value if kinds[name] == "numpy" else value.detach().cpu().numpy()
+                            )
+                        )
+                    }
+                )
         pending = None if pending is None else {k: v for k, v in pending.items() if k != "_arrays"}
-        meta = {"round": server_round, "config": dict(self.cfg.raw), "pending": pending, "kinds": kinds,
-                "probes_dead": self.probe_watch.state()}
+        meta = {
+            "round": server_round,
+            "config": dict(self.cfg.raw),
+            "pending": pending,
+            "kinds": kinds,
+            "probes_dead": self.probe_watch.state(),
+        }
         records[CONFIG] = ConfigRecord({"json": strict_json(meta)})
         return records
 
@@ -455,14 +605,32 @@ class FGLStrategy(Strategy):
         meta = json.loads(str(require_record(records, CONFIG, ConfigRecord)["json"]))
         # keys that may change between the interrupted and the resumed run: where and on
         # what it runs, and how it reacts to faults, not what it computes
-        ignored = {"resume", "out-dir", "progress", "round-timeout", "accept-failures", "data-root",
-                   "device", "cpus-per-client", "gpus-per-client", "reuse-clients",
-                   "checkpoint-every", "checkpoint-dir"}
+        ignored = {
+            "resume",
+            "out-dir",
+            "progress",
+            "round-timeout",
+            "accept-failures",
+            "data-root",
+            "device",
+            "cpus-per-client",
+            "gpus-per-client",
+            "reuse-clients",
+            "checkpoint-every",
+            "checkpoint-dir",
+        }
         saved, now = meta["config"], dict(self.cfg.raw)
-        changed = sorted(k for k in set(saved) | set(now) if k not in ignored and saved.get(k) != now.get(k))
+        changed = sorted(
+            k for k in set(saved) | set(now) if k not in ignored and saved.get(k) != now.get(k)
+        )
         if changed:
-            raise ConfigError("The checkpoint belongs to another config; differing keys: " + ", ".join(
-                f"{k} ({saved.get(k)!r} in the checkpoint, {now.get(k)!r} now)" for k in changed[:5]))
+            raise ConfigError(
+                "The checkpoint belongs to another config; differing keys: "
+                + ", ".join(
+                    f"{k} ({saved.get(k)!r} in the checkpoint, {now.get(k)!r} now)"
+                    for k in changed[:5]
+                )
+            )
         for name, kind in meta["kinds"].items():
             value = require_record(records, f"strategy.{name}", ArrayRecord)["value"].numpy()
             if kind == "torch":
@@ -512,10 +680,16 @@ class FGLStrategy(Strategy):
                 train_config[RESUME_ROUND] = evaluate_config[RESUME_ROUND] = done
                 if recorder is not None:
                     recorder.resume(pending["round"] if pending is not None else first_round)
-                log(INFO, "Resuming after round %d (checkpoint in %s)", done, checkpointer.directory)
+                log(
+                    INFO, "Resuming after round %d (checkpoint in %s)", done, checkpointer.directory
+                )
             else:  # round 0: the run can be resumed (started again) from its first round on
                 checkpointer.save(self.checkpoint_records(0, arrays, None))
-        fused = self.evaluate_with_next_train and self.cfg.fused_evaluation and not self.evaluates_in_train
+        fused = (
+            self.evaluate_with_next_train
+            and self.cfg.fused_evaluation
+            and not self.evaluates_in_train
+        )
         result = Result()
         result.arrays = arrays
         lost_nodes = False  # a client failed since the last look for new nodes
@@ -524,7 +698,9 @@ class FGLStrategy(Strategy):
             """Record the round with its evaluation (``None``: a round not evaluated, whose
             record has no ``eval`` and no client's)."""
             rnd = record["round"]
-            eval_metrics = None if eval_replies is None else self.aggregate_evaluate(rnd, eval_replies)
+            eval_metrics = (
+                None if eval_replies is None else self.aggregate_evaluate(rnd, eval_replies)
+            )
             per_client = self.eval_client_metrics(eval_replies or [])
             if eval_replies is not None:
                 record["eval"] = dict(eval_metrics or {})
@@ -533,8 +709,11 @@ class FGLStrategy(Strategy):
             self.record_probes(record, eval_replies or [])
             self.watch_probes(record)
             round_arrays = record.pop("_arrays")  # the global arrays after this round
-            if (eval_replies is not None and evaluate_fn is not None
-                    and (res := evaluate_fn(rnd, round_arrays)) is not None):
+            if (
+                eval_replies is not None
+                and evaluate_fn is not None
+                and (res := evaluate_fn(rnd, round_arrays)) is not None
+            ):
                 record["server_eval"] = dict(res)
                 result.evaluate_metrics_serverapp[rnd] = res
             if eval_metrics is not None:
@@ -558,10 +737,16 @@ class FGLStrategy(Strategy):
             if metered.failures:
                 nonlocal lost_nodes
                 lost_nodes = True
-                record.setdefault("failures", {}).update({str(p): why for p, why in metered.failures.items()})
-                log(WARNING, "Round %d: %d client(s) failed, going on with the others: %s",
-                    record["round"], len(metered.failures),
-                    "; ".join(f"{who(p)}: {why}" for p, why in metered.failures.items()))
+                record.setdefault("failures", {}).update(
+                    {str(p): why for p, why in metered.failures.items()}
+                )
+                log(
+                    WARNING,
+                    "Round %d: %d client(s) failed, going on with the others: %s",
+                    record["round"],
+                    len(metered.failures),
+                    "; ".join(f"{who(p)}: {why}" for p, why in metered.failures.items()),
+                )
             return replies
 
         for rnd in range(first_round, num_rounds + 1):
@@ -584,7 +769,9 @@ class FGLStrategy(Strategy):
                 record["resources"] = resources
             t_server = time.perf_counter()
             new_arrays, train_metrics = self.aggregate_train(rnd, replies)
-            record["server_time_s"] = time.perf_counter() - t_server  # aggregation, and any server-side training
+            record["server_time_s"] = (
+                time.perf_counter() - t_server
+            )  # aggregation, and any server-side training
             if new_arrays is not None:
                 arrays = result.arrays = new_arrays
             record["train"] = dict(train_metrics or {})
@@ -603,7 +790,9 @@ class FGLStrategy(Strategy):
             else:  # a separate evaluate batch, on the clients that train next
                 eval_clients = self.train_clients(rnd + 1)
                 self.select(eval_clients)
-                eval_replies = exchange(record, self.configure_evaluate(rnd, arrays, evaluate_config, metered))
+                eval_replies = exchange(
+                    record, self.configure_evaluate(rnd, arrays, evaluate_config, metered)
+                )
                 finish(record, eval_replies)
             if checkpointer is not None and checkpointer.due(rnd, num_rounds):
                 checkpointer.save(self.checkpoint_records(rnd, arrays, pending))

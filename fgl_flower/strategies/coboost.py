@@ -49,8 +49,13 @@ class CoBoostStrategy(DENSEStrategy):
         p = F.softmax(t_out, -1).gather(1, targets[:, None]).squeeze(1).detach()
         hard = ((1 - p).pow(o.hs) * F.cross_entropy(t_out, targets, reduction="none")).mean()
         T = o.adv_temperature
-        adv = -(F.kl_div(F.log_softmax(s_out / T, -1), F.softmax(t_out / T, -1), reduction="none").sum(-1)
-                * T * T).mean()
+        adv = -(
+            F.kl_div(F.log_softmax(s_out / T, -1), F.softmax(t_out / T, -1), reduction="none").sum(
+                -1
+            )
+            * T
+            * T
+        ).mean()
         return o.oh * hard + o.adv * adv
 
     def clip_generator(self, generator):
@@ -61,7 +66,9 @@ class CoBoostStrategy(DENSEStrategy):
 
     def student_optimizer(self, student):
         o = self.opts
-        opt = torch.optim.SGD(student.parameters(), lr=o.kd_lr, momentum=0.9, weight_decay=o.kd_weight_decay)
+        opt = torch.optim.SGD(
+            student.parameters(), lr=o.kd_lr, momentum=0.9, weight_decay=o.kd_weight_decay
+        )
         self._scheduler = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=o.epochs)
         return opt
 
@@ -74,7 +81,7 @@ class CoBoostStrategy(DENSEStrategy):
         if epoch == 0 or not pool:
             return
         start = self.weights.clone()  # the code's ori_weight
-        step = o.mu * o.wdc ** epoch
+        step = o.mu * o.wdc**epoch
         clients = torch.cat([e["clients"] for e in pool], dim=1)  # [K, N, C]
         targets = torch.cat([e["targets"] for e in pool])
         for _ in range(o.wa_steps):
@@ -100,13 +107,20 @@ class CoBoostStrategy(DENSEStrategy):
 
     def distill(self, server_round, teachers, student, shape):
         self.weights = torch.full((len(teachers),), 1.0 / len(teachers), device=self.device)
-        self._order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "coboost-weights", server_round))
+        self._order = torch.Generator().manual_seed(
+            derive_seed(self.cfg.seed, "coboost-weights", server_round)
+        )
         super().distill(server_round, teachers, student, shape)
 
     def pool_probes(self, pool, student, fit, classes):
         """DENSE's, the targets' sharpness and the final weights' spread and effective count."""
         out = super().pool_probes(pool, student, fit, classes)
-        top = torch.cat([F.softmax(self.combine(e["clients"]) / self.opts.temperature, -1).amax(-1) for e in pool])
+        top = torch.cat(
+            [
+                F.softmax(self.combine(e["clients"]) / self.opts.temperature, -1).amax(-1)
+                for e in pool
+            ]
+        )
         w, chance = self.weights, 1.0 / classes
         out["coboost.target-sharpness"] = (float(top.mean()) - chance) / (1.0 - chance)
         out["coboost.weight-spread"] = float(w.max() - w.min())

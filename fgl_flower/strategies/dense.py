@@ -50,11 +50,13 @@ def union(pool: list[dict], entries: list[int]) -> dict:
     shifted."""
     graphs = [pool[e] for e in entries]
     offsets = torch.tensor([0, *(g["x"].size(0) for g in graphs[:-1])]).cumsum(0).tolist()
-    return {"x": torch.cat([g["x"] for g in graphs]),
-            "edges": torch.cat([g["edges"] + o for g, o in zip(graphs, offsets)], dim=1),
-            "clients": torch.cat([g["clients"] for g in graphs], dim=1),
-            "targets": torch.cat([g["targets"] for g in graphs]),
-            "offsets": dict(zip(entries, offsets))}
+    return {
+        "x": torch.cat([g["x"] for g in graphs]),
+        "edges": torch.cat([g["edges"] + o for g, o in zip(graphs, offsets)], dim=1),
+        "clients": torch.cat([g["clients"] for g in graphs], dim=1),
+        "targets": torch.cat([g["targets"] for g in graphs]),
+        "offsets": dict(zip(entries, offsets)),
+    }
 
 
 def student_batches(pool: list[dict], batch_graphs: int, size: int, order: torch.Generator):
@@ -81,7 +83,9 @@ def student_batches(pool: list[dict], batch_graphs: int, size: int, order: torch
         yield batch
 
 
-def client_logits(teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+def client_logits(
+    teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor
+) -> torch.Tensor:
     """``[K, n, C]``: every client model's logits on the synthetic graph."""
     return torch.stack([t(x, edges) for t in teachers])
 
@@ -94,14 +98,23 @@ class DENSEStrategy(FedAvgStrategy):
 
     checked_uploads = {MessageType.TRAIN: (ARRAYS, SHAPE)}
 
-    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
         """FedAvg's checks, and every client must report the dataset's shape alike (the
         server builds its generator and student from it)."""
         refused = super().screen(server_round, messages, replies)
-        refused.update(self.screen_agreement(
-            replies, refused, MessageType.TRAIN,
-            lambda r: tuple(values_of(get_record(r.content, SHAPE, ArrayRecord), "shape").tolist()),
-            f"{SHAPE}/shape"))
+        refused.update(
+            self.screen_agreement(
+                replies,
+                refused,
+                MessageType.TRAIN,
+                lambda r: tuple(
+                    values_of(get_record(r.content, SHAPE, ArrayRecord), "shape").tolist()
+                ),
+                f"{SHAPE}/shape",
+            )
+        )
         return refused
 
     def __init__(self, cfg) -> None:
@@ -113,10 +126,14 @@ class DENSEStrategy(FedAvgStrategy):
     def _model(self, shape: tuple[int, int]) -> torch.nn.Module:
         return build_run_model(self.cfg, "node", shape[0], shape[1]).to(self.device)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
-        shape = tuple(int(v) for v in record_torch(require_record(replies[0].content, SHAPE, ArrayRecord))["shape"])
+        shape = tuple(
+            int(v)
+            for v in record_torch(require_record(replies[0].content, SHAPE, ArrayRecord))["shape"]
+        )
         teachers = []
         for r in replies:
             model = self._model(shape)
@@ -132,35 +149,52 @@ class DENSEStrategy(FedAvgStrategy):
         """``[K, n, C]`` client logits -> the teacher's ``[n, C]``: their mean."""
         return clients.mean(0)
 
-    def ensemble(self, teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor) -> torch.Tensor:
+    def ensemble(
+        self, teachers: list[torch.nn.Module], x: torch.Tensor, edges: torch.Tensor
+    ) -> torch.Tensor:
         """The teacher's logits on a graph (:meth:`combine` of the clients')."""
         return self.combine(client_logits(teachers, x, edges))
 
-    def generator_loss(self, s_out: torch.Tensor, t_out: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    def generator_loss(
+        self, s_out: torch.Tensor, t_out: torch.Tensor, targets: torch.Tensor
+    ) -> torch.Tensor:
         """``oh`` CE to the sampled classes plus ``adv`` times the adversarial term."""
         o = self.opts
         return o.oh * F.cross_entropy(t_out, targets) + o.adv * adversarial_loss(s_out, t_out)
 
-    def kd_loss(self, student: torch.nn.Module, teachers: list[torch.nn.Module], batch: dict) -> torch.Tensor:
+    def kd_loss(
+        self, student: torch.nn.Module, teachers: list[torch.nn.Module], batch: dict
+    ) -> torch.Tensor:
         """The student's loss on a batch's ``nodes`` (:func:`student_batches`; the clients'
         logits cached)."""
         nodes = batch["nodes"].to(self.device)
         teacher = self.combine(batch["clients"])[nodes]
         return kd_loss(student(batch["x"], batch["edges"])[nodes], teacher, self.opts.temperature)
 
-    def after_synthesis(self, epoch: int, teachers: list[torch.nn.Module], pool: list[dict]) -> None:
+    def after_synthesis(
+        self, epoch: int, teachers: list[torch.nn.Module], pool: list[dict]
+    ) -> None:
         """After an epoch's synthesis, before its graph joins ``pool`` (each entry: ``x``,
         ``edges``, ``targets``, the clients' logits ``clients [K, n, C]``) and the distillation
         (DENSE: nothing)."""
 
-    def distill(self, server_round: int, teachers: list[torch.nn.Module], student: torch.nn.Module,
-                shape: tuple[int, int]) -> None:
+    def distill(
+        self,
+        server_round: int,
+        teachers: list[torch.nn.Module],
+        student: torch.nn.Module,
+        shape: tuple[int, int],
+    ) -> None:
         o = self.opts
         manual_seed(derive_seed(self.cfg.seed, "dense", server_round), self.device)
-        order = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "dense-order", server_round))
+        order = torch.Generator().manual_seed(
+            derive_seed(self.cfg.seed, "dense-order", server_round)
+        )
         generator = FeatureGenerator(o.noise_dim, shape[0], o.generator_head).to(self.device)
         opt_s = self.student_optimizer(student)
-        pool: list[dict] = []  # synthetic graphs: x, edges, the classes aimed at, the clients' logits
+        pool: list[
+            dict
+        ] = []  # synthetic graphs: x, edges, the classes aimed at, the clients' logits
         fit = torch.zeros(())
         for epoch in range(o.epochs):
             generator.reset()
@@ -176,12 +210,17 @@ class DENSEStrategy(FedAvgStrategy):
                 t_out = self.ensemble(teachers, x, edges)
                 loss = self.generator_loss(student(x, edges), t_out, targets)
                 if loss.item() < best_loss or best is None:
-                    best_loss, best = loss.item(), (x.detach(), edges, (t_out.argmax(-1) == targets).float().mean())
+                    best_loss, best = (
+                        loss.item(),
+                        (x.detach(), edges, (t_out.argmax(-1) == targets).float().mean()),
+                    )
                 loss.backward()
                 self.clip_generator(generator)
                 opt_g.step()
             x, edges, fit = best
-            self.after_synthesis(epoch, teachers, pool)  # on the earlier epochs' graphs (Co-Boost's order)
+            self.after_synthesis(
+                epoch, teachers, pool
+            )  # on the earlier epochs' graphs (Co-Boost's order)
             with torch.no_grad():
                 clients = client_logits(teachers, x, edges)
             pool.append({"x": x, "edges": edges, "targets": targets, "clients": clients})
@@ -194,27 +233,43 @@ class DENSEStrategy(FedAvgStrategy):
                 opt_s.step()
             self.end_epoch(epoch, student, pool)
             if self.cfg.progress and (epoch + 1) % max(o.epochs // 10, 1) == 0:
-                log(INFO, "%s distillation: epoch %d/%d, the synthesis hits its classes on %.2f of its nodes, "
-                    "the student's last KD loss %.4f", self.cfg.method, epoch + 1, o.epochs, float(fit), kd.item())
+                log(
+                    INFO,
+                    "%s distillation: epoch %d/%d, the synthesis hits its classes on %.2f of its nodes, "
+                    "the student's last KD loss %.4f",
+                    self.cfg.method,
+                    epoch + 1,
+                    o.epochs,
+                    float(fit),
+                    kd.item(),
+                )
         student.eval()
         with torch.no_grad():
             self.last = self.pool_probes(pool, student, float(fit), shape[1])
 
-    def pool_probes(self, pool: list[dict], student: torch.nn.Module, fit: float, classes: int) -> dict[str, float]:
+    def pool_probes(
+        self, pool: list[dict], student: torch.nn.Module, fit: float, classes: int
+    ) -> dict[str, float]:
         """The probes after the distillation: ``dense.teacher-fit`` (the last synthesis's share
         of nodes the ensemble puts in their target class, chance 0), ``dense.pool-fit`` (the
         same over every pooled graph, by the final ensemble), ``dense.agreement`` and, for a
         student with hidden layers (``embed``), ``dense.live-units``: the share of its last
         hidden layer's units that are positive on some pooled node."""
         teacher = [self.combine(e["clients"]).argmax(-1) for e in pool]
-        agree = torch.cat([(student(e["x"], e["edges"]).argmax(-1) == t).float() for e, t in zip(pool, teacher)])
+        agree = torch.cat(
+            [(student(e["x"], e["edges"]).argmax(-1) == t).float() for e, t in zip(pool, teacher)]
+        )
         hit = torch.cat([(t == e["targets"]).float() for e, t in zip(pool, teacher)])
         chance = 1.0 / classes
-        out = {"dense.teacher-fit": (fit - chance) / (1.0 - chance),
-               "dense.pool-fit": (float(hit.mean()) - chance) / (1.0 - chance),
-               "dense.agreement": float(agree.mean())}
+        out = {
+            "dense.teacher-fit": (fit - chance) / (1.0 - chance),
+            "dense.pool-fit": (float(hit.mean()) - chance) / (1.0 - chance),
+            "dense.agreement": float(agree.mean()),
+        }
         if hasattr(student, "embed"):
-            live = torch.stack([(student.embed(e["x"], e["edges"]) > 0).any(0) for e in pool]).any(0)
+            live = torch.stack([(student.embed(e["x"], e["edges"]) > 0).any(0) for e in pool]).any(
+                0
+            )
             out["dense.live-units"] = float(live.float().mean())
         return out
 

@@ -32,13 +32,23 @@ from fgl_flower.errors import FGLError
 from fgl_flower.protocol import ARRAYS, NUM_EXAMPLES, START
 from fgl_flower.records import array_of, get_record, require_record
 from fgl_flower.secagg.protocol import SECURE_AGGREGATION, WEIGHT_KEY
-from fgl_flower.secagg.server import SecAggPlusRound, SecAggPlusSettings, declared_layout, masked_problem
+from fgl_flower.secagg.server import (
+    SecAggPlusRound,
+    SecAggPlusSettings,
+    declared_layout,
+    masked_problem,
+)
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies import robust
 from fgl_flower.strategies.base import FGLStrategy
 from fgl_flower.strategies.grid import ClientFailure, reply_partition_id
 from fgl_flower.strategies.screening import (
-    layout_of, majority, record_digest, rounding_norm, update_norm, update_norm_problem,
+    layout_of,
+    majority,
+    record_digest,
+    rounding_norm,
+    update_norm,
+    update_norm_problem,
 )
 
 
@@ -82,7 +92,9 @@ class FedAvgStrategy(FGLStrategy):
         if self.dp is not None:
             self.dp.load(value)
 
-    def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+    def round_content(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord
+    ) -> RecordDict:
         self.sent = arrays
         return super().round_content(server_round, arrays, config)
 
@@ -103,7 +115,9 @@ class FedAvgStrategy(FGLStrategy):
         method whose clients start from something else than the sent arrays says so."""
         return self.sent if len(self.sent) else None
 
-    def agreed_start(self, server_round: int, replies: list[Message]) -> tuple[ArrayRecord, dict[int, str]]:
+    def agreed_start(
+        self, server_round: int, replies: list[Message]
+    ) -> tuple[ArrayRecord, dict[int, str]]:
         """``(w0, {partition id: why refused})``: the sent model, or in a round that sent
         none the :data:`~fgl_flower.protocol.START` record a strict majority of ``replies``
         share bit for bit (each client builds it from the run seed); the replies with
@@ -118,11 +132,16 @@ class FedAvgStrategy(FGLStrategy):
             raise ClientFailure(
                 f"the clients started round {server_round} from different models (no majority of "
                 f"{len(replies)} agrees); each builds it from the run seed, so run every client with the "
-                "same code and run config.")
+                "same code and run config."
+            )
         start = next(starts[p] for p, d in digests.items() if d == agreed)
-        return start, {p: "no start model (round 1's w0)" if d is None else
-                       "its start model (round 1's w0) differs from the other clients'"
-                       for p, d in digests.items() if d != agreed}
+        return start, {
+            p: "no start model (round 1's w0)"
+            if d is None
+            else "its start model (round 1's w0) differs from the other clients'"
+            for p, d in digests.items()
+            if d != agreed
+        }
 
     def start_of_round(self, server_round: int, replies: list[Message]) -> ArrayRecord:
         """This round's :math:`w_0` (:meth:`agreed_start`; screened replies set it)."""
@@ -131,19 +150,31 @@ class FedAvgStrategy(FGLStrategy):
         return self._start[1]
 
     # -- screening -----------------------------------------------------------------------------
-    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
         """The base checks, and for train replies: an upload with the layout of the round's
         start; under DP, every update within the clipping norm (the start model agreed
         first where nothing was sent); under SecAgg+, a masked vector of that layout's
         length (:func:`~fgl_flower.secagg.server.masked_problem`)."""
         refused = self.screen_replies(replies)
-        train = [r for r in replies if r.metadata.message_type == MessageType.TRAIN
-                 and reply_partition_id(r) not in refused]
+        train = [
+            r
+            for r in replies
+            if r.metadata.message_type == MessageType.TRAIN and reply_partition_id(r) not in refused
+        ]
         if train and not self.uploads_model(server_round):  # nothing to average: an upload is a lie
-            refused.update({reply_partition_id(r): f"{ARRAYS}: an upload in a round that averages none"
-                            for r in train if len(get_record(r.content, ARRAYS, ArrayRecord) or ())})
+            refused.update(
+                {
+                    reply_partition_id(r): f"{ARRAYS}: an upload in a round that averages none"
+                    for r in train
+                    if len(get_record(r.content, ARRAYS, ArrayRecord) or ())
+                }
+            )
             return refused
-        refused.update(self.screen_uploads(messages, replies, refused, skip=((MessageType.TRAIN, ARRAYS),)))
+        refused.update(
+            self.screen_uploads(messages, replies, refused, skip=((MessageType.TRAIN, ARRAYS),))
+        )
         refused.update(self.screen_own(server_round, replies, refused))
         train = [r for r in train if reply_partition_id(r) not in refused]
         if not train:
@@ -161,8 +192,11 @@ class FedAvgStrategy(FGLStrategy):
             start = self._start[1]
             for r in train:
                 p = reply_partition_id(r)
-                if p not in refused and (why := update_norm_problem(
-                        require_record(r.content, ARRAYS, ArrayRecord), start, self.dp.settings.clip)):
+                if p not in refused and (
+                    why := update_norm_problem(
+                        require_record(r.content, ARRAYS, ArrayRecord), start, self.dp.settings.clip
+                    )
+                ):
                     refused[p] = why
         return refused
 
@@ -176,39 +210,69 @@ class FedAvgStrategy(FGLStrategy):
     def screen_masked(self, replies: list[Message]) -> dict[int, str]:
         """Refuse masked uploads whose declared layout or vector length is not the start
         model's (or, in a round that sent none, the layout a majority declares)."""
-        start = self._start[1] if self._start is not None and self.needs_start() else self.start_from_sent()
+        start = (
+            self._start[1]
+            if self._start is not None and self.needs_start()
+            else self.start_from_sent()
+        )
         if start is not None:
             want = masked_layout(start)
         else:
             want = majority([declared_layout(r) for r in replies])
             if want is None:
-                raise ClientFailure("the clients' masked uploads declare different layouts and no majority "
-                                    "shares one; nothing tells the honest ones apart")
-        return {reply_partition_id(r): f"{ARRAYS}: {why}" for r in replies
-                if (why := masked_problem(r, ARRAYS, want)) is not None}
+                raise ClientFailure(
+                    "the clients' masked uploads declare different layouts and no majority "
+                    "shares one; nothing tells the honest ones apart"
+                )
+        return {
+            reply_partition_id(r): f"{ARRAYS}: {why}"
+            for r in replies
+            if (why := masked_problem(r, ARRAYS, want)) is not None
+        }
 
     # -- secure aggregation ----------------------------------------------------------------------
-    def prepare_round(self, server_round: int, config: ConfigRecord,
-                      send: Callable[[list[Message]], list[Message]]) -> None:
+    def prepare_round(
+        self,
+        server_round: int,
+        config: ConfigRecord,
+        send: Callable[[list[Message]], list[Message]],
+    ) -> None:
         """With secure aggregation: SecAgg+'s key exchange among the round's clients."""
         self._note = {}
         if self.secure:
-            self._secagg = SecAggPlusRound(self.node_ids, SecAggPlusSettings(),
-                                           derive_seed(self.cfg.seed, server_round, "secagg"))
+            self._secagg = SecAggPlusRound(
+                self.node_ids,
+                SecAggPlusSettings(),
+                derive_seed(self.cfg.seed, server_round, "secagg"),
+            )
             self._secagg.share_keys(send)
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
+    ) -> Iterable[Message]:
         messages = super().configure_train(server_round, arrays, config, grid)
         if not self.secure:
             return messages
         # each train message also asks for the masked, weighted upload; none goes to a client
         # that failed in the key exchange
-        return [self._secagg.collect_message(m.metadata.dst_node_id, m.content, ARRAYS, weight=NUM_EXAMPLES,
-                                             message_type=m.metadata.message_type)
-                for m in messages if m.metadata.dst_node_id in self._secagg.shared]
+        return [
+            self._secagg.collect_message(
+                m.metadata.dst_node_id,
+                m.content,
+                ARRAYS,
+                weight=NUM_EXAMPLES,
+                message_type=m.metadata.message_type,
+            )
+            for m in messages
+            if m.metadata.dst_node_id in self._secagg.shared
+        ]
 
-    def finish_round(self, server_round: int, replies: list[Message],
-                     send: Callable[[list[Message]], list[Message]]) -> None:
+    def finish_round(
+        self,
+        server_round: int,
+        replies: list[Message],
+        send: Callable[[list[Message]], list[Message]],
+    ) -> None:
         """With secure aggregation: unmask the sum of ``n_k w_k`` and of ``n_k``; the mean.
 
         The sum's weight must be the sum of the weights the server expects of the clients
@@ -222,29 +286,43 @@ class FedAvgStrategy(FGLStrategy):
         total, self._secagg = result.total, None
         if result.refused:  # the protocol's own replies that were malformed or did not fit
             partition_of = {node: pid for pid, node in self.nodes.items()}
-            self._note["secagg_refused"] = {str(partition_of.get(n, n)): why for n, why in result.refused.items()}
-            log(WARNING, "Round %d: SecAgg+ left out or corrected: %s", server_round, "; ".join(
-                f"partition {p}: {why}" for p, why in self._note["secagg_refused"].items()))
+            self._note["secagg_refused"] = {
+                str(partition_of.get(n, n)): why for n, why in result.refused.items()
+            }
+            log(
+                WARNING,
+                "Round %d: SecAgg+ left out or corrected: %s",
+                server_round,
+                "; ".join(
+                    f"partition {p}: {why}" for p, why in self._note["secagg_refused"].items()
+                ),
+            )
         weight = float(total.pop(WEIGHT_KEY)[0])
         expected = sum(self.reply_weight(r) for r in replies)
         m = len(replies)
         why = None
         if not math.isclose(weight, expected, rel_tol=1e-9, abs_tol=1e-6):
-            why = (f"the masked weights sum to {weight:.6g}, not the {expected:g} of the {m} clients summed "
-                   "(a client masked another weight than it reports)")
+            why = (
+                f"the masked weights sum to {weight:.6g}, not the {expected:g} of the {m} clients summed "
+                "(a client masked another weight than it reports)"
+            )
         elif self.dp is not None:
             start = self.start_of_round(server_round, replies)
             summed = ArrayRecord({k: array_of(v.numpy()) for k, v in total.items()})
-            scaled = ArrayRecord({k: array_of(start[k].numpy().astype(np.float64) * m) for k in start.keys()})
+            scaled = ArrayRecord(
+                {k: array_of(start[k].numpy().astype(np.float64) * m) for k in start.keys()}
+            )
             norm, _ = update_norm(summed, scaled)
             d = sum(int(np.prod(start[k].shape)) for k in start.keys())
             # each client's clip, its upload's rounding to float32 (entries within C of w0) and
             # the fixed point's rounding
             clip = self.dp.settings.clip
-            bound = m * (clip + rounding_norm(start, clip) + math.sqrt(d) * 2.0 ** -33)
+            bound = m * (clip + rounding_norm(start, clip) + math.sqrt(d) * 2.0**-33)
             if norm > bound:
-                why = (f"the sum of the {m} updates has norm {norm:.6g}, above {m} x dp-clip={self.dp.settings.clip:g} "
-                       "(a client did not clip)")
+                why = (
+                    f"the sum of the {m} updates has norm {norm:.6g}, above {m} x dp-clip={self.dp.settings.clip:g} "
+                    "(a client did not clip)"
+                )
         if why is not None:
             self._secure_mean = None
             self._note = {"refused_sum": why}
@@ -254,11 +332,16 @@ class FedAvgStrategy(FGLStrategy):
 
             start = self.start_of_round(server_round, replies)
             gap = self.dp.cohort - m
-            total = {k: v + gap * torch.from_numpy(start[k].numpy().astype(np.float64)) for k, v in total.items()}
+            total = {
+                k: v + gap * torch.from_numpy(start[k].numpy().astype(np.float64))
+                for k, v in total.items()
+            }
             weight += gap
         if weight <= 0:  # as the clear mean (weighted_mean_arrays) stops
             raise FGLError("Aggregation weights sum to zero (no client has training examples).")
-        self._secure_mean = ArrayRecord({k: array_of((v / weight).float().numpy()) for k, v in total.items()})
+        self._secure_mean = ArrayRecord(
+            {k: array_of((v / weight).float().numpy()) for k, v in total.items()}
+        )
 
     # -- aggregation ------------------------------------------------------------------------------
     def aggregate_train(
@@ -285,22 +368,36 @@ class FedAvgStrategy(FGLStrategy):
 
     def kept_model(self, server_round: int, replies: list[Message]) -> ArrayRecord:
         """The model a round whose aggregate is refused keeps: the one it started from."""
-        start = self.start_of_round(server_round, replies) if self.needs_start() else self.start_from_sent()
+        start = (
+            self.start_of_round(server_round, replies)
+            if self.needs_start()
+            else self.start_from_sent()
+        )
         if start is None:
-            raise FGLError(f"Round {server_round}: {self._note['refused_sum']}; the clients built round "
-                           f"{server_round}'s start model themselves, so there is none to keep: start again "
-                           "without the client that lies.")
+            raise FGLError(
+                f"Round {server_round}: {self._note['refused_sum']}; the clients built round "
+                f"{server_round}'s start model themselves, so there is none to keep: start again "
+                "without the client that lies."
+            )
         return start
 
-    def average(self, server_round: int, records: list[ArrayRecord], weights: list[float],
-                replies: list[Message]) -> ArrayRecord:
+    def average(
+        self,
+        server_round: int,
+        records: list[ArrayRecord],
+        weights: list[float],
+        replies: list[Message],
+    ) -> ArrayRecord:
         """The run's ``aggregation`` rule over ``records`` (:mod:`~fgl_flower.strategies.robust`;
         the weighted mean by default); Krum's choice goes into the round's record."""
         rule = self.cfg.aggregation
         f = self.cfg.malicious_clients
         if rule in ("krum", "multi-krum"):
             pids = [reply_partition_id(r) for r in replies]
-            self._note["aggregation"] = {"rule": rule, "kept": [pids[i] for i in robust.selected_by(rule, records, f)]}
+            self._note["aggregation"] = {
+                "rule": rule,
+                "kept": [pids[i] for i in robust.selected_by(rule, records, f)],
+            }
         elif rule != "mean":
             self._note["aggregation"] = {"rule": rule}
         return robust.aggregate(rule, records, weights, f)

@@ -46,8 +46,9 @@ class FedFAStrategy(FedAvgStrategy):
         self.mode = FedFAOptions.from_config(cfg).sharing
         self.sharing = float("nan")
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         mean, metrics = super().aggregate_train(server_round, replies)
         if mean is None or len(replies) < 2:
@@ -58,8 +59,12 @@ class FedFAStrategy(FedAvgStrategy):
         for key in mean.keys():
             for stat, target in STATISTICS.items():
                 shared = key[: -len(stat)] + target
-                if key.endswith(stat) and shared in out:  # an FFA layer's (not a BatchNorm's running_mean)
-                    var = sharing_variance(np.stack([array_numpy(r[key]) for r in records]), self.mode)
+                if (
+                    key.endswith(stat) and shared in out
+                ):  # an FFA layer's (not a BatchNorm's running_mean)
+                    var = sharing_variance(
+                        np.stack([array_numpy(r[key]) for r in records]), self.mode
+                    )
                     out[shared] = array_of(var.astype(array_numpy(mean[shared]).dtype))
                     if stat == "running_mean":
                         levels.append(float(var.mean()))

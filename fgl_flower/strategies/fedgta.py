@@ -46,7 +46,9 @@ def cosine_matrix(vectors: np.ndarray) -> np.ndarray:
 
 def aggregation_sets(similarity: np.ndarray, accept: float) -> list[list[int]]:
     """Row ``i``: the indices ``j`` with ``similarity[i, j] > accept``, and ``i`` itself."""
-    return [sorted(set(np.flatnonzero(row > accept).tolist()) | {i}) for i, row in enumerate(similarity)]
+    return [
+        sorted(set(np.flatnonzero(row > accept).tolist()) | {i}) for i, row in enumerate(similarity)
+    ]
 
 
 class FedGTAStrategy(MultiModelStrategy):
@@ -60,8 +62,10 @@ class FedGTAStrategy(MultiModelStrategy):
         does not know)."""
         if reply.metadata.message_type != MessageType.TRAIN:
             return None
-        return nonnegative_problem(values_of(get_record(reply.content, STATISTICS, ArrayRecord), "confidence"),
-                                   f"{STATISTICS}/confidence")
+        return nonnegative_problem(
+            values_of(get_record(reply.content, STATISTICS, ArrayRecord), "confidence"),
+            f"{STATISTICS}/confidence",
+        )
 
     #: Round ``r``'s evaluation of client ``i`` is of the model its round ``r + 1`` train
     #: message carries, :math:`\bar{\mathbf W}_i`, loaded before it trains.
@@ -76,8 +80,9 @@ class FedGTAStrategy(MultiModelStrategy):
         """The client's own average (nothing before it first trained: its seeded model)."""
         return sub_record(arrays, client_owner(partition_id))
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         stats = [require_record(r.content, STATISTICS, ArrayRecord) for r in replies]
@@ -94,13 +99,21 @@ class FedGTAStrategy(MultiModelStrategy):
                     f"Round {server_round}: FedGTA cannot weight client {pids[i]}'s average: the "
                     f"smoothing confidence of every client in it ({', '.join(str(pids[j]) for j in members)}) "
                     f"is zero, which happens only when their subgraphs have no edges. Use a "
-                    f"partition that leaves each client some edges.")
-            out.update(prefixed(weighted_mean_arrays([uploads[j] for j in members], weights.tolist()),
-                                client_owner(pids[i])))
+                    f"partition that leaves each client some edges."
+                )
+            out.update(
+                prefixed(
+                    weighted_mean_arrays([uploads[j] for j in members], weights.tolist()),
+                    client_owner(pids[i]),
+                )
+            )
         self.models = ArrayRecord(out)
-        self.last = {"clients": pids, "similarity": np.round(sim, 6).tolist(),
-                     "sets": [[pids[j] for j in s] for s in sets],
-                     "confidence": [round(float(c), 6) for c in confidence]}
+        self.last = {
+            "clients": pids,
+            "similarity": np.round(sim, 6).tolist(),
+            "sets": [[pids[j] for j in s] for s in sets],
+            "confidence": [round(float(c), 6) for c in confidence],
+        }
         return self.models, self.aggregate_train_metrics(replies)
 
     def round_record(self, server_round: int) -> dict:
@@ -113,5 +126,7 @@ class FedGTAStrategy(MultiModelStrategy):
         sim = np.array(self.last["similarity"])
         pairs = sim[~np.eye(m, dtype=bool)]
         accepted = np.mean([(len(s) - 1) / (m - 1) for s in self.last["sets"]])
-        return {"fedgta.accepted": float(accepted),
-                "fedgta.similarity-spread": float(pairs.max() - pairs.min())}
+        return {
+            "fedgta.accepted": float(accepted),
+            "fedgta.similarity-spread": float(pairs.max() - pairs.min()),
+        }

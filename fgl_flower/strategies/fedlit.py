@@ -52,7 +52,9 @@ def match_types(centroids: torch.Tensor, centers: torch.Tensor) -> torch.Tensor:
     Greedy, as the official server: over the cosine matrix ``[centres, types]`` take the
     largest entry (the first in row-major order on ties), pair its centre and type, strike
     both, repeat."""
-    sim = torch.nn.functional.cosine_similarity(centers[:, None, :], centroids[None, :, :], dim=-1).double()
+    sim = torch.nn.functional.cosine_similarity(
+        centers[:, None, :], centroids[None, :, :], dim=-1
+    ).double()
     k = centers.size(0)
     out = torch.full((k,), -1, dtype=torch.long)
     for _ in range(k):
@@ -68,7 +70,7 @@ def channel_of(key: str) -> tuple[int, str] | None:
     """``(k, rest)`` of a key ``channels.<k>.<rest>``, else ``None``."""
     if not key.startswith(CHANNEL):
         return None
-    k, rest = key[len(CHANNEL):].split(".", 1)
+    k, rest = key[len(CHANNEL) :].split(".", 1)
     return int(k), rest
 
 
@@ -100,13 +102,17 @@ class FedLitStrategy(MultiModelStrategy):
         out["centroids"] = tensors["centroids"][align]
         return torch_record(out)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         pids = [reply_partition_id(r) for r in replies]
         uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         models = [record_torch(u) for u in uploads]
-        counts = [record_torch(require_record(r.content, CENTROIDS, ArrayRecord))["train-counts"] for r in replies]
+        counts = [
+            record_torch(require_record(r.content, CENTROIDS, ArrayRecord))["train-counts"]
+            for r in replies
+        ]
         sizes = [self.reply_weight(r) for r in replies]
         previous = record_torch(sub_record(self.models, GLOBAL))
         centers = previous.get("centroids")
@@ -117,32 +123,50 @@ class FedLitStrategy(MultiModelStrategy):
             matches[0] = torch.arange(centers.size(0))  # the first client's types define the groups
         # what each client's type k joins: its matched centre (the official code: the inverse)
         joins = matches if self.opts.alignment == "matched" else [torch.argsort(m) for m in matches]
-        cos = [float(torch.nn.functional.cosine_similarity(m["centroids"], centers[j], dim=-1).mean())
-               for m, j in zip(models, joins)]
+        cos = [
+            float(torch.nn.functional.cosine_similarity(m["centroids"], centers[j], dim=-1).mean())
+            for m, j in zip(models, joins)
+        ]
         k_types = centers.size(0)
         new_centers = centers.clone()
         for g in range(k_types):
-            members = [m["centroids"][k] for m, j in zip(models, joins) for k in range(k_types) if int(j[k]) == g]
+            members = [
+                m["centroids"][k]
+                for m, j in zip(models, joins)
+                for k in range(k_types)
+                if int(j[k]) == g
+            ]
             if members:
                 new_centers[g] = torch.stack(members).mean(0)
         # the projection and the classifier: weighted by the clients' sizes
         shared = [k for k in models[0] if k != "centroids" and channel_of(k) is None]
-        out = record_torch(weighted_mean_arrays([ArrayRecord({k: u[k] for k in shared}) for u in uploads], sizes))
+        out = record_torch(
+            weighted_mean_arrays([ArrayRecord({k: u[k] for k in shared}) for u in uploads], sizes)
+        )
         for key in models[0]:
             ch = channel_of(key)
             if ch is None:
                 continue
             g, rest = ch
-            members = [(m, k) for m, j, c in zip(models, joins, counts) for k in range(k_types)
-                       if int(j[k]) == g and float(c[k]) > 0]
+            members = [
+                (m, k)
+                for m, j, c in zip(models, joins, counts)
+                for k in range(k_types)
+                if int(j[k]) == g and float(c[k]) > 0
+            ]
             if not members and key in previous:
                 out[key] = previous[key]
                 continue
-            if not members:  # round 1, a type no client trained: the initial channel (the code's server model)
+            if (
+                not members
+            ):  # round 1, a type no client trained: the initial channel (the code's server model)
                 out[key] = self.initial(models[0])[f"{CHANNEL}{g}.{rest}"]
                 continue
-            out[key] = torch.stack([m[f"{CHANNEL}{k}.{rest}"].double() for m, k in members]).mean(0).to(
-                models[0][key].dtype)
+            out[key] = (
+                torch.stack([m[f"{CHANNEL}{k}.{rest}"].double() for m, k in members])
+                .mean(0)
+                .to(models[0][key].dtype)
+            )
         out["centroids"] = new_centers
         downloads = joins if self.opts.alignment == "matched" else [joins[-1]] * len(joins)
         record = {f"{GLOBAL}.{k}": v for k, v in out.items()}
@@ -153,8 +177,11 @@ class FedLitStrategy(MultiModelStrategy):
             if not key.startswith(f"{GLOBAL}.") and key not in models_out:
                 models_out[key] = array
         self.models = models_out
-        self.last = {"clients": pids, "alignment": [d.tolist() for d in downloads],
-                     "center-cos": [round(c, 6) for c in cos]}
+        self.last = {
+            "clients": pids,
+            "alignment": [d.tolist() for d in downloads],
+            "center-cos": [round(c, 6) for c in cos],
+        }
         return self.models, self.aggregate_train_metrics(replies)
 
     def initial(self, upload: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -166,8 +193,17 @@ class FedLitStrategy(MultiModelStrategy):
             c, o = self.cfg, self.opts
             hidden, features = upload["feature1.weight"].shape
             with cpu_seeded(c.seed):
-                model = build_fedlit(features, upload["classifier.weight"].shape[0], hidden, o.num_types,
-                                     c.num_layers, c.dropout, o.em_iters, c.seed, c.model_init)
+                model = build_fedlit(
+                    features,
+                    upload["classifier.weight"].shape[0],
+                    hidden,
+                    o.num_types,
+                    c.num_layers,
+                    c.dropout,
+                    o.em_iters,
+                    c.seed,
+                    c.model_init,
+                )
             self._initial = {k: v.detach() for k, v in model.state_dict().items()}
         return self._initial
 
@@ -178,5 +214,7 @@ class FedLitStrategy(MultiModelStrategy):
         if not self.last:
             return {}
         identity = list(range(len(self.last["alignment"][0])))
-        return {"fedlit.center-cos": float(np.mean(self.last["center-cos"])),
-                "fedlit.permuted": float(np.mean([a != identity for a in self.last["alignment"]]))}
+        return {
+            "fedlit.center-cos": float(np.mean(self.last["center-cos"])),
+            "fedlit.permuted": float(np.mean([a != identity for a in self.last["alignment"]])),
+        }

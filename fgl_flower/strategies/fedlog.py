@@ -69,8 +69,10 @@ class FedLoGStrategy(FedAvgStrategy):
         """The class rates (the synthetic nodes' weights) must be shares of one whole."""
         if reply.metadata.message_type != MessageType.TRAIN:
             return None
-        return shares_problem(values_of(get_record(reply.content, SYNTHETIC, ArrayRecord), "class-rate"),
-                              f"{SYNTHETIC}/class-rate")
+        return shares_problem(
+            values_of(get_record(reply.content, SYNTHETIC, ArrayRecord), "class-rate"),
+            f"{SYNTHETIC}/class-rate",
+        )
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
@@ -87,8 +89,9 @@ class FedLoGStrategy(FedAvgStrategy):
         """Round 1 has no global synthetic data yet: its zero share is recorded, not watched."""
         return ("fedlog.cd-share",) if server_round == 1 else ()
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
-                        ) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
+    ) -> Iterable[Message]:
         content = self.round_content(server_round, arrays, config)
         if self.global_x is not None:
             content[GLOBAL] = ArrayRecord({"x": Array(self.global_x), "y": Array(self.global_y)})
@@ -96,8 +99,9 @@ class FedLoGStrategy(FedAvgStrategy):
                 content[CLASS_GENERATORS] = ArrayRecord({"weights": Array(self.generators)})
         return self.broadcast(content, MessageType.TRAIN)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         if not any(len(require_record(r.content, ARRAYS, ArrayRecord)) for r in replies):
             return None, self.aggregate_train_metrics(replies)  # the last round uploads nothing
@@ -108,10 +112,17 @@ class FedLoGStrategy(FedAvgStrategy):
         syn = np.stack([array_numpy(u["syn-head"]).reshape(classes, k, -1) for u in uploads])
         rng = np.random.default_rng(derive_seed(self.cfg.seed, server_round, "fedlog-permutation"))
         perms = np.stack([rng.permutation(k) for _ in uploads])
-        self.global_x = global_synthetic(syn, rates, perms).reshape(classes * k, -1).astype(np.float32)
+        self.global_x = (
+            global_synthetic(syn, rates, perms).reshape(classes * k, -1).astype(np.float32)
+        )
         self.global_y = np.repeat(np.arange(classes, dtype=np.int64), k)
         gens = [get_record(r.content, GENERATOR, ArrayRecord) for r in replies]
         if self.generators is None and all(g is not None for g in gens):
-            flat = np.stack([np.concatenate([array_numpy(g[key]).reshape(-1) for key in g.keys()]) for g in gens])
+            flat = np.stack(
+                [
+                    np.concatenate([array_numpy(g[key]).reshape(-1) for key in g.keys()])
+                    for g in gens
+                ]
+            )
             self.generators = (class_weights(rates).T @ flat.astype(np.float64)).astype(np.float32)
         return mean, metrics

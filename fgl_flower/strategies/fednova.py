@@ -35,8 +35,12 @@ from fgl_flower.strategies.grid import reply_partition_id
 from fgl_flower.strategies.screening import MAX_EXAMPLES
 
 
-def nova_average(current: dict[str, np.ndarray], uploads: Sequence[dict[str, np.ndarray]],
-                 weights: Sequence[float], steps: Sequence[float]) -> dict[str, np.ndarray]:
+def nova_average(
+    current: dict[str, np.ndarray],
+    uploads: Sequence[dict[str, np.ndarray]],
+    weights: Sequence[float],
+    steps: Sequence[float],
+) -> dict[str, np.ndarray]:
     """:math:`w - \\tau_{eff} \\sum_k p_k (w - w_k) / a_k` per array (float64, cast back to
     each array's dtype; a client that took no step adds no update, its a_k = 0 counts in
     :math:`\\tau_{eff}`)."""
@@ -64,23 +68,32 @@ class FedNovaStrategy(FedAvgStrategy):
         super().__init__(cfg)
         self.spread = 1.0
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         start = self.start_of_round(server_round, replies)
         records = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         weights = self.aggregation_weights(server_round, replies)
         steps = [float(require_record(r.content, METRICS, MetricRecord)[STEPS]) for r in replies]
-        floats = [k for k in start.keys() if np.issubdtype(array_numpy(start[k]).dtype, np.floating)]
+        floats = [
+            k for k in start.keys() if np.issubdtype(array_numpy(start[k]).dtype, np.floating)
+        ]
         mean = weighted_mean_arrays(records, weights)  # integer arrays: FedAvg's mean
-        nova = nova_average({k: array_numpy(start[k]) for k in floats},
-                            [{k: array_numpy(rec[k]) for k in floats} for rec in records], weights, steps)
+        nova = nova_average(
+            {k: array_numpy(start[k]) for k in floats},
+            [{k: array_numpy(rec[k]) for k in floats} for rec in records],
+            weights,
+            steps,
+        )
         out = ArrayRecord({k: array_of(nova[k]) if k in nova else mean[k] for k in start.keys()})
         moved = [s for s in steps if s > 0]
         self.spread = max(moved) / min(moved) if moved else 1.0
         return out, self.aggregate_train_metrics(replies)
 
-    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
         """FedAvg's checks, and each train reply's step count :math:`a_k` (it scales every
         client's update through :math:`\tau_{eff}`): on node tasks (full batch) exactly
         ``local-epochs``; on graph tasks ``local-epochs`` times the batches of the client's
@@ -92,7 +105,9 @@ class FedNovaStrategy(FedAvgStrategy):
             pid = reply_partition_id(r)
             if pid in refused or r.metadata.message_type != MessageType.TRAIN:
                 continue
-            if (why := self.steps_problem(require_record(r.content, METRICS, MetricRecord))) is not None:
+            if (
+                why := self.steps_problem(require_record(r.content, METRICS, MetricRecord))
+            ) is not None:
                 refused[pid] = why
         return refused
 
@@ -101,7 +116,11 @@ class FedNovaStrategy(FedAvgStrategy):
         from fgl_flower.datasets.resolve import task_of
 
         steps, epochs = metrics.get(STEPS), self.cfg.local_epochs
-        if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not math.isfinite(steps):
+        if (
+            isinstance(steps, bool)
+            or not isinstance(steps, (int, float))
+            or not math.isfinite(steps)
+        ):
             return f"{STEPS} is missing or not a finite number"
         if task_of(self.cfg.dataset) == "node":
             expected = epochs  # full batch: one step an epoch
@@ -112,7 +131,11 @@ class FedNovaStrategy(FedAvgStrategy):
             if steps <= 0 or steps > most or steps % epochs:
                 return f"{STEPS}={steps:g} is not a multiple of local-epochs={epochs} from {epochs} to {most}"
             return None
-        return None if steps == expected else f"{STEPS}={steps:g}, but this run takes {expected} local steps"
+        return (
+            None
+            if steps == expected
+            else f"{STEPS}={steps:g}, but this run takes {expected} local steps"
+        )
 
     def needs_start(self) -> bool:
         """:math:`w` is what every update is measured from: always needed."""

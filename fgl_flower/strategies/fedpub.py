@@ -40,7 +40,9 @@ from fgl_flower.strategies.multi_model import MultiModelStrategy, client_owner
 GLOBAL = "global"
 
 
-def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp") -> tuple[np.ndarray, np.ndarray]:
+def personalization_weights(
+    embeddings: np.ndarray, tau: float, norm: str = "exp"
+) -> tuple[np.ndarray, np.ndarray]:
     r"""``(S, alpha)``, both ``[m, m]``, of the rows of ``embeddings [m, H]``: cosine
     similarities (SciPy's ``1 - cosine``, as the official server computes them) and the
     row-normalised :math:`\exp(\tau S)` (``norm="exp"``) or :math:`S` (``"cosine"``)."""
@@ -50,9 +52,11 @@ def personalization_weights(embeddings: np.ndarray, tau: float, norm: str = "exp
     weights = np.exp(tau * sim) if norm == "exp" else sim
     sums = weights.sum(axis=1, keepdims=True)
     if norm == "cosine" and (sums <= 0).any():  # the official code divides by it regardless
-        raise FGLError("fedpub.agg-norm=cosine: a client's similarities sum to zero or less (its "
-                       "functional embedding points away from the others'), so they cannot be "
-                       "its averaging weights; use fedpub.agg-norm=exp.")
+        raise FGLError(
+            "fedpub.agg-norm=cosine: a client's similarities sum to zero or less (its "
+            "functional embedding points away from the others'), so they cannot be "
+            "its averaging weights; use fedpub.agg-norm=exp."
+        )
     return sim, weights / sums
 
 
@@ -77,22 +81,32 @@ class FedPubStrategy(MultiModelStrategy):
         start from the seeded model)."""
         return sub_record(arrays, client_owner(partition_id)) or sub_record(arrays, GLOBAL)
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         uploads = [require_record(r.content, ARRAYS, ArrayRecord) for r in replies]
         sizes = [self.reply_weight(r) for r in replies]
-        embeddings = np.stack([array_numpy(require_record(r.content, EMBEDDING, ArrayRecord)["embedding"])
-                               for r in replies])
+        embeddings = np.stack(
+            [
+                array_numpy(require_record(r.content, EMBEDDING, ArrayRecord)["embedding"])
+                for r in replies
+            ]
+        )
         sim, alpha = personalization_weights(embeddings, self.opts.norm_scale, self.opts.agg_norm)
         pids = [reply_partition_id(r) for r in replies]
         out = {k: v for k, v in self.models.items() if not k.startswith(f"{GLOBAL}.")}
         out.update(prefixed(weighted_mean_arrays(uploads, sizes), GLOBAL))
         for i, pid in enumerate(pids):
-            out.update(prefixed(weighted_mean_arrays(uploads, alpha[i].tolist()), client_owner(pid)))
+            out.update(
+                prefixed(weighted_mean_arrays(uploads, alpha[i].tolist()), client_owner(pid))
+            )
         self.models = ArrayRecord(out)
-        self.last = {"clients": pids, "similarity": np.round(sim, 6).tolist(),
-                     "weights": np.round(alpha, 6).tolist()}
+        self.last = {
+            "clients": pids,
+            "similarity": np.round(sim, 6).tolist(),
+            "weights": np.round(alpha, 6).tolist(),
+        }
         return self.models, self.aggregate_train_metrics(replies)
 
     def round_record(self, server_round: int) -> dict:
@@ -103,6 +117,8 @@ class FedPubStrategy(MultiModelStrategy):
             return {}
         sim, alpha = np.array(self.last["similarity"]), np.array(self.last["weights"])
         pairs = sim[~np.eye(len(sim), dtype=bool)]  # two different clients
-        return {"fedpub.weight-spread": float((alpha.max(axis=1) - alpha.min(axis=1)).mean()),
-                "fedpub.self-weight": float(np.diag(alpha).mean()),
-                "fedpub.similarity-spread": float(pairs.max() - pairs.min())}
+        return {
+            "fedpub.weight-spread": float((alpha.max(axis=1) - alpha.min(axis=1)).mean()),
+            "fedpub.self-weight": float(np.diag(alpha).mean()),
+            "fedpub.similarity-spread": float(pairs.max() - pairs.min()),
+        }

@@ -24,7 +24,13 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 
 from fgl_flower.methods.fedsageplus import (
-    CLASSIFIER_PROBES, CROSS, GENERATED, GENERATOR_PROBES, GRADIENTS, ROUND_CLIENTS, FedSagePlusOptions,
+    CLASSIFIER_PROBES,
+    CROSS,
+    GENERATED,
+    GENERATOR_PROBES,
+    GRADIENTS,
+    ROUND_CLIENTS,
+    FedSagePlusOptions,
 )
 from fgl_flower.protocol import CONFIG, SERVER_ROUND
 from fgl_flower.records import record_torch, require_record, torch_record
@@ -38,7 +44,9 @@ class FedSagePlusStrategy(FedAvgStrategy):
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.opts = FedSagePlusOptions.from_config(cfg)
-        self._gradients: dict[int, torch.Tensor] = {}  # this round's summed gradients by partition id
+        self._gradients: dict[
+            int, torch.Tensor
+        ] = {}  # this round's summed gradients by partition id
 
     def generator_round(self, server_round: int) -> bool:
         return server_round <= self.opts.gen_rounds
@@ -53,29 +61,52 @@ class FedSagePlusStrategy(FedAvgStrategy):
         choice."""
         return not self.generator_round(server_round)
 
-    def prepare_round(self, server_round: int, config: ConfigRecord,
-                      send: Callable[[list[Message]], list[Message]]) -> None:
+    def prepare_round(
+        self,
+        server_round: int,
+        config: ConfigRecord,
+        send: Callable[[list[Message]], list[Message]],
+    ) -> None:
         self._gradients = {}
         if not (self.generator_round(server_round) and self.opts.cross and len(self.selected) > 1):
             return
-        config = ConfigRecord({**config, SERVER_ROUND: server_round})  # with a resumed run's resume-round
-        replies = send(self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.generate"))
-        generated = {reply_partition_id(r): record_torch(require_record(r.content, GENERATED, ArrayRecord))
-                     for r in replies}
+        config = ConfigRecord(
+            {**config, SERVER_ROUND: server_round}
+        )  # with a resumed run's resume-round
+        replies = send(
+            self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.generate")
+        )
+        generated = {
+            reply_partition_id(r): record_torch(require_record(r.content, GENERATED, ArrayRecord))
+            for r in replies
+        }
         messages = []
         for pid, node in zip(self.selected, self.node_ids):
             if pid not in generated:
                 continue
-            others = {f"{key}.{i}": value for i, payload in sorted(generated.items()) if i != pid
-                      for key, value in payload.items()}
-            messages.append(Message(content=RecordDict({CONFIG: config, CROSS: torch_record(others)}),
-                                    message_type=f"{MessageType.QUERY}.cross_grad", dst_node_id=node))
+            others = {
+                f"{key}.{i}": value
+                for i, payload in sorted(generated.items())
+                if i != pid
+                for key, value in payload.items()
+            }
+            messages.append(
+                Message(
+                    content=RecordDict({CONFIG: config, CROSS: torch_record(others)}),
+                    message_type=f"{MessageType.QUERY}.cross_grad",
+                    dst_node_id=node,
+                )
+            )
         for reply in send(messages):
-            for key, grad in record_torch(require_record(reply.content, GRADIENTS, ArrayRecord)).items():
+            for key, grad in record_torch(
+                require_record(reply.content, GRADIENTS, ArrayRecord)
+            ).items():
                 i = int(key.removeprefix("grad."))
                 self._gradients[i] = self._gradients[i] + grad if i in self._gradients else grad
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid) -> Iterable[Message]:
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
+    ) -> Iterable[Message]:
         if not self.generator_round(server_round):
             return super().configure_train(server_round, arrays, config, grid)
         config = ConfigRecord({**config, ROUND_CLIENTS: len(self.selected)})
@@ -84,11 +115,14 @@ class FedSagePlusStrategy(FedAvgStrategy):
             content = self.round_content(server_round, arrays, config)
             if pid in self._gradients:
                 content[GRADIENTS] = torch_record({"grad": self._gradients[pid]})
-            messages.append(Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node))
+            messages.append(
+                Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
+            )
         return messages
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         if self.generator_round(server_round):  # the generators stay on the clients
             return None, self.aggregate_train_metrics(replies)
         return super().aggregate_train(server_round, replies)

@@ -28,9 +28,8 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord
 from flwr.serverapp import Grid
 
-from fgl_flower.methods.fedspray import DP_PROXIES, PROXIES
-from fgl_flower.methods.fedspray import FedSprayOptions
 from fgl_flower.errors import FGLError
+from fgl_flower.methods.fedspray import DP_PROXIES, PROXIES, FedSprayOptions
 from fgl_flower.models.fedspray import initial_proxies
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import get_record, require_record
@@ -52,7 +51,11 @@ def align_proxies(proxies: np.ndarray, ratios: np.ndarray, previous: np.ndarray)
     """
     proxies = np.asarray(proxies, dtype=np.float64)
     ratios = np.asarray(ratios, dtype=np.float64)
-    if proxies.ndim != 3 or ratios.shape != proxies.shape[:2] or previous.shape != proxies.shape[1:]:
+    if (
+        proxies.ndim != 3
+        or ratios.shape != proxies.shape[:2]
+        or previous.shape != proxies.shape[1:]
+    ):
         raise FGLError(
             f"Proxy shapes disagree: proxies {proxies.shape}, ratios {ratios.shape}, "
             f"previous {previous.shape}."
@@ -92,8 +95,10 @@ class FedSprayStrategy(FedAvgStrategy):
         """In clear, the class ratios (Eq. 15's weights) must be shares of one whole."""
         if self.dp is not None or reply.metadata.message_type != MessageType.TRAIN:
             return None
-        return shares_problem(values_of(get_record(reply.content, PROXIES, ArrayRecord), "class-ratio"),
-                              f"{PROXIES}/class-ratio")
+        return shares_problem(
+            values_of(get_record(reply.content, PROXIES, ArrayRecord), "class-ratio"),
+            f"{PROXIES}/class-ratio",
+        )
 
     def start_from_sent(self) -> ArrayRecord | None:
         """Under DP, what a client clips its upload against: the sent encoder (its projector
@@ -103,8 +108,13 @@ class FedSprayStrategy(FedAvgStrategy):
             return super().start_from_sent()
         start = dict(self.sent.items())
         if self.opts.variant == "official":
-            start.update({"projector." + k.removeprefix("classifier."): v for k, v in self.sent.items()
-                          if k.startswith("classifier.")})
+            start.update(
+                {
+                    "projector." + k.removeprefix("classifier."): v
+                    for k, v in self.sent.items()
+                    if k.startswith("classifier.")
+                }
+            )
         return ArrayRecord({**start, DP_PROXIES: Array(self.proxies)})
 
     def configure_train(

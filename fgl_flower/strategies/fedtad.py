@@ -59,8 +59,9 @@ def class_weights(ckr: torch.Tensor) -> torch.Tensor:
     return torch.where(total > 0, ckr / total.clamp_min(1e-12), torch.zeros_like(ckr))
 
 
-def divergence(global_out: torch.Tensor, local_out: torch.Tensor, weights: torch.Tensor,
-               labels: torch.Tensor) -> torch.Tensor:
+def divergence(
+    global_out: torch.Tensor, local_out: torch.Tensor, weights: torch.Tensor, labels: torch.Tensor
+) -> torch.Tensor:
     r""":math:`\sum_c \omega_c D_c`: the weighted per-class mean absolute difference of two
     ``[n, C]`` outputs (classes without generated nodes skipped)."""
     per_node = (global_out - local_out).abs().mean(dim=1)
@@ -87,21 +88,32 @@ class FedTADStrategy(FedAvgStrategy):
 
     checked_uploads = {MessageType.TRAIN: (ARRAYS, RELIABILITY)}
 
-    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
         """FedAvg's checks; the class reliabilities (the distillation's class weights) must be
         at least 0, and every client must report the dataset's shape alike."""
         refused = super().screen(server_round, messages, replies)
-        refused.update(self.screen_agreement(
-            replies, refused, MessageType.TRAIN,
-            lambda r: tuple(values_of(get_record(r.content, RELIABILITY, ArrayRecord), "shape").tolist()),
-            f"{RELIABILITY}/shape"))
+        refused.update(
+            self.screen_agreement(
+                replies,
+                refused,
+                MessageType.TRAIN,
+                lambda r: tuple(
+                    values_of(get_record(r.content, RELIABILITY, ArrayRecord), "shape").tolist()
+                ),
+                f"{RELIABILITY}/shape",
+            )
+        )
         return refused
 
     def reply_problem(self, server_round: int, reply: Message) -> str | None:
         if reply.metadata.message_type != MessageType.TRAIN:
             return None
-        return nonnegative_problem(values_of(get_record(reply.content, RELIABILITY, ArrayRecord), "ckr"),
-                                   f"{RELIABILITY}/ckr")
+        return nonnegative_problem(
+            values_of(get_record(reply.content, RELIABILITY, ArrayRecord), "ckr"),
+            f"{RELIABILITY}/ckr",
+        )
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
@@ -140,19 +152,29 @@ class FedTADStrategy(FedAvgStrategy):
         if self.generator is None:
             return None
         buf = io.BytesIO()
-        torch.save({"shape": self.shape, "generator": self.generator.state_dict(),
-                    "opt_g": self.opt_g.state_dict(), "opt_d": self.opt_d.state_dict()}, buf)
+        torch.save(
+            {
+                "shape": self.shape,
+                "generator": self.generator.state_dict(),
+                "opt_g": self.opt_g.state_dict(),
+                "opt_d": self.opt_d.state_dict(),
+            },
+            buf,
+        )
         return np.frombuffer(buf.getvalue(), dtype=np.uint8).copy()
 
     @server_state.setter
     def server_state(self, value) -> None:
-        state = torch.load(io.BytesIO(np.asarray(value, dtype=np.uint8).tobytes()), map_location=self.device)
+        state = torch.load(
+            io.BytesIO(np.asarray(value, dtype=np.uint8).tobytes()), map_location=self.device
+        )
         self._restored = state
         self._build(tuple(state["shape"]))
 
     # -- aggregation ------------------------------------------------------------------------
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         averaged, metrics = super().aggregate_train(server_round, replies)
         stats = [record_torch(require_record(r.content, RELIABILITY, ArrayRecord)) for r in replies]
@@ -168,13 +190,17 @@ class FedTADStrategy(FedAvgStrategy):
         self.global_model.load_state_dict(theta)
         self.distill(server_round, class_weights(ckr), locals_)
         distilled = {k: v.detach().cpu() for k, v in self.global_model.state_dict().items()}
-        shift = torch.sqrt(sum(((distilled[k].double() - theta[k].double()) ** 2).sum() for k in theta))
+        shift = torch.sqrt(
+            sum(((distilled[k].double() - theta[k].double()) ** 2).sum() for k in theta)
+        )
         norm = torch.sqrt(sum((theta[k].double() ** 2).sum() for k in theta))
         self.last["distill-shift"] = float(shift / norm.clamp_min(1e-12))
         out = torch_record({k: distilled[k] for k in averaged.keys()})
         return out, metrics
 
-    def distill(self, server_round: int, weights: torch.Tensor, local_models: list[torch.nn.Module]) -> None:
+    def distill(
+        self, server_round: int, weights: torch.Tensor, local_models: list[torch.nn.Module]
+    ) -> None:
         """The generator and global-model steps of one round (module docstring)."""
         o, gen, glob = self.opts, self.generator, self.global_model
         num_classes = self.shape[1]
@@ -183,7 +209,9 @@ class FedTADStrategy(FedAvgStrategy):
         for m in local_models:
             m.train(keep_dropout)
         manual_seed(derive_seed(self.cfg.seed, "fedtad-server", server_round), self.device)
-        noise = torch.Generator(device="cpu").manual_seed(derive_seed(self.cfg.seed, "fedtad-noise", server_round))
+        noise = torch.Generator(device="cpu").manual_seed(
+            derive_seed(self.cfg.seed, "fedtad-noise", server_round)
+        )
         loss_g, loss_d = [], []
         for _ in range(o.glb_epochs):
             z = torch.randn(o.num_gen, o.noise_dim, generator=noise).to(self.device)
@@ -194,10 +222,15 @@ class FedTADStrategy(FedAvgStrategy):
                 x = gen(z, labels)
                 edges = knn_graph(x.detach(), o.topk)
                 total = o.lam2 * len(local_models) * diversity_loss(z, x)
-                for k, model in enumerate(local_models):  # the global model once per client, as the code
+                for k, model in enumerate(
+                    local_models
+                ):  # the global model once per client, as the code
                     l_out = model(x, edges)
-                    total = total + o.lam1 * semantic(l_out, weights[k], labels) \
+                    total = (
+                        total
+                        + o.lam1 * semantic(l_out, weights[k], labels)
                         - divergence(glob(x, edges), l_out.detach(), weights[k], labels)
+                    )
                 total.backward()
                 self.opt_g.step()
                 loss_g.append(float(total.detach()))
@@ -210,18 +243,27 @@ class FedTADStrategy(FedAvgStrategy):
             for _ in range(o.it_d):
                 self.opt_d.zero_grad()
                 total = x.new_zeros(())
-                for k, model in enumerate(local_models):  # a fresh dropout mask per client, as the code
+                for k, model in enumerate(
+                    local_models
+                ):  # a fresh dropout mask per client, as the code
                     l_out = targets[k] if targets is not None else model(x, edges).detach()
                     total = total + divergence(glob(x, edges), l_out, weights[k], labels)
                 total.backward()
                 self.opt_d.step()
                 loss_d.append(float(total.detach()))
         with torch.no_grad():
-            hits = [float((model(x, edges).argmax(dim=1) == labels).float().mean()) for model in local_models]
+            hits = [
+                float((model(x, edges).argmax(dim=1) == labels).float().mean())
+                for model in local_models
+            ]
         spread = (weights.max(dim=0).values - weights.min(dim=0).values).mean()
-        self.last = {"loss_g": [round(v, 6) for v in loss_g], "loss_d": [round(v, 6) for v in loss_d],
-                     "weights": np.round(weights.cpu().numpy(), 6).tolist(),
-                     "pseudo-acc": float(np.mean(hits)), "ckr-spread": float(spread)}
+        self.last = {
+            "loss_g": [round(v, 6) for v in loss_g],
+            "loss_d": [round(v, 6) for v in loss_d],
+            "weights": np.round(weights.cpu().numpy(), 6).tolist(),
+            "pseudo-acc": float(np.mean(hits)),
+            "ckr-spread": float(spread),
+        }
 
     def round_record(self, server_round: int) -> dict:
         return {"fedtad": self.last} if self.last else {}

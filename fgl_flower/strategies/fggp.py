@@ -20,7 +20,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 import numpy as np
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 from scipy.sparse import coo_matrix
 from scipy.sparse.csgraph import connected_components
 
@@ -83,8 +91,13 @@ def class_clusters(prototypes: np.ndarray, classes: np.ndarray) -> tuple[np.ndar
     return np.concatenate(out).astype(np.float32), np.asarray(labels, dtype=np.int64)
 
 
-def enqueue(memory: np.ndarray | None, labels: np.ndarray | None, new: np.ndarray,
-            new_labels: np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
+def enqueue(
+    memory: np.ndarray | None,
+    labels: np.ndarray | None,
+    new: np.ndarray,
+    new_labels: np.ndarray,
+    capacity: int,
+) -> tuple[np.ndarray, np.ndarray]:
     """The FIFO memory after adding ``new [q, d]`` (L2-normalised here) with ``new_labels
     [q]``: the last ``capacity`` rows of the old and the new."""
     unit = new / np.maximum(np.linalg.norm(new, axis=1, keepdims=True), 1e-12)
@@ -98,27 +111,49 @@ class FGGPStrategy(FedAvgStrategy):
 
     checkpointed = ("memory", "memory_classes")
 
-    def screen(self, server_round: int, messages: list[Message], replies: list[Message]) -> dict[int, str]:
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
         """FedAvg's checks; every client must report the number of classes alike, and its
         prototypes must be one row per distinct class below it."""
         refused = super().screen(server_round, messages, replies)
-        refused.update(self.screen_agreement(
-            replies, refused, MessageType.TRAIN,
-            lambda r: tuple(values_of(get_record(r.content, PROTOTYPES, ArrayRecord), "num-classes").tolist()),
-            f"{PROTOTYPES}/num-classes"))
+        refused.update(
+            self.screen_agreement(
+                replies,
+                refused,
+                MessageType.TRAIN,
+                lambda r: tuple(
+                    values_of(
+                        get_record(r.content, PROTOTYPES, ArrayRecord), "num-classes"
+                    ).tolist()
+                ),
+                f"{PROTOTYPES}/num-classes",
+            )
+        )
         return refused
 
     def reply_problem(self, server_round: int, reply: Message) -> str | None:
         if reply.metadata.message_type != MessageType.TRAIN:
             return None
         record = get_record(reply.content, PROTOTYPES, ArrayRecord)
-        classes, protos, num = (values_of(record, k) for k in ("classes", "prototypes", "num-classes"))
-        if classes is None or protos is None or num is None or num.shape != (1,) or protos.ndim != 2:
+        classes, protos, num = (
+            values_of(record, k) for k in ("classes", "prototypes", "num-classes")
+        )
+        if (
+            classes is None
+            or protos is None
+            or num is None
+            or num.shape != (1,)
+            or protos.ndim != 2
+        ):
             return f"{PROTOTYPES}: not prototypes [classes, d], classes and num-classes [1]"
         if (why := counts_problem(classes, f"{PROTOTYPES}/classes")) is not None:
             return why
-        if len(np.unique(classes)) != classes.size or classes.size != protos.shape[0] or (
-                classes.size and classes.max() >= num[0]):
+        if (
+            len(np.unique(classes)) != classes.size
+            or classes.size != protos.shape[0]
+            or (classes.size and classes.max() >= num[0])
+        ):
             return f"{PROTOTYPES}: classes are not {protos.shape[0]} distinct ids below num-classes={num[0]:g}"
         return None
 
@@ -129,15 +164,19 @@ class FGGPStrategy(FedAvgStrategy):
         self.memory_classes: np.ndarray | None = None  # [Q]
         self.last: dict = {}
 
-    def round_content(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord) -> RecordDict:
+    def round_content(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord
+    ) -> RecordDict:
         content = super().round_content(server_round, arrays, config)
         if self.memory is not None:
-            content[MEMORY] = ArrayRecord({"prototypes": Array(self.memory),
-                                           "classes": Array(self.memory_classes)})
+            content[MEMORY] = ArrayRecord(
+                {"prototypes": Array(self.memory), "classes": Array(self.memory_classes)}
+            )
         return content
 
-    def aggregate_train(self, server_round: int, replies: Iterable[Message]
-                        ) -> tuple[ArrayRecord | None, MetricRecord | None]:
+    def aggregate_train(
+        self, server_round: int, replies: Iterable[Message]
+    ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         arrays, metrics = super().aggregate_train(server_round, replies)
         uploads = [require_record(r.content, PROTOTYPES, ArrayRecord) for r in replies]
@@ -145,8 +184,9 @@ class FGGPStrategy(FedAvgStrategy):
         classes = np.concatenate([array_numpy(u["classes"]) for u in uploads])
         num_classes = max(int(array_numpy(u["num-classes"])[0]) for u in uploads)
         centroids, labels = class_clusters(prototypes, classes)
-        self.memory, self.memory_classes = enqueue(self.memory, self.memory_classes, centroids, labels,
-                                                   self.opts.memory_size * num_classes)
+        self.memory, self.memory_classes = enqueue(
+            self.memory, self.memory_classes, centroids, labels, self.opts.memory_size * num_classes
+        )
         per_class = {int(c): int((labels == c).sum()) for c in np.unique(labels)}
         self.last = {"clusters": per_class, "uploaded": len(prototypes), "memory": len(self.memory)}
         return arrays, metrics
@@ -157,5 +197,7 @@ class FGGPStrategy(FedAvgStrategy):
     def server_probes(self, server_round: int) -> dict[str, float]:
         if not self.last:
             return {}
-        return {"fggp.memory": float(self.last["memory"]),
-                "fggp.clusters": float(np.mean(list(self.last["clusters"].values())))}
+        return {
+            "fggp.memory": float(self.last["memory"]),
+            "fggp.clusters": float(np.mean(list(self.last["clusters"].values()))),
+        }

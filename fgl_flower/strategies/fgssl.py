@@ -7,8 +7,11 @@ from fgl_flower.methods.fgssl import FGSSLOptions
 from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 #: Probes that a variant switches off by design (recorded, not watched).
-IDLE = {"paper": (), "code": ("fgssl.structure-grad", "fgssl.teacher-effect"),
-        "openfgl": ("fgssl.contrast-grad",)}
+IDLE = {
+    "paper": (),
+    "code": ("fgssl.structure-grad", "fgssl.teacher-effect"),
+    "openfgl": ("fgssl.contrast-grad",),
+}
 
 
 class FGSSLStrategy(FedAvgStrategy):

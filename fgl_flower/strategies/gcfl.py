@@ -61,8 +61,14 @@ def cluster_owner(cluster: int) -> str:
 
 def flat_update(upload: ArrayRecord, base: ArrayRecord) -> np.ndarray:
     """:math:`dW = W - W_c`, flattened over the keys in order (float64)."""
-    return np.concatenate([(array_numpy(upload[k]).astype(np.float64)
-                            - array_numpy(base[k]).astype(np.float64)).ravel() for k in upload])
+    return np.concatenate(
+        [
+            (
+                array_numpy(upload[k]).astype(np.float64) - array_numpy(base[k]).astype(np.float64)
+            ).ravel()
+            for k in upload
+        ]
+    )
 
 
 def similarity(updates: np.ndarray) -> np.ndarray:
@@ -80,7 +86,9 @@ def min_cut_split(weights: np.ndarray) -> tuple[list[int], list[int]]:
     g = nx.Graph()
     m = weights.shape[0]
     g.add_nodes_from(range(m))
-    g.add_weighted_edges_from((i, j, float(weights[i, j])) for i in range(m) for j in range(i + 1, m))
+    g.add_weighted_edges_from(
+        (i, j, float(weights[i, j])) for i in range(m) for j in range(i + 1, m)
+    )
     _, (a, b) = nx.stoer_wagner(g)
     a, b = sorted(a), sorted(b)
     return (a, b) if a[0] < b[0] else (b, a)
@@ -154,9 +162,18 @@ class GCFLStrategy(MultiModelStrategy):
     def summary(self) -> None:
         super().summary()
         o = self.opts
-        log(INFO, "GCFL variant=%s on a %s task: split when mean update norm < %g, max > %g, "
-            "round > %d, size >= %d%s", o.variant, self.task, self.eps1, self.eps2, o.split_after,
-            o.min_split_size, f", {o.seq_length} {o.sequence}-norm entries (DTW)" if self.plus else "")
+        log(
+            INFO,
+            "GCFL variant=%s on a %s task: split when mean update norm < %g, max > %g, "
+            "round > %d, size >= %d%s",
+            o.variant,
+            self.task,
+            self.eps1,
+            self.eps2,
+            o.split_after,
+            o.min_split_size,
+            f", {o.seq_length} {o.sequence}-norm entries (DTW)" if self.plus else "",
+        )
 
     # -- per-cluster messages --------------------------------------------------------------
     @staticmethod
@@ -175,9 +192,10 @@ class GCFLStrategy(MultiModelStrategy):
     ) -> tuple[ArrayRecord | None, MetricRecord | None]:
         replies = list(replies)
         self.splits, self.norms = [], []
-        uploads = {reply_partition_id(r): require_record(r.content, ARRAYS, ArrayRecord) for r in replies}
-        weights = {reply_partition_id(r): self.reply_weight(r)
-                   for r in replies}
+        uploads = {
+            reply_partition_id(r): require_record(r.content, ARRAYS, ArrayRecord) for r in replies
+        }
+        weights = {reply_partition_id(r): self.reply_weight(r) for r in replies}
         if self.plus:
             self._extend_sequences(uploads, replies)
         out: dict = {}
@@ -199,8 +217,13 @@ class GCFLStrategy(MultiModelStrategy):
             for cid, group in groups:
                 self.clusters[group] = cid
                 trained = [p for p in group if p in uploads]
-                model = (weighted_mean_arrays([uploads[p] for p in trained], [weights[p] for p in trained])
-                         if trained else base)  # a cluster none of whose clients trained keeps its model
+                model = (
+                    weighted_mean_arrays(
+                        [uploads[p] for p in trained], [weights[p] for p in trained]
+                    )
+                    if trained
+                    else base
+                )  # a cluster none of whose clients trained keeps its model
                 out.update(prefixed(model, cluster_owner(cid)))
         self.models = ArrayRecord(out)
         return self.models, self.aggregate_train_metrics(replies)
@@ -225,13 +248,19 @@ class GCFLStrategy(MultiModelStrategy):
             self.seqs[p, -1] = value
             self.seq_count[p] += 1
 
-    def _splits_now(self, server_round: int, members: list[int], mean_norm: float, max_norm: float) -> bool:
+    def _splits_now(
+        self, server_round: int, members: list[int], mean_norm: float, max_norm: float
+    ) -> bool:
         """GCFL's criterion: late enough, big enough, updates cancelling out but large;
         GCFL+ also needs ``seq-length`` entries for every client of the cluster."""
         o = self.opts
-        return (server_round > o.split_after and len(members) >= o.min_split_size
-                and mean_norm < self.eps1 and max_norm > self.eps2
-                and (not self.plus or bool(np.all(self.seq_count[members] >= o.seq_length))))
+        return (
+            server_round > o.split_after
+            and len(members) >= o.min_split_size
+            and mean_norm < self.eps1
+            and max_norm > self.eps2
+            and (not self.plus or bool(np.all(self.seq_count[members] >= o.seq_length)))
+        )
 
     def _cut_weights(self, members: list[int], updates: np.ndarray) -> np.ndarray:
         """Edge weights of the min cut: GCFL's ``cos + 1`` of the updates, or GCFL+'s
@@ -242,8 +271,9 @@ class GCFLStrategy(MultiModelStrategy):
         self.dtw_last = distances
         return distances.max() - distances
 
-    def _split(self, cluster: int, members: list[int], weights: np.ndarray,
-               new_id: int) -> tuple[list[int], list[int]]:
+    def _split(
+        self, cluster: int, members: list[int], weights: np.ndarray, new_id: int
+    ) -> tuple[list[int], list[int]]:
         a, b = min_cut_split(weights)
         for p in members:  # GCFL caches the accuracies of the last evaluation
             if np.isfinite(self.last_acc[p]):
@@ -257,10 +287,20 @@ class GCFLStrategy(MultiModelStrategy):
         return kept, moved
 
     def round_record(self, server_round: int) -> dict:
-        clusters = [[int(p) for p in np.flatnonzero(self.clusters == c)] for c in sorted(set(self.clusters.tolist()))]
-        return {"clusters": clusters, **({"update_norms": self.norms} if self.norms else {}),
-                **({"seq_norms": {str(p): v for p, v in sorted(self.seq_now.items())}} if self.plus else {}),
-                **({"splits": self.splits} if self.splits else {})}
+        clusters = [
+            [int(p) for p in np.flatnonzero(self.clusters == c)]
+            for c in sorted(set(self.clusters.tolist()))
+        ]
+        return {
+            "clusters": clusters,
+            **({"update_norms": self.norms} if self.norms else {}),
+            **(
+                {"seq_norms": {str(p): v for p, v in sorted(self.seq_now.items())}}
+                if self.plus
+                else {}
+            ),
+            **({"splits": self.splits} if self.splits else {}),
+        }
 
     def server_probes(self, server_round: int) -> dict[str, float]:
         """``clusters``: the number of clusters after this round's aggregation."""

@@ -27,7 +27,6 @@ from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.protocol import CONFIG, NUM_PARTITIONS, PARTITION_ID, PARTITION_QUERY
 from fgl_flower.records import require_record
 
-
 #: From this many clients on, discovery takes a node's rank by registration time as its
 #: partition id (the order in which Flower's simulation registers its SuperNodes) and checks
 #: each node once, the first time a message is addressed to it, instead of asking every node
@@ -112,8 +111,10 @@ class PayloadSizer:
     @staticmethod
     def _identity(record) -> tuple:
         if isinstance(record, ArrayRecord):
-            return ("ArrayRecord", tuple((k, a.dtype, tuple(a.shape), a.stype, a.data)
-                                         for k, a in record.items()))
+            return (
+                "ArrayRecord",
+                tuple((k, a.dtype, tuple(a.shape), a.stype, a.data) for k, a in record.items()),
+            )
         return (type(record).__name__, record.object_id)
 
 
@@ -140,8 +141,12 @@ def named_partitions(msg: Message) -> list[int | None]:
     for rec in msg.content.values():
         if isinstance(rec, (MetricRecord, ConfigRecord)) and PARTITION_ID in rec:
             value = rec[PARTITION_ID]
-            whole = (not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
-                     and value == int(value))
+            whole = (
+                not isinstance(value, bool)
+                and isinstance(value, (int, float))
+                and math.isfinite(value)
+                and value == int(value)
+            )
             named.append(int(value) if whole else None)
     return named
 
@@ -158,7 +163,10 @@ class MeteredGrid:
     def __init__(self, grid: Grid, accept_failures: int = 0) -> None:
         self.grid = grid
         # Flower does not export InMemoryGrid: known by name, so a deployment grid is untouched
-        if type(grid).__name__ == "InMemoryGrid" and getattr(grid, "pull_interval", 0) > IN_MEMORY_PULL_INTERVAL_S:
+        if (
+            type(grid).__name__ == "InMemoryGrid"
+            and getattr(grid, "pull_interval", 0) > IN_MEMORY_PULL_INTERVAL_S
+        ):
             grid.pull_interval = IN_MEMORY_PULL_INTERVAL_S
         self.accept_failures = accept_failures
         self.sizer = PayloadSizer()
@@ -191,7 +199,9 @@ class MeteredGrid:
         each is checked when first addressed (:meth:`send_and_receive`).
         """
         self.num_clients = num_clients
-        if num_clients >= LAZY_DISCOVERY_MIN and (owners := self._by_registration(num_clients, timeout)):
+        if num_clients >= LAZY_DISCOVERY_MIN and (
+            owners := self._by_registration(num_clients, timeout)
+        ):
             return owners
         return self._ask_every_node(num_clients, timeout)
 
@@ -219,8 +229,12 @@ class MeteredGrid:
         self.reset()
         self.partitions = {n: p for p, n in enumerate(order)}
         self.unchecked = set(order) - set(ends)
-        log(INFO, "%d nodes: partition ids taken from the registration order, each checked "
-            "when first addressed", num_clients)
+        log(
+            INFO,
+            "%d nodes: partition ids taken from the registration order, each checked "
+            "when first addressed",
+            num_clients,
+        )
         return dict(enumerate(order))
 
     def _ask_every_node(self, num_clients: int, timeout: float) -> dict[int, int]:
@@ -240,7 +254,8 @@ class MeteredGrid:
                 raise FGLError(
                     f"Only {len(owners)} of {num_clients} clients connected after {timeout:.0f}s "
                     f"(no SuperNode serves partition(s) {missing[:10]}): start {num_clients} "
-                    f"SuperNodes (num-clients={num_clients}) or lower num-clients.")
+                    f"SuperNodes (num-clients={num_clients}) or lower num-clients."
+                )
             time.sleep(0.5)
         self.reset()  # discovery is not part of any round's traffic
         self.partitions = {n: p for p, n in owners.items()}
@@ -253,8 +268,10 @@ class MeteredGrid:
         start = time.monotonic()
         while not (nodes := self.get_node_ids()):
             if time.monotonic() - start > timeout:
-                raise FGLError(f"No SuperNode connected within {timeout:.0f}s: start the "
-                               "federation's SuperNodes, or set num-clients.")
+                raise FGLError(
+                    f"No SuperNode connected within {timeout:.0f}s: start the "
+                    "federation's SuperNodes, or set num-clients."
+                )
             time.sleep(0.5)
         ((_, _, num),) = self._ask_partitions(nodes[:1], timeout)
         self.reset()
@@ -264,14 +281,21 @@ class MeteredGrid:
         """``(node id, partition id, num-partitions)`` of each node in ``nodes``."""
         if not nodes:
             return []
-        return [self._answer(r) for r in self._exchange(self._queries(nodes), timeout, strict=True, identify=False)]
+        return [
+            self._answer(r)
+            for r in self._exchange(self._queries(nodes), timeout, strict=True, identify=False)
+        ]
 
     @staticmethod
     def _queries(nodes: list[int]) -> list[Message]:
         """A ``query.partition`` message to each of ``nodes``."""
         config = RecordDict({CONFIG: ConfigRecord()})
-        return [Message(content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}",
-                        dst_node_id=n) for n in nodes]
+        return [
+            Message(
+                content=config, message_type=f"{MessageType.QUERY}.{PARTITION_QUERY}", dst_node_id=n
+            )
+            for n in nodes
+        ]
 
     @staticmethod
     def _answer(reply: Message) -> tuple[int, int, int]:
@@ -280,25 +304,36 @@ class MeteredGrid:
             rec = require_record(reply.content, CONFIG, ConfigRecord)
             return reply.metadata.src_node_id, int(rec[PARTITION_ID]), int(rec[NUM_PARTITIONS])
         except (FGLError, KeyError, TypeError, ValueError, OverflowError):
-            raise ConfigError(f"Node {reply.metadata.src_node_id} answered the partition query without a "
-                              f"whole {PARTITION_ID} and {NUM_PARTITIONS}: is it running this app?") from None
+            raise ConfigError(
+                f"Node {reply.metadata.src_node_id} answered the partition query without a "
+                f"whole {PARTITION_ID} and {NUM_PARTITIONS}: is it running this app?"
+            ) from None
 
     @staticmethod
-    def _check_partition(node: int, pid: int, num: int, num_clients: int, owners: dict[int, int]) -> None:
+    def _check_partition(
+        node: int, pid: int, num: int, num_clients: int, owners: dict[int, int]
+    ) -> None:
         if num != num_clients:
             raise ConfigError(
                 f"The SuperNodes serve num-partitions={num} (node {node}), but the run has "
                 f"num-clients={num_clients}. Either run with num-clients={num} (flwr run . "
                 f"--run-config num-clients={num}), or start {num_clients} SuperNodes (simulation: "
                 f"flwr run . local --federation-config num-supernodes={num_clients}; deployment: "
-                f"--node-config \"partition-id=<i> num-partitions={num_clients}\").")
+                f'--node-config "partition-id=<i> num-partitions={num_clients}").'
+            )
         if pid in owners:
-            raise ConfigError(f"Two SuperNodes serve partition {pid}; give each a distinct "
-                              "partition-id in --node-config.")
+            raise ConfigError(
+                f"Two SuperNodes serve partition {pid}; give each a distinct "
+                "partition-id in --node-config."
+            )
         if not 0 <= pid < num_clients:
-            raise ConfigError(f"SuperNode {node} serves partition-id={pid}, outside [0, {num_clients}).")
+            raise ConfigError(
+                f"SuperNode {node} serves partition-id={pid}, outside [0, {num_clients})."
+            )
 
-    def rediscover(self, owners: dict[int, int], num_clients: int, timeout: float) -> dict[int, int]:
+    def rediscover(
+        self, owners: dict[int, int], num_clients: int, timeout: float
+    ) -> dict[int, int]:
         """``owners`` updated with the nodes that joined since (e.g. a restarted SuperNode
         that serves a partition whose node is gone); traffic is not counted."""
         new = [n for n in self.get_node_ids() if n not in self.partitions]
@@ -314,8 +349,13 @@ class MeteredGrid:
             if num != num_clients or not 0 <= pid < num_clients:
                 continue
             if owners.get(pid) in live:  # a partition's node is still there: a second claim
-                log(WARNING, "Node %d claims partition %d, whose node %d is still connected: ignored",
-                    node, pid, owners[pid])
+                log(
+                    WARNING,
+                    "Node %d claims partition %d, whose node %d is still connected: ignored",
+                    node,
+                    pid,
+                    owners[pid],
+                )
                 continue
             log(INFO, "Partition %d is now served by node %d", pid, node)
             self.partitions.pop(owners.get(pid), None)
@@ -323,15 +363,18 @@ class MeteredGrid:
             self.partitions[node] = pid
         return dict(sorted(owners.items()))
 
-    def send_and_receive(self, messages: Iterable[Message], timeout: float | None = None,
-                         strict: bool = False) -> list[Message]:
+    def send_and_receive(
+        self, messages: Iterable[Message], timeout: float | None = None, strict: bool = False
+    ) -> list[Message]:
         """The replies, sorted by partition id. Failed clients go to :attr:`failures`;
         more than ``accept_failures`` of them (any, if ``strict``), or no reply at all,
         raise :class:`ClientFailure`. Nodes addressed for the first time under a partition
         assumed by registration order are checked first (not counted as traffic)."""
         messages = self._check_addresses(list(messages), timeout)
         if self.redirect:
-            messages = [self._readdress(m, self.redirect.get(m.metadata.dst_node_id)) for m in messages]
+            messages = [
+                self._readdress(m, self.redirect.get(m.metadata.dst_node_id)) for m in messages
+            ]
         return self._exchange(messages, timeout, strict)
 
     def _check_addresses(self, messages: list[Message], timeout: float | None) -> list[Message]:
@@ -343,7 +386,9 @@ class MeteredGrid:
             return messages
         wrong = []
         for reply in self.grid.send_and_receive(self._queries(nodes), timeout=timeout):
-            if reply.has_error():  # a node that cannot answer stays unchecked; its message goes as addressed
+            if (
+                reply.has_error()
+            ):  # a node that cannot answer stays unchecked; its message goes as addressed
                 continue
             node, pid, num = self._answer(reply)
             self._check_partition(node, pid, num, self.num_clients, {})
@@ -353,8 +398,14 @@ class MeteredGrid:
         if not wrong:
             return messages
         node, pid = wrong[0]
-        log(WARNING, "Node %d serves partition %d, not %d as its registration order said: "
-            "asking every node for its partition", node, pid, self.partitions[node])
+        log(
+            WARNING,
+            "Node %d serves partition %d, not %d as its registration order said: "
+            "asking every node for its partition",
+            node,
+            pid,
+            self.partitions[node],
+        )
         assumed = dict(self.partitions)
         self.unchecked = set()
         owners = self._ask_every_node(self.num_clients, timeout if timeout is not None else 600.0)
@@ -365,12 +416,17 @@ class MeteredGrid:
     def _readdress(message: Message, node: int | None) -> Message:
         if node is None:
             return message
-        return Message(content=message.content, dst_node_id=node,
-                       message_type=message.metadata.message_type,
-                       ttl=message.metadata.ttl, group_id=message.metadata.group_id)
+        return Message(
+            content=message.content,
+            dst_node_id=node,
+            message_type=message.metadata.message_type,
+            ttl=message.metadata.ttl,
+            group_id=message.metadata.group_id,
+        )
 
-    def _exchange(self, messages: list[Message], timeout: float | None, strict: bool,
-                  identify: bool = True) -> list[Message]:
+    def _exchange(
+        self, messages: list[Message], timeout: float | None, strict: bool, identify: bool = True
+    ) -> list[Message]:
         self.messages_down += len(messages)
         sizes: dict[int, int] = {}  # a broadcast shares one content: serialize it once
         for m in messages:
@@ -380,7 +436,9 @@ class MeteredGrid:
         replies = list(self.grid.send_and_receive(messages, timeout=timeout))
         # Flower's own error replies (node gone, message expired) come from the SuperLink:
         # find the client through the message they answer.
-        sent = {m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id}
+        sent = {
+            m.metadata.message_id: m.metadata.dst_node_id for m in messages if m.metadata.message_id
+        }
         answered, failures, ok = set(), {}, []
         for r in replies:
             node = sent.get(r.metadata.reply_to_message_id, r.metadata.src_node_id)
@@ -394,7 +452,8 @@ class MeteredGrid:
         for m in messages:
             if m.metadata.dst_node_id not in answered:
                 failures[self._partition(m.metadata.dst_node_id)] = (
-                    f"no reply within {timeout:.0f} s (round-timeout)" if timeout else "no reply")
+                    f"no reply within {timeout:.0f} s (round-timeout)" if timeout else "no reply"
+                )
         self.failures.update(failures)
         self.sent = len(messages)
         if failures and (strict or len(failures) > self.accept_failures or not ok):
@@ -435,7 +494,11 @@ class MeteredGrid:
 
     def _failure_message(self, failures: dict, sent: int, strict: bool) -> str:
         lines = "\n".join(f"  {who(p)}: {why}" for p, why in sorted(failures.items(), key=str))
-        allowed = ("every client must reply here" if strict else
-                   f"accept-failures={self.accept_failures}; raise it to go on without them"
-                   if len(failures) < sent else "no reply to go on with")
+        allowed = (
+            "every client must reply here"
+            if strict
+            else f"accept-failures={self.accept_failures}; raise it to go on without them"
+            if len(failures) < sent
+            else "no reply to go on with"
+        )
         return f"{len(failures)} of {sent} clients failed ({allowed}):\n{lines}"

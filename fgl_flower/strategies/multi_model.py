@@ -39,13 +39,19 @@ class MultiModelStrategy(FGLStrategy):
         the first aggregation, when the clients start from the seeded model)."""
         raise NotImplementedError
 
-    def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                        grid: Grid) -> Iterable[Message]:
-        return self.per_client(server_round, config, MessageType.TRAIN, lambda pid: self.model_for(arrays, pid))
+    def configure_train(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.per_client(
+            server_round, config, MessageType.TRAIN, lambda pid: self.model_for(arrays, pid)
+        )
 
-    def configure_evaluate(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord,
-                           grid: Grid) -> Iterable[Message]:
-        return self.per_client(server_round, config, MessageType.EVALUATE, lambda pid: self.model_for(arrays, pid))
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid: Grid
+    ) -> Iterable[Message]:
+        return self.per_client(
+            server_round, config, MessageType.EVALUATE, lambda pid: self.model_for(arrays, pid)
+        )
 
     def restore(self, records):
         done, arrays, pending = super().restore(records)

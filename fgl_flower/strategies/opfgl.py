@@ -36,18 +36,21 @@ from torch import Tensor
 
 from fgl_flower.allocator import retain_freed_memory
 from fgl_flower.checkpoint import Checkpointer
-from fgl_flower.seeds import derive_seed
-from fgl_flower.methods.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS
 from fgl_flower.device import resolve_device
 from fgl_flower.errors import FGLError
-from fgl_flower.methods.opfgl import OPFGLOptions
+from fgl_flower.methods.opfgl import HRE, PSEUDO_GRAPH, STAT_KEYS, STATS, OPFGLOptions
 from fgl_flower.models.opfgl import (
-    ClassStatistics, PseudoGraph, aligned_share, condense, synthetic_class_sizes,
+    ClassStatistics,
+    PseudoGraph,
+    aligned_share,
+    condense,
+    synthetic_class_sizes,
 )
 from fgl_flower.protocol import CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
 from fgl_flower.records import require_record
 from fgl_flower.results import RunRecorder
 from fgl_flower.secagg.server import SecAggPlusSettings, secure_sum
+from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
 from fgl_flower.strategies.grid import ClientFailure, who
 from fgl_flower.strategies.screening import counts_problem
@@ -61,14 +64,21 @@ def clear_sum(records: Sequence[Mapping[str, Tensor]]) -> dict[str, Tensor]:
     return {k: torch.stack([r[k].double() for r in records]).sum(0) for k in (*STAT_KEYS, HRE)}
 
 
-def statistics_problem(stats: Mapping[str, Tensor], labelled: float, clients: int = 1) -> str | None:
+def statistics_problem(
+    stats: Mapping[str, Tensor], labelled: float, clients: int = 1
+) -> str | None:
     """Why a statistics record (or the sum of ``clients`` of them, ``labelled`` their clients'
     labelled counts) cannot be counts of ``labelled`` labelled nodes, or ``None``."""
     counts = {k: stats[k].double().numpy() for k in ("cnt", "present", "orig_cnt", HRE)}
     for key, values in counts.items():
         if (why := counts_problem(values, f"stats/{key}")) is not None:
             return why
-    cnt, present, orig, (added, correct) = counts["cnt"], counts["present"], counts["orig_cnt"], counts[HRE]
+    cnt, present, orig, (added, correct) = (
+        counts["cnt"],
+        counts["present"],
+        counts["orig_cnt"],
+        counts[HRE],
+    )
     if correct > added or (orig > cnt).any() or present.max(initial=0) > clients:
         return "stats: more correct, labelled or present than counted"
     if clients == 1 and not np.array_equal(present, (cnt >= 2).astype(present.dtype)):
@@ -86,7 +96,9 @@ def pooled_statistics(total: Mapping[str, Tensor]) -> ClassStatistics:
     mean = torch.where(has[:, None], total["s1"] / safe_n, torch.zeros_like(total["s1"]))
     denom = torch.where(has, n - m, torch.ones_like(n)).clamp(min=1)[:, None]
     var = ((total["s2"] - n[:, None] * mean**2) / denom).clamp(min=0)
-    return ClassStatistics(n, total["orig_cnt"], mean, var.sqrt() * has[:, None], n / n.sum().clamp(min=1))
+    return ClassStatistics(
+        n, total["orig_cnt"], mean, var.sqrt() * has[:, None], n / n.sum().clamp(min=1)
+    )
 
 
 def hre_share(total: Mapping[str, Tensor]) -> float:
@@ -105,7 +117,9 @@ class OPFGLStrategy(FGLStrategy):
         super().__init__(cfg)
         self.opts = OPFGLOptions.from_config(cfg)
         # the clear statistics share one layout; masked ones are checked as SecAgg+ unmasks them
-        self.checked_uploads = {} if self.opts.secure_aggregation else {f"{MessageType.QUERY}.stats": (STATS,)}
+        self.checked_uploads = (
+            {} if self.opts.secure_aggregation else {f"{MessageType.QUERY}.stats": (STATS,)}
+        )
         self.refused: dict[int, str] = {}  # partition id -> why its masked statistics were left out
 
     def reply_problem(self, server_round: int, reply: Message) -> str | None:
@@ -113,10 +127,15 @@ class OPFGLStrategy(FGLStrategy):
         where ``cnt >= 2``, ``orig_cnt <= cnt``, HRE's correct <= added, and no more labelled
         nodes than the reply's ``num-examples`` (its labelled count) nor more nodes than those
         plus HRE's. (The counts themselves are the client's word.)"""
-        if reply.metadata.message_type != f"{MessageType.QUERY}.stats" or self.opts.secure_aggregation:
+        if (
+            reply.metadata.message_type != f"{MessageType.QUERY}.stats"
+            or self.opts.secure_aggregation
+        ):
             return None
-        return statistics_problem(require_record(reply.content, STATS, ArrayRecord).to_torch_state_dict(),
-                                  float(require_record(reply.content, METRICS, MetricRecord)[NUM_EXAMPLES]))
+        return statistics_problem(
+            require_record(reply.content, STATS, ArrayRecord).to_torch_state_dict(),
+            float(require_record(reply.content, METRICS, MetricRecord)[NUM_EXAMPLES]),
+        )
 
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         """With ``opfgl.topk = 0`` HRE is off by choice: its share is recorded, not watched."""
@@ -133,35 +152,62 @@ class OPFGLStrategy(FGLStrategy):
         (the "global" ablation), aggregated with the same weights."""
         replies = list(replies)
         out = dict(super().aggregate_evaluate(server_round, replies))
-        per_client = [{k.removeprefix("global_"): v for k, v in m.items()
-                       if k.startswith(("global_", "num-"))} for m in client_metrics(replies).values()]
+        per_client = [
+            {
+                k.removeprefix("global_"): v
+                for k, v in m.items()
+                if k.startswith(("global_", "num-"))
+            }
+            for m in client_metrics(replies).values()
+        ]
         out |= {f"global_{k}": v for k, v in self.aggregate_evaluate_values(per_client).items()}
         return MetricRecord(out)
 
-    def sum_statistics(self, content: RecordDict, exchange: Callable[[str, list[Message]], list[Message]]
-                       ) -> dict[str, Tensor]:
+    def sum_statistics(
+        self, content: RecordDict, exchange: Callable[[str, list[Message]], list[Message]]
+    ) -> dict[str, Tensor]:
         """The clients' statistics summed: asked for in clear (one ``stats`` phase), or through
         SecAgg+ (phases ``secagg-setup``, ``secagg-share-keys``, ``stats`` with the masked
         vectors, ``secagg-unmask``)."""
         query = f"{MessageType.QUERY}.stats"
         if not self.opts.secure_aggregation:
             replies = exchange("stats", self.broadcast(content, query))
-            return clear_sum([require_record(r.content, STATS, ArrayRecord).to_torch_state_dict() for r in replies])
+            return clear_sum(
+                [
+                    require_record(r.content, STATS, ArrayRecord).to_torch_state_dict()
+                    for r in replies
+                ]
+            )
         phases = iter(("secagg-setup", "secagg-share-keys", "stats", "secagg-unmask"))
         settings = SecAggPlusSettings(self.opts.secagg_shares, self.opts.secagg_fraction_bits)
-        result = secure_sum(lambda messages: exchange(next(phases), messages), self.node_ids, content, "stats",
-                            STATS, settings, derive_seed(self.cfg.seed, "secagg"))
+        result = secure_sum(
+            lambda messages: exchange(next(phases), messages),
+            self.node_ids,
+            content,
+            "stats",
+            STATS,
+            settings,
+            derive_seed(self.cfg.seed, "secagg"),
+        )
         if result.dropped:
-            log(INFO, "secure aggregation: %d client(s) dropped after sharing their keys; their masks "
-                "were removed with the others' shares", len(result.dropped))
+            log(
+                INFO,
+                "secure aggregation: %d client(s) dropped after sharing their keys; their masks "
+                "were removed with the others' shares",
+                len(result.dropped),
+            )
         partition_of = {node: pid for pid, node in self.nodes.items()}
         self.refused = {partition_of.get(n, n): why for n, why in result.refused.items()}
         summed = [r for r in result.replies if r.metadata.src_node_id in result.summed]
-        labelled = sum(float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in summed)
+        labelled = sum(
+            float(require_record(r.content, METRICS, MetricRecord)[NUM_EXAMPLES]) for r in summed
+        )
         if (why := statistics_problem(result.total, labelled, len(summed))) is not None:
-            raise FGLError(f"O-pFGL: the secure sum of the statistics is not counts of the clients' "
-                           f"labelled nodes ({why}): a client masked statistics other than those it "
-                           "reports; the one shot cannot go on.")
+            raise FGLError(
+                f"O-pFGL: the secure sum of the statistics is not counts of the clients' "
+                f"labelled nodes ({why}): a client masked statistics other than those it "
+                "reports; the one shot cannot go on."
+            )
         return result.total
 
     def build_pseudo_graph(self, stats: ClassStatistics) -> PseudoGraph:
@@ -169,13 +215,26 @@ class OPFGLStrategy(FGLStrategy):
         opts = self.opts.condense_options()
         log(INFO, "pseudo-graph: optimising %d nodes for %d steps", sum(sizes), opts.steps)
         retain_freed_memory()  # the step's [n', n', f] temporaries: reuse, don't re-map them
-        graph = condense(stats, sizes, self.num_features(stats.mean.size(1)), opts,
-                         derive_seed(self.cfg.seed, "condense"),
-                         progress=lambda t, loss: log(INFO, "pseudo-graph: step %d/%d loss %.4f",
-                                                      t, opts.steps, loss),
-                         device=resolve_device(self.cfg.device))
-        log(INFO, "pseudo-graph: %d nodes %s, %d directed edges, loss %.4f -> %.4f",
-            graph.y.numel(), sizes, graph.edge_index.size(1), graph.losses[0], graph.losses[-1])
+        graph = condense(
+            stats,
+            sizes,
+            self.num_features(stats.mean.size(1)),
+            opts,
+            derive_seed(self.cfg.seed, "condense"),
+            progress=lambda t, loss: log(
+                INFO, "pseudo-graph: step %d/%d loss %.4f", t, opts.steps, loss
+            ),
+            device=resolve_device(self.cfg.device),
+        )
+        log(
+            INFO,
+            "pseudo-graph: %d nodes %s, %d directed edges, loss %.4f -> %.4f",
+            graph.y.numel(),
+            sizes,
+            graph.edge_index.size(1),
+            graph.losses[0],
+            graph.losses[-1],
+        )
         return graph
 
     def start(
@@ -209,9 +268,13 @@ class OPFGLStrategy(FGLStrategy):
                 replies = metered.refuse(replies, self.screen(1, messages, replies))
             except ClientFailure as e:
                 raise ClientFailure(f"O-pFGL {name} phase: {e}") from None
-            phases[name] = {"time_s": time.perf_counter() - t, "bytes_down": metered.bytes_down,
-                            "bytes_up": metered.bytes_up, "messages_down": metered.messages_down,
-                            "messages_up": metered.messages_up}
+            phases[name] = {
+                "time_s": time.perf_counter() - t,
+                "bytes_down": metered.bytes_down,
+                "bytes_up": metered.bytes_up,
+                "messages_down": metered.messages_down,
+                "messages_up": metered.messages_up,
+            }
             failures.update({str(p): f"{name}: {why}" for p, why in metered.failures.items()})
             return replies
 
@@ -219,19 +282,34 @@ class OPFGLStrategy(FGLStrategy):
         total = self.sum_statistics(RecordDict({CONFIG: config}), exchange)
         if self.refused:  # masked statistics left out of the sum: failed clients too
             failures.update({str(p): f"stats: refused: {why}" for p, why in self.refused.items()})
-            log(WARNING, "O-pFGL: %d client(s)' masked statistics refused: %s", len(self.refused),
-                "; ".join(f"{who(p)}: {why}" for p, why in self.refused.items()))
+            log(
+                WARNING,
+                "O-pFGL: %d client(s)' masked statistics refused: %s",
+                len(self.refused),
+                "; ".join(f"{who(p)}: {why}" for p, why in self.refused.items()),
+            )
             if len(failures) > self.cfg.accept_failures:
-                raise ClientFailure(f"O-pFGL stats phase: {len(failures)} clients failed (accept-failures="
-                                    f"{self.cfg.accept_failures}): " + "; ".join(f"{k}: {v}" for k, v in failures.items()))
+                raise ClientFailure(
+                    f"O-pFGL stats phase: {len(failures)} clients failed (accept-failures="
+                    f"{self.cfg.accept_failures}): "
+                    + "; ".join(f"{k}: {v}" for k, v in failures.items())
+                )
         stats = pooled_statistics(total)
         t = time.perf_counter()
         graph = self.build_pseudo_graph(stats)
         phases["condense"] = {"time_s": time.perf_counter() - t}
-        download = ArrayRecord({"x": graph.x, "edge_index": graph.edge_index,
-                                "edge_weight": graph.edge_weight, "y": graph.y})
-        replies = exchange("personalize", self.broadcast(
-            RecordDict({PSEUDO_GRAPH: download, CONFIG: config}), MessageType.TRAIN))
+        download = ArrayRecord(
+            {
+                "x": graph.x,
+                "edge_index": graph.edge_index,
+                "edge_weight": graph.edge_weight,
+                "y": graph.y,
+            }
+        )
+        replies = exchange(
+            "personalize",
+            self.broadcast(RecordDict({PSEUDO_GRAPH: download, CONFIG: config}), MessageType.TRAIN),
+        )
         eval_metrics = self.aggregate_evaluate(1, replies)
         added, correct = (float(v) for v in total[HRE])
         traffic = ("bytes_up", "bytes_down", "messages_up", "messages_down")
@@ -240,15 +318,22 @@ class OPFGLStrategy(FGLStrategy):
             "time_s": time.perf_counter() - t0,
             **{k: sum(p.get(k, 0) for p in phases.values()) for k in traffic},
             # the protocol's payloads: statistics up, pseudo-graph down (one each per client)
-            "upload": {"messages": phases["stats"]["messages_up"], "bytes": phases["stats"]["bytes_up"]},
-            "download": {"messages": phases["personalize"]["messages_down"],
-                         "bytes": phases["personalize"]["bytes_down"]},
+            "upload": {
+                "messages": phases["stats"]["messages_up"],
+                "bytes": phases["stats"]["bytes_up"],
+            },
+            "download": {
+                "messages": phases["personalize"]["messages_down"],
+                "bytes": phases["personalize"]["bytes_down"],
+            },
             "phases": phases,
-            "pseudo_graph": {"nodes": graph.y.numel(), "edges": graph.edge_index.size(1),
-                             "condense_loss_first": graph.losses[0],
-                             "condense_loss_last": graph.losses[-1]},
-            "hre": {"added": added,
-                    "precision": correct / added if added else None},
+            "pseudo_graph": {
+                "nodes": graph.y.numel(),
+                "edges": graph.edge_index.size(1),
+                "condense_loss_first": graph.losses[0],
+                "condense_loss_last": graph.losses[-1],
+            },
+            "hre": {"added": added, "precision": correct / added if added else None},
             "train": {},
             "eval": dict(eval_metrics),
             "clients": {str(k): v for k, v in client_metrics(replies).items()},
@@ -257,13 +342,18 @@ class OPFGLStrategy(FGLStrategy):
         # the probes: the pseudo-graph each client received (its train reply), how far the
         # server's optimisation fitted it to the pooled statistics, and how much of it had any
         fit = graph.losses[-1] / graph.losses[0] if graph.losses[0] > 0 else 1.0
-        self.record_probes(record, replies,
-                           {"pseudo.fit": fit, "pseudo.aligned": aligned_share(stats, graph.y),
-                            "hre.share": hre_share(total)})
+        self.record_probes(
+            record,
+            replies,
+            {
+                "pseudo.fit": fit,
+                "pseudo.aligned": aligned_share(stats, graph.y),
+                "hre.share": hre_share(total),
+            },
+        )
         self.watch_probes(record)
         if recorder is not None:
             recorder.record_round(record)
         result = Result()
         result.evaluate_metrics_clientapp[1] = eval_metrics
         return result
-

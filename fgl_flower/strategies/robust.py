@@ -41,8 +41,12 @@ def _as_lists(records: Sequence[ArrayRecord]) -> tuple[list[str], list[list[np.n
 
 
 def _record(keys: list[str], arrays: Sequence[np.ndarray], like: ArrayRecord) -> ArrayRecord:
-    return ArrayRecord({k: array_of(np.asarray(a).astype(array_numpy(like[k]).dtype))
-                        for k, a in zip(keys, arrays)})
+    return ArrayRecord(
+        {
+            k: array_of(np.asarray(a).astype(array_numpy(like[k]).dtype))
+            for k, a in zip(keys, arrays)
+        }
+    )
 
 
 def _median(records, weights, f):
@@ -57,8 +61,10 @@ def _trimmed_mean(records, weights, f):
 
     n = len(records)
     if n <= 2 * f:
-        raise FGLError(f"trimmed-mean cuts malicious-clients={f} uploads from each end: it needs more "
-                       f"than {2 * f} of them, this round has {n}.")
+        raise FGLError(
+            f"trimmed-mean cuts malicious-clients={f} uploads from each end: it needs more "
+            f"than {2 * f} of them, this round has {n}."
+        )
     keys, lists = _as_lists(records)
     # Flower cuts int(proportion * n) from each end: (f + 1/2) / n gives exactly f
     return _record(keys, aggregate_trimmed_avg([(w, 1) for w in lists], (f + 0.5) / n), records[0])
@@ -71,7 +77,7 @@ def _krum_scores(records, f) -> np.ndarray:
     _, lists = _as_lists(records)
     distances = _compute_distances([[a.astype(np.float64) for a in w] for w in lists])
     nearest = max(1, len(records) - f - 2)
-    return np.array([np.sort(row)[1:nearest + 1].sum() for row in distances])
+    return np.array([np.sort(row)[1 : nearest + 1].sum() for row in distances])
 
 
 def _krum(records, weights, f):
@@ -99,11 +105,16 @@ def needed(rule: str, malicious: int) -> int:
     """The fewest uploads ``rule`` needs to tolerate ``malicious`` arbitrary ones: more than
     :math:`2f` for the trimmed mean (something is left after the cuts), :math:`2f + 3` for
     Krum and Multi-Krum (Blanchard et al.'s condition), one otherwise."""
-    return {"trimmed-mean": 2 * malicious + 1, "krum": 2 * malicious + 3,
-            "multi-krum": 2 * malicious + 3}.get(rule, 1)
+    return {
+        "trimmed-mean": 2 * malicious + 1,
+        "krum": 2 * malicious + 3,
+        "multi-krum": 2 * malicious + 3,
+    }.get(rule, 1)
 
 
-def aggregate(rule: str, records: Sequence[ArrayRecord], weights: Sequence[float], malicious: int) -> ArrayRecord:
+def aggregate(
+    rule: str, records: Sequence[ArrayRecord], weights: Sequence[float], malicious: int
+) -> ArrayRecord:
     """Combine ``records`` (one layout, checked by the server's screening) by ``rule``,
     tolerating ``malicious`` arbitrary ones; ``weights`` are the server's weights."""
     if not records:
@@ -118,5 +129,7 @@ def selected_by(rule: str, records: Sequence[ArrayRecord], malicious: int) -> li
         return [int(np.argmin(_krum_scores(records, malicious)))]
     if rule == "multi-krum":
         keep = max(1, len(records) - malicious)
-        return sorted(int(i) for i in np.argsort(_krum_scores(records, malicious), kind="stable")[:keep])
+        return sorted(
+            int(i) for i in np.argsort(_krum_scores(records, malicious), kind="stable")[:keep]
+        )
     return list(range(len(records)))

@@ -25,13 +25,12 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
 from flwr.serverapp import Grid
 
-from fgl_flower.seeds import derive_seed
-from fgl_flower.methods.s2fgl import PROTOTYPES, REPOSITORY
-from fgl_flower.methods.s2fgl import S2FGLOptions
 from fgl_flower.config import RunConfig
+from fgl_flower.methods.s2fgl import PROTOTYPES, REPOSITORY, S2FGLOptions
 from fgl_flower.models.s2fgl import anchor_subsets, build_repository
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import get_record, require_record
+from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.fedavg import FedAvgStrategy
 from fgl_flower.strategies.screening import counts_problem, values_of
 
@@ -47,8 +46,10 @@ class S2FGLStrategy(FedAvgStrategy):
         """The prototypes' class counts (their weights in the repository) must be counts."""
         if reply.metadata.message_type != MessageType.TRAIN:
             return None
-        return counts_problem(values_of(get_record(reply.content, PROTOTYPES, ArrayRecord), "counts"),
-                              f"{PROTOTYPES}/counts")
+        return counts_problem(
+            values_of(get_record(reply.content, PROTOTYPES, ArrayRecord), "counts"),
+            f"{PROTOTYPES}/counts",
+        )
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
@@ -85,7 +86,9 @@ class S2FGLStrategy(FedAvgStrategy):
 
     def repository_from(self, server_round: int, contents: list[RecordDict]) -> torch.Tensor:
         """The repository :math:`\\mathcal H` ``[anchors * C, d]`` from the replies' prototypes."""
-        uploads = [require_record(c, PROTOTYPES, ArrayRecord).to_torch_state_dict() for c in contents]
+        uploads = [
+            require_record(c, PROTOTYPES, ArrayRecord).to_torch_state_dict() for c in contents
+        ]
         protos = torch.stack([u["prototypes"] for u in uploads])
         counts = torch.stack([u["counts"] for u in uploads])
         rng = np.random.default_rng(derive_seed(self.cfg.seed, server_round, "anchors"))

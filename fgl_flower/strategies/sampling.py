@@ -15,7 +15,9 @@ def sample_size(num_clients: int, fraction: float, minimum: int) -> int:
     return min(num_clients, max(minimum, math.floor(fraction * num_clients + 1e-9)))
 
 
-def sample_clients(num_clients: int, fraction: float, minimum: int, seed: int, server_round: int) -> list[int]:
+def sample_clients(
+    num_clients: int, fraction: float, minimum: int, seed: int, server_round: int
+) -> list[int]:
     """The sorted partition ids that train in ``server_round``.
 
     A function of the run seed and the round only, so simulation, the in-process grid

@@ -118,7 +118,11 @@ def metric_problems(name: str, metrics: MetricRecord | None, partition_id: int) 
             return f"{name}: {key}={value:g} outside [0, 1]"
         if key in EVAL_LOSSES and value < -1e-6:  # cross-entropies (selection reads them)
             return f"{name}: {key}={value:g} is negative"
-        if key.startswith("num-") and key != NUM_EXAMPLES and (value < 0 or value > MAX_EXAMPLES or value != int(value)):
+        if (
+            key.startswith("num-")
+            and key != NUM_EXAMPLES
+            and (value < 0 or value > MAX_EXAMPLES or value != int(value))
+        ):
             return f"{name}: {key}={value:g} is not a whole number from 0 to {MAX_EXAMPLES}"
     return None
 
@@ -157,7 +161,9 @@ def rounding_norm(record: ArrayRecord, margin: float = 0.0) -> float:
     for array in record.values():
         w = array_numpy(array)
         if np.issubdtype(w.dtype, np.floating):
-            total += float((np.spacing((np.abs(w) + margin).astype(w.dtype)).astype(np.float64) ** 2).sum())
+            total += float(
+                (np.spacing((np.abs(w) + margin).astype(w.dtype)).astype(np.float64) ** 2).sum()
+            )
     return math.sqrt(total)
 
 
@@ -195,7 +201,11 @@ def counts_problem(values: np.ndarray | None, what: str) -> str | None:
     """Why ``values`` are not counts (whole numbers from 0 to :data:`MAX_EXAMPLES`)."""
     if values is None:
         return f"no {what}"
-    if values.size and (values.min() < 0 or values.max() > MAX_EXAMPLES or not np.array_equal(values, np.round(values))):
+    if values.size and (
+        values.min() < 0
+        or values.max() > MAX_EXAMPLES
+        or not np.array_equal(values, np.round(values))
+    ):
         return f"{what} are not whole numbers from 0 to {MAX_EXAMPLES}"
     return None
 
@@ -214,7 +224,11 @@ def minority(values: dict[int, Hashable], what: str) -> dict[int, str]:
     agreed = majority(list(values.values()))
     if agreed is None and values:
         raise ValueError(f"the clients disagree on {what} and no majority agrees")
-    return {p: f"{what} {v} differs from the other clients' {agreed}" for p, v in values.items() if v != agreed}
+    return {
+        p: f"{what} {v} differs from the other clients' {agreed}"
+        for p, v in values.items()
+        if v != agreed
+    }
 
 
 def majority(values: Sequence[T]) -> T | None:

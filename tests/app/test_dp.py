@@ -19,11 +19,17 @@ from fgl_flower.server_app import run
 
 
 def dp(method, clip, **more):
-    return {"agg-weight": "uniform", f"{method}.dp-clip": clip, **{f"{method}.{k}": v for k, v in more.items()}}
+    return {
+        "agg-weight": "uniform",
+        f"{method}.dp-clip": clip,
+        **{f"{method}.{k}": v for k, v in more.items()},
+    }
 
 
 @pytest.mark.parametrize("method", ["fedavg", "fedprox", "fedstar", "feddense"])
-def test_noise_zero_and_no_update_clipped_is_the_run_without_dp_bit_for_bit(flat, tmp_path, method, request):
+def test_noise_zero_and_no_update_clipped_is_the_run_without_dp_bit_for_bit(
+    flat, tmp_path, method, request
+):
     for_method(flat, method, request)
     flat.update({"num-rounds": 3, "agg-weight": "uniform"})
     if method == "feddense":
@@ -50,8 +56,12 @@ def test_the_global_model_moves_by_at_most_the_clip_norm(flat, tmp_path):
         flat_r = dict(flat, **{"num-rounds": r, "out-dir": str(tmp_path / f"r{r}")})
         run_inprocess(flat_r)
         arrays.append(Checkpointer(run_checkpoint_dir(tmp_path / f"r{r}"), 1).load()[ARRAYS])
-    moved = np.sqrt(sum(((arrays[1][k].numpy().astype(np.float64) - arrays[0][k].numpy()) ** 2).sum()
-                        for k in arrays[0].keys()))
+    moved = np.sqrt(
+        sum(
+            ((arrays[1][k].numpy().astype(np.float64) - arrays[0][k].numpy()) ** 2).sum()
+            for k in arrays[0].keys()
+        )
+    )
     assert 0 < moved <= clip * (1 + 1e-5)
 
 
@@ -65,14 +75,21 @@ def test_the_budget_is_reported_every_round_and_spent_at_the_end(flat, tmp_path)
 
 
 def test_resumed_dp_run_equals_the_uninterrupted_one(flat, tmp_path):
-    flat.update({"method": "fedavg", "num-rounds": 4,
-                 **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True})})
+    flat.update(
+        {
+            "method": "fedavg",
+            "num-rounds": 4,
+            **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True}),
+        }
+    )
     whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     flat["out-dir"] = str(tmp_path / "resumed")
     interrupted(flat, fail_round=3)
     resumed = run_inprocess({**flat, "resume": True})
     assert resumed["final"] == whole["final"] and resumed["dp"] == whole["dp"]
-    assert [r["dp"] for r in rounds(tmp_path / "resumed")] == [r["dp"] for r in rounds(tmp_path / "whole")]
+    assert [r["dp"] for r in rounds(tmp_path / "resumed")] == [
+        r["dp"] for r in rounds(tmp_path / "whole")
+    ]
 
 
 def test_fresh_noise_by_default_and_seeded_noise_repeated(flat, tmp_path):
@@ -90,8 +107,15 @@ def test_a_round_with_a_lost_client_counts_it_as_no_update(flat, tmp_path):
     """Zero-out: the mean stays over the cohort of 3, the lost client adds its w0; the round
     is one release like the others (before, it released nothing, and a client that kept
     failing stalled every DP round)."""
-    flat.update({"method": "fedavg", "num-rounds": 3, "accept-failures": 1, "checkpoint-every": 1,
-                 **dp("fedavg", 0.5, **{"dp-noise": 0.8})})
+    flat.update(
+        {
+            "method": "fedavg",
+            "num-rounds": 3,
+            "accept-failures": 1,
+            "checkpoint-every": 1,
+            **dp("fedavg", 0.5, **{"dp-noise": 0.8}),
+        }
+    )
     cfg = parse_run_config(flat)
     run(InProcessGrid(flat, cfg.num_clients, client_app=make_app([fail_partition(1, {2})])), cfg)
     recs = rounds(tmp_path / "run")
@@ -117,9 +141,16 @@ def test_the_zero_out_mean_of_a_short_round(flat):
     s.sent = torch_record({"w": torch.tensor([1.0, 1.0])})
 
     def reply(pid, w):
-        return Message(content=RecordDict({ARRAYS: torch_record({"w": torch.tensor(w)}),
-                                           METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0})}),
-                       dst_node_id=1, message_type=MessageType.TRAIN)
+        return Message(
+            content=RecordDict(
+                {
+                    ARRAYS: torch_record({"w": torch.tensor(w)}),
+                    METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0}),
+                }
+            ),
+            dst_node_id=1,
+            message_type=MessageType.TRAIN,
+        )
 
     out, _ = s.aggregate_train(2, [reply(0, [4.0, 1.0]), reply(2, [1.0, 7.0])])
     assert record_torch(out)["w"].tolist() == [2.0, 3.0]
@@ -135,10 +166,17 @@ def parse_and_spend(cfg, releases):
 
 
 def test_secure_aggregation_composes_with_dp(flat, tmp_path):
-    flat.update({"method": "fedavg", "num-rounds": 2,
-                 **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True})})
+    flat.update(
+        {
+            "method": "fedavg",
+            "num-rounds": 2,
+            **dp("fedavg", 0.5, **{"dp-noise": 0.8, "dp-seeded-noise": True}),
+        }
+    )
     clear = run_inprocess(flat)
-    secure = run_inprocess({**flat, "fedavg.secure-aggregation": True, "out-dir": str(tmp_path / "s")})
+    secure = run_inprocess(
+        {**flat, "fedavg.secure-aggregation": True, "out-dir": str(tmp_path / "s")}
+    )
     numbers = {k: v for k, v in clear["final"].items() if isinstance(v, float)}
     assert {k: secure["final"][k] for k in numbers} == pytest.approx(numbers, rel=1e-4, abs=1e-6)
     assert secure["dp"] == clear["dp"]
@@ -152,14 +190,17 @@ def test_fedspray_sends_encoder_and_proxies_as_one_clipped_update(flat, tmp_path
     assert 0 < summary["final"]["test_acc"] <= 1
 
 
-@pytest.mark.parametrize("more,match", [
-    ({"agg-weight": "train"}, "set agg-weight=uniform"),
-    ({"fedavg.dp-noise": 1.0, "fedavg.dp-epsilon": 4.0}, "either fedavg.dp-noise"),
-    ({"fedavg.dp-delta": 1.0}, "strictly between 0 and 1"),
-    ({"fedavg.dp-clip": 0.0, "fedavg.dp-epsilon": 4.0}, "need a clipping norm"),
-    ({"fedavg.dp-noise": -1.0}, "finite number >= 0"),
-    ({"checkpoint-every": 2}, "set checkpoint-every=1"),
-])
+@pytest.mark.parametrize(
+    "more,match",
+    [
+        ({"agg-weight": "train"}, "set agg-weight=uniform"),
+        ({"fedavg.dp-noise": 1.0, "fedavg.dp-epsilon": 4.0}, "either fedavg.dp-noise"),
+        ({"fedavg.dp-delta": 1.0}, "strictly between 0 and 1"),
+        ({"fedavg.dp-clip": 0.0, "fedavg.dp-epsilon": 4.0}, "need a clipping norm"),
+        ({"fedavg.dp-noise": -1.0}, "finite number >= 0"),
+        ({"checkpoint-every": 2}, "set checkpoint-every=1"),
+    ],
+)
 def test_dp_options_that_cannot_work_stop_before_training(flat, more, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config({**flat, "method": "fedavg", **dp("fedavg", 1.0), **more})

@@ -20,8 +20,10 @@ def test_the_secure_run_is_the_clear_run(flat, tmp_path, method, request):
     if method == "feddense":
         flat["model"] = "gin"
     clear = run_inprocess(flat)
-    secure = run_inprocess(dict(flat, **{f"{method}.secure-aggregation": True, "out-dir": str(tmp_path / "s")}),
-                           serialize=True)  # every message through Flower's wire format
+    secure = run_inprocess(
+        dict(flat, **{f"{method}.secure-aggregation": True, "out-dir": str(tmp_path / "s")}),
+        serialize=True,
+    )  # every message through Flower's wire format
     # the mean from fixed point (2^-32) can round to the neighbouring float32: equal to ~1e-7
     for point in ("final", "best_val", "last"):
         numbers = {k: v for k, v in clear[point].items() if isinstance(v, float)}
@@ -35,8 +37,15 @@ def test_the_secure_run_is_the_clear_run(flat, tmp_path, method, request):
 def test_sampled_rounds_and_a_client_lost_in_training(flat, tmp_path):
     """Each round's protocol runs among its sampled clients; a client that fails in its
     train message (after sharing its keys) is left out and its masks removed."""
-    flat.update({"num-rounds": 3, "num-clients": 4, "fraction-train": 0.75, "accept-failures": 1,
-                 "fedavg.secure-aggregation": True})
+    flat.update(
+        {
+            "num-rounds": 3,
+            "num-clients": 4,
+            "fraction-train": 0.75,
+            "accept-failures": 1,
+            "fedavg.secure-aggregation": True,
+        }
+    )
     cfg = parse_run_config(flat)
     summary = run(InProcessGrid(flat, 4, client_app=make_app([fail_partition(1, {2})])), cfg)
     assert summary["rounds_completed"] == 3
@@ -51,4 +60,9 @@ def test_a_round_of_one_client_is_refused_before_training(flat):
     from fgl_flower.errors import ConfigError
 
     with pytest.raises(ConfigError, match="at least 2 clients in every round .this run samples 1."):
-        run_inprocess(dict(flat, **{"fedavg.secure-aggregation": True, "num-clients": 3, "fraction-train": 0.34}))
+        run_inprocess(
+            dict(
+                flat,
+                **{"fedavg.secure-aggregation": True, "num-clients": 3, "fraction-train": 0.34},
+            )
+        )

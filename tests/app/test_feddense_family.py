@@ -17,18 +17,28 @@ from fgl_flower.server_app import run
 
 @pytest.fixture
 def graph_flat(flat, data_root):
-    flat.update(GRAPH_TASK, **{"data-root": str(data_root), "num-layers": 3, "hidden": 64,
-                               "lr": 0.001, "local-epochs": 1})
+    flat.update(
+        GRAPH_TASK,
+        **{
+            "data-root": str(data_root),
+            "num-layers": 3,
+            "hidden": 64,
+            "lr": 0.001,
+            "local-epochs": 1,
+        },
+    )
     return flat
 
 
 def recording_mod(seen: list):
     """A ClientApp mod keeping every train reply's uploaded arrays."""
+
     def mod(msg, context, call_next):
         reply = call_next(msg, context)
         if msg.metadata.message_type == "train" and ARRAYS in reply.content:
             seen.append(reply.content[ARRAYS])
         return reply
+
     return mod
 
 
@@ -40,11 +50,14 @@ def run_recorded(flat):
     return summary, seen, grid
 
 
-@pytest.mark.parametrize("method,width,shared", [
-    ("fedstar", None, 14592),
-    ("feddense", 16, 2112 + 2 * 16 ** 2 + 67 * 16),
-    ("feddense", 32, 2112 + 2 * 32 ** 2 + 67 * 32),
-])
+@pytest.mark.parametrize(
+    "method,width,shared",
+    [
+        ("fedstar", None, 14592),
+        ("feddense", 16, 2112 + 2 * 16**2 + 67 * 16),
+        ("feddense", 32, 2112 + 2 * 32**2 + 67 * 32),
+    ],
+)
 def test_only_the_structural_channel_travels(graph_flat, method, width, shared):
     graph_flat.update({"method": method, "num-rounds": 2})
     if width:
@@ -64,10 +77,21 @@ def test_only_the_structural_channel_travels(graph_flat, method, width, shared):
 
 
 def test_fedavg_on_a_dataset_group_shares_only_the_gin_convolutions(flat, data_root):
-    flat.update({"method": "fedavg", "dataset": "tu-single", "partition": "per-dataset",
-                 "num-clients": 7, "num-rounds": 1, "model": "gin", "num-layers": 3,
-                 "split": "0.8,0.1,0.1", "split-mode": "stratified", "split-seed": 123,
-                 "data-root": str(data_root)})
+    flat.update(
+        {
+            "method": "fedavg",
+            "dataset": "tu-single",
+            "partition": "per-dataset",
+            "num-clients": 7,
+            "num-rounds": 1,
+            "model": "gin",
+            "num-layers": 3,
+            "split": "0.8,0.1,0.1",
+            "split-mode": "stratified",
+            "split-seed": 123,
+            "data-root": str(data_root),
+        }
+    )
     summary, uploads, _ = run_recorded(flat)
     assert all(all(k.startswith("convs.") for k in r) for r in uploads)
     assert summary["resources"]["shared_params"] == 24960  # 97.5 KiB (spec §3.2)
@@ -94,17 +118,20 @@ def test_resources_are_reported_once_per_client_and_change_no_number(graph_flat,
     assert all(torch.equal(before[k], v) for k, v in learner.model.state_dict().items())
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"method": "fedstar", "model": "gcn"}, "is for node-level|set model=gin"),
-    ({"method": "feddense", "feddense.activation": "both"}, "feddense.activation"),
-    ({"method": "feddense", "feddense.width": 0}, "feddense.width must be at least 1"),
-    ({"method": "feddense", "feddense.d0": -1}, "feddense.d0"),
-    ({"method": "gcfl", "gcfl.split-after": 0}, "gcfl.split-after"),
-    ({"method": "gcfl", "gcfl.eps1": -1.0}, "non-negative"),
-    ({"method": "fedstar", "fedprox.mu": 0.5}, "option of method 'fedprox'"),
-    ({"method": "fedstar", "fedstar.feature-conv": "gcn"}, "use one of gin, acm"),
-    ({"method": "fedstar", "fedstar.feature-conv": "acm"}, "for node tasks"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"method": "fedstar", "model": "gcn"}, "is for node-level|set model=gin"),
+        ({"method": "feddense", "feddense.activation": "both"}, "feddense.activation"),
+        ({"method": "feddense", "feddense.width": 0}, "feddense.width must be at least 1"),
+        ({"method": "feddense", "feddense.d0": -1}, "feddense.d0"),
+        ({"method": "gcfl", "gcfl.split-after": 0}, "gcfl.split-after"),
+        ({"method": "gcfl", "gcfl.eps1": -1.0}, "non-negative"),
+        ({"method": "fedstar", "fedprox.mu": 0.5}, "option of method 'fedprox'"),
+        ({"method": "fedstar", "fedstar.feature-conv": "gcn"}, "use one of gin, acm"),
+        ({"method": "fedstar", "fedstar.feature-conv": "acm"}, "for node tasks"),
+    ],
+)
 def test_bad_options_stop_before_training(graph_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config({**graph_flat, **update})
@@ -130,10 +157,13 @@ def _fedstar_gin(d):
     return FedStarGIN(d.num_features, 64, d.num_classes, num_layers=3, dropout=0.5)
 
 
-@pytest.mark.parametrize("method,options,build", [
-    ("feddense", {"feddense.width": 8}, _ddcgnn),
-    ("fedstar", {}, _fedstar_gin),
-])
+@pytest.mark.parametrize(
+    "method,options,build",
+    [
+        ("feddense", {"feddense.width": 8}, _ddcgnn),
+        ("fedstar", {}, _fedstar_gin),
+    ],
+)
 def test_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path, method, options, build):
     """Spec §14 item 6: 3 clients, 3 rounds of FedDense (and FedStar) through Flower equal a
     plain loop (models seeded alike, persistent Adam, one epoch, struct.* averaged by training
@@ -172,24 +202,42 @@ def test_equals_a_plain_pytorch_reference_loop(graph_flat, tmp_path, method, opt
                 opt.step()
         sizes = [len(d.train) for d in data]
         shared = [k for k in models[0].state_dict() if k.startswith("struct.")]
-        mean = {k: sum((n / sum(sizes)) * m.state_dict()[k].double() for n, m in zip(sizes, models)).float()
-                for k in shared}
+        mean = {
+            k: sum(
+                (n / sum(sizes)) * m.state_dict()[k].double() for n, m in zip(sizes, models)
+            ).float()
+            for k in shared
+        }
         for k, (d, model) in enumerate(zip(data, models)):
             model.load_state_dict(mean, strict=False)
             model.eval()
             with torch.no_grad():
-                pred = torch.cat([forward(model, b).argmax(-1) for b in DataLoader(d.test, batch_size=128)])
+                pred = torch.cat(
+                    [forward(model, b).argmax(-1) for b in DataLoader(d.test, batch_size=128)]
+                )
                 y = torch.cat([b.y for b in DataLoader(d.test, batch_size=128)])
-            assert float((pred == y).double().mean()) == pytest.approx(ours[rnd - 1][str(k)]["test_acc"])
-            loss = F.cross_entropy(torch.cat([forward(model, b) for b in DataLoader(d.test, batch_size=128)]), y)
+            assert float((pred == y).double().mean()) == pytest.approx(
+                ours[rnd - 1][str(k)]["test_acc"]
+            )
+            loss = F.cross_entropy(
+                torch.cat([forward(model, b) for b in DataLoader(d.test, batch_size=128)]), y
+            )
             assert float(loss) == pytest.approx(ours[rnd - 1][str(k)]["test_loss"], rel=1e-4)
 
 
-@pytest.mark.parametrize("method,task,eval_dropout,options", [
-    ("fedstar", "graph", False, {}), ("feddense", "graph", False, {}), ("fedstar", "node", False, {}),
-    ("fedstar", "node", False, {"fedstar.feature-conv": "acm"}), ("feddense", "graph", True, {}),
-])
-def test_channel_probes_reach_the_round_records(flat, request, tmp_path, method, task, eval_dropout, options):
+@pytest.mark.parametrize(
+    "method,task,eval_dropout,options",
+    [
+        ("fedstar", "graph", False, {}),
+        ("feddense", "graph", False, {}),
+        ("fedstar", "node", False, {}),
+        ("fedstar", "node", False, {"fedstar.feature-conv": "acm"}),
+        ("feddense", "graph", True, {}),
+    ],
+)
+def test_channel_probes_reach_the_round_records(
+    flat, request, tmp_path, method, task, eval_dropout, options
+):
     """``struct.norm``, ``feat.norm`` and ``head.dead`` of every client, every round, finite;
     on MUTAG (graph task, small models), on FedStar's node task (synthetic graph; also with
     ACM-GCN's layer in the feature channel), and with ``eval-dropout`` (an evaluation in train
@@ -198,7 +246,9 @@ def test_channel_probes_reach_the_round_records(flat, request, tmp_path, method,
 
     from fgl_flower.methods import METHODS
 
-    flat.update({"method": method, "num-rounds": 2, "hidden": 16, "eval-dropout": eval_dropout, **options})
+    flat.update(
+        {"method": method, "num-rounds": 2, "hidden": 16, "eval-dropout": eval_dropout, **options}
+    )
     if task == "graph":
         flat.update(GRAPH_TASK, **{"data-root": str(request.getfixturevalue("data_root"))})
     if method == "feddense":

@@ -22,7 +22,9 @@ def test_the_model_and_the_statistics_travel_both_ways(fa_flat, tmp_path):
     run_inprocess(fa_flat)
     recs = rounds(tmp_path / "run")
     hidden, features, classes = 64, 32, 4  # the app defaults' synthetic graph and width
-    model_bytes = (sum(p.numel() for p in ACMGCN(features, hidden, classes).parameters()) + 4 * hidden) * 4
+    model_bytes = (
+        sum(p.numel() for p in ACMGCN(features, hidden, classes).parameters()) + 4 * hidden
+    ) * 4
     slack = 12000  # 22 arrays' headers, record framing, the metrics: far below a model
     for r in recs:
         assert model_bytes < r["bytes_up"] / 3 < model_bytes + slack
@@ -34,11 +36,14 @@ def test_the_model_and_the_statistics_travel_both_ways(fa_flat, tmp_path):
     assert 2 * model_bytes < recs[2]["bytes_down"] / 3 < 2 * (model_bytes + slack)
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"model": "gcn"}, "embed"),
-    ({"fedfa.sharing": "median"}, "sharing"),
-    ({"fedfa.prob": 1.5}, "prob"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"model": "gcn"}, "embed"),
+        ({"fedfa.sharing": "median"}, "sharing"),
+        ({"fedfa.prob": 1.5}, "prob"),
+    ],
+)
 def test_bad_options_stop_before_training(fa_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(fa_flat, **update))
@@ -61,9 +66,21 @@ def test_the_augmentation_is_alive_on_cora(data_root, tmp_path, sharing):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedfa", "model": "acmgcn", "dataset": "Cora", "partition": "louvain",
-                "num-clients": 3, "num-rounds": 4, "local-epochs": 4, "fedfa.sharing": sharing,
-                "data-root": str(data_root), "out-dir": str(tmp_path / "cora"), "progress": False})
+    cfg.update(
+        {
+            "method": "fedfa",
+            "model": "acmgcn",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 3,
+            "num-rounds": 4,
+            "local-epochs": 4,
+            "fedfa.sharing": sharing,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     summary = run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
     assert sum(r["probes"]["ffa.applied"]["mean"] for r in recs) > 0

@@ -32,13 +32,16 @@ def test_the_moments_and_the_confidence_travel_beside_fedavgs_payload(gta_flat, 
     assert all(c > 0 for c in gta[0]["fedgta"]["confidence"])
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fedgta.moment-type": "mixed"}, "moment-type"),
-    ({"fedgta.accept": 1.0}, "accept"),
-    ({"fedgta.lp-alpha": 1.5}, "lp-alpha"),
-    ({"fedgta.temperature": 0.0}, "temperature"),
-    ({"fedgta.num-moments": 0}, "num-moments"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fedgta.moment-type": "mixed"}, "moment-type"),
+        ({"fedgta.accept": 1.0}, "accept"),
+        ({"fedgta.lp-alpha": 1.5}, "lp-alpha"),
+        ({"fedgta.temperature": 0.0}, "temperature"),
+        ({"fedgta.num-moments": 0}, "num-moments"),
+    ],
+)
 def test_bad_options_stop_before_training(gta_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(gta_flat, **update))
@@ -58,9 +61,18 @@ def test_the_topology_aware_selection_is_alive_on_cora(data_root, tmp_path):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedgta", "dataset": "Cora", "partition": "louvain", "num-clients": 10,
-                "num-rounds": 5, "data-root": str(data_root), "out-dir": str(tmp_path / "cora"),
-                "progress": False})
+    cfg.update(
+        {
+            "method": "fedgta",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 10,
+            "num-rounds": 5,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
     for r in recs:

@@ -13,8 +13,9 @@ from fgl_flower.protocol import NUM_EXAMPLES
 
 @pytest.fixture
 def hero_flat(flat):
-    flat.update({"method": "fedhero", "hidden": 16, "num-layers": 2, "num-rounds": 2,
-                 "fedhero.k": 5})
+    flat.update(
+        {"method": "fedhero", "hidden": 16, "num-layers": 2, "num-rounds": 2, "fedhero.k": 5}
+    )
     return flat
 
 
@@ -22,13 +23,16 @@ def global_channel_size(f: int, d: int, heads: int, layers: int) -> int:
     return (f * d + d) + 2 * heads * d + layers * (d * d + d)
 
 
-@pytest.mark.parametrize("share,share_f0,prefixes", [
-    ("global", False, ("struct.", "gconv.")),
-    ("global", True, ("struct.", "gconv.", "proj.")),
-    ("gcn", False, ("proj.", "gconv.", "lconv.", "cls.")),
-    ("all", False, ("struct.", "gconv.", "proj.", "lconv.", "cls.")),
-    ("none", False, ()),
-])
+@pytest.mark.parametrize(
+    "share,share_f0,prefixes",
+    [
+        ("global", False, ("struct.", "gconv.")),
+        ("global", True, ("struct.", "gconv.", "proj.")),
+        ("gcn", False, ("proj.", "gconv.", "lconv.", "cls.")),
+        ("all", False, ("struct.", "gconv.", "proj.", "lconv.", "cls.")),
+        ("none", False, ()),
+    ],
+)
 def test_only_the_selected_channel_travels(hero_flat, share, share_f0, prefixes):
     hero_flat.update({"fedhero.share": share, "fedhero.share-f0": share_f0})
     summary, uploads, grid = run_recorded(hero_flat)
@@ -68,10 +72,11 @@ def test_clients_are_weighted_by_all_their_nodes(hero_flat):
 
 
 def test_a_client_above_max_nodes_stops_with_a_clear_error(hero_flat):
+    from flwr.app import RecordDict
+
     from fgl_flower.clients.fedhero import FedHEROClient
     from fgl_flower.clients.state import ClientState
     from fgl_flower.datasets import load_client_data
-    from flwr.app import RecordDict
 
     hero_flat["fedhero.max-nodes"] = 10
     cfg = parse_run_config(hero_flat)
@@ -79,17 +84,20 @@ def test_a_client_above_max_nodes_stops_with_a_clear_error(hero_flat):
         FedHEROClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fedhero.metric": "dot"}, "fedhero.metric"),
-    ({"fedhero.share": "struct"}, "fedhero.share"),
-    ({"fedhero.reg-norm": "n"}, "fedhero.reg-norm"),
-    ({"fedhero.k": 0}, "fedhero.k must be at least 1"),
-    ({"fedhero.alpha": 1.5}, "fedhero.alpha"),
-    ({"fedhero.lam": -0.1}, "non-negative"),
-    ({"fedhero.share": "none", "fedhero.share-f0": True}, "share-f0"),
-    ({"fedhero.heads": 0}, "fedhero.heads"),
-    ({"fedhero.struct-act": "tanh"}, "fedhero.struct-act"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fedhero.metric": "dot"}, "fedhero.metric"),
+        ({"fedhero.share": "struct"}, "fedhero.share"),
+        ({"fedhero.reg-norm": "n"}, "fedhero.reg-norm"),
+        ({"fedhero.k": 0}, "fedhero.k must be at least 1"),
+        ({"fedhero.alpha": 1.5}, "fedhero.alpha"),
+        ({"fedhero.lam": -0.1}, "non-negative"),
+        ({"fedhero.share": "none", "fedhero.share-f0": True}, "share-f0"),
+        ({"fedhero.heads": 0}, "fedhero.heads"),
+        ({"fedhero.struct-act": "tanh"}, "fedhero.struct-act"),
+    ],
+)
 def test_bad_options_stop_before_training(hero_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config({**hero_flat, **update})
@@ -118,27 +126,45 @@ def test_fedstar_on_node_tasks_shares_only_its_structure_channel(flat):
 
 # -- the latent graph on real heterophilic data -------------------------------------------
 
+
 def chameleon_flat(data_root, tmp_path, **extra):
     from fgl_flower.app_defaults import load_app_defaults
 
     flat = load_app_defaults()
-    flat.update({"method": "fedhero", "dataset": "chameleon", "partition": "metis", "num-clients": 3,
-                 "data-root": str(data_root), "data.undirected": True, "split-mode": "five-group",
-                 "hidden": 64, "num-layers": 2, "lr": 0.005, "weight-decay": 5e-4, "progress": False,
-                 "out-dir": str(tmp_path / "run"), **extra})
+    flat.update(
+        {
+            "method": "fedhero",
+            "dataset": "chameleon",
+            "partition": "metis",
+            "num-clients": 3,
+            "data-root": str(data_root),
+            "data.undirected": True,
+            "split-mode": "five-group",
+            "hidden": 64,
+            "num-layers": 2,
+            "lr": 0.005,
+            "weight-decay": 5e-4,
+            "progress": False,
+            "out-dir": str(tmp_path / "run"),
+            **extra,
+        }
+    )
     return flat
 
 
 def latent_health_after(flat: dict, steps: int) -> dict:
     """Train one Chameleon client's FedHERO model alone for ``steps`` full-batch Adam steps
     (the run's options) and measure the latent graph of its evaluation forward."""
+    from flwr.app import RecordDict
+
     from fgl_flower.clients.fedhero import FedHEROClient
     from fgl_flower.clients.state import ClientState
     from fgl_flower.datasets import load_client_data
-    from flwr.app import RecordDict
 
     cfg = parse_run_config(flat)
-    client = FedHEROClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
+    client = FedHEROClient(
+        cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0
+    )
     torch.manual_seed(0)
     for _ in range(steps):
         client.learner.fit(1, extra_loss=client.extra_loss(RecordDict()))
@@ -159,7 +185,9 @@ def test_the_probes_see_the_two_ways_the_latent_graph_dies(data_root, tmp_path):
     """What the probes are for: the ReLU'd weighted graph (spec A1/A3) empties, and the
     regulariser passed straight through drives every kept similarity to -1, where the top-k
     picks arbitrarily (no contrast)."""
-    empty = latent_health_after(chameleon_flat(data_root, tmp_path, **{"fedhero.latent": "weighted"}), 30)
+    empty = latent_health_after(
+        chameleon_flat(data_root, tmp_path, **{"fedhero.latent": "weighted"}), 30
+    )
     assert empty["latent.nonempty"] < 0.05
     flat = chameleon_flat(data_root, tmp_path, **{"fedhero.reg-surrogate": True})
     flat_graph = latent_health_after(flat, 30)
@@ -170,19 +198,24 @@ def test_the_probes_see_the_two_ways_the_latent_graph_dies(data_root, tmp_path):
 def test_the_regulariser_is_what_empties_the_weighted_graph(data_root, tmp_path):
     """Without Eq. 7 (lambda = mu = 0) the ReLU'd weighted graph keeps every row over the same
     30 steps in which the printed regulariser empties it (the method page's reading)."""
-    flat = chameleon_flat(data_root, tmp_path, **{"fedhero.latent": "weighted", "fedhero.lam": 0.0,
-                                                  "fedhero.mu": 0.0})
+    flat = chameleon_flat(
+        data_root, tmp_path, **{"fedhero.latent": "weighted", "fedhero.lam": 0.0, "fedhero.mu": 0.0}
+    )
     health = latent_health_after(flat, 30)
     assert health["latent.nonempty"] > 0.99 and health["latent.contrast"] > 0.05
 
 
-def test_every_round_records_each_clients_latent_graph_and_a_dead_one_warns(data_root, tmp_path, caplog):
+def test_every_round_records_each_clients_latent_graph_and_a_dead_one_warns(
+    data_root, tmp_path, caplog
+):
     """Per round and client in rounds.jsonl; the run warns once per client when the graph
     empties, and the summary lists the probes dead at the end (an undefined probe, the
     homophily of an empty graph, is not a divergence)."""
     import logging
 
-    flat = chameleon_flat(data_root, tmp_path, **{"num-rounds": 3, "hidden": 16, "fedhero.latent": "weighted"})
+    flat = chameleon_flat(
+        data_root, tmp_path, **{"num-rounds": 3, "hidden": 16, "fedhero.latent": "weighted"}
+    )
     with caplog.at_level(logging.WARNING):
         summary, _, _ = run_recorded(flat)
     warnings = [r.getMessage() for r in caplog.records if "latent.nonempty" in r.getMessage()]
@@ -191,7 +224,9 @@ def test_every_round_records_each_clients_latent_graph_and_a_dead_one_warns(data
     assert len(records) == 3
     for r in records:
         assert set(r["probes"]["latent.nonempty"]["clients"]) == {"0", "1", "2"}
-        assert {"latent.weight", "latent.edges", "latent.contrast", "latent.homophily"} <= set(r["probes"])
+        assert {"latent.weight", "latent.edges", "latent.contrast", "latent.homophily"} <= set(
+            r["probes"]
+        )
         assert not any(k.startswith("probe.") for c in r["clients"].values() for k in c)
     assert records[-1]["probes"]["latent.nonempty"]["max"] < 0.05
     assert set(records[-1]["probes_dead"]["latent.nonempty"]) == {"0", "1", "2"}

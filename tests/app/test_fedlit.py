@@ -37,11 +37,14 @@ def test_the_whole_model_and_centroids_travel_up_the_aligned_model_down(lit_flat
     assert set(recs[0]["fedlit"]) == {"clients", "alignment", "center-cos"}
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fedlit.num-types": 0}, "num-types"),
-    ({"fedlit.alignment": "hungarian"}, "alignment"),
-    ({"model": "gat"}, "multi-channel GCN"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fedlit.num-types": 0}, "num-types"),
+        ({"fedlit.alignment": "hungarian"}, "alignment"),
+        ({"model": "gat"}, "multi-channel GCN"),
+    ],
+)
 def test_bad_options_stop_before_training(lit_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(lit_flat, **update))
@@ -55,9 +58,22 @@ def test_the_link_types_are_alive_on_cora(data_root, tmp_path):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedlit", "dataset": "Cora", "partition": "louvain", "num-clients": 3,
-                "num-rounds": 8, "local-epochs": 1, "lr": 0.01, "weight-decay": 5e-4, "dropout": 0.5,
-                "data-root": str(data_root), "out-dir": str(tmp_path / "cora"), "progress": False})
+    cfg.update(
+        {
+            "method": "fedlit",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 3,
+            "num-rounds": 8,
+            "local-epochs": 1,
+            "lr": 0.01,
+            "weight-decay": 5e-4,
+            "dropout": 0.5,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     summary = run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
     for r in recs:

@@ -8,7 +8,12 @@ from run_records import rounds
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 
-SHORT = {"fedlog.gen-epochs": 2, "fedlog.gen-inits": 2, "fedlog.pre-epochs": 3, "fedlog.num-proto": 3}
+SHORT = {
+    "fedlog.gen-epochs": 2,
+    "fedlog.gen-inits": 2,
+    "fedlog.pre-epochs": 3,
+    "fedlog.num-proto": 3,
+}
 
 
 @pytest.fixture
@@ -17,12 +22,15 @@ def log_flat(flat):
     return flat
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"model": "gcn"}, "GraphSAGE"),
-    ({"fedlog.adaptation": "prototypes"}, "adaptation"),
-    ({"fedlog.generators": "random"}, "generators"),
-    ({"fedlog.num-proto": 0}, "num-proto"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"model": "gcn"}, "GraphSAGE"),
+        ({"fedlog.adaptation": "prototypes"}, "adaptation"),
+        ({"fedlog.generators": "random"}, "generators"),
+        ({"fedlog.num-proto": 0}, "num-proto"),
+    ],
+)
 def test_bad_options_stop_before_training(log_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(log_flat, **update))
@@ -52,12 +60,27 @@ def test_the_mechanism_is_alive_on_cora(data_root, tmp_path, adaptation):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedlog", "model": "graphsage", "dataset": "Cora", "partition": "louvain",
-                "num-clients": 3, "num-rounds": 2, "local-epochs": 2, "fedlog.adaptation": adaptation,
-                **SHORT, "data-root": str(data_root), "out-dir": str(tmp_path / "cora"), "progress": False})
+    cfg.update(
+        {
+            "method": "fedlog",
+            "model": "graphsage",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 3,
+            "num-rounds": 2,
+            "local-epochs": 2,
+            "fedlog.adaptation": adaptation,
+            **SHORT,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     summary = run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
-    assert recs[0]["probes"]["fedlog.cd-share"]["max"] == 0.0  # no global data yet: recorded, not watched
+    assert (
+        recs[0]["probes"]["fedlog.cd-share"]["max"] == 0.0
+    )  # no global data yet: recorded, not watched
     assert "fedlog.cd-share" not in recs[0].get("probes_dead", {})
     assert recs[1]["probes"]["fedlog.cd-share"]["min"] > 1e-3
     assert recs[1]["probes"]["fedlog.syn-acc"]["min"] > 0.5  # the global nodes are learnable

@@ -41,7 +41,9 @@ def test_weights_and_one_embedding_travel_up_the_personalised_weights_down(pub_f
 def test_the_codes_detached_regularisers_change_nothing_the_papers_do(pub_flat, tmp_path):
     def run(name, **options):
         run_inprocess(dict(pub_flat, **{"out-dir": str(tmp_path / name)}, **options))
-        return [r["train"]["train_loss"] for r in rounds(tmp_path / name)], rounds(tmp_path / name)[-1]["eval"]
+        return [r["train"]["train_loss"] for r in rounds(tmp_path / name)], rounds(tmp_path / name)[
+            -1
+        ]["eval"]
 
     code = run("code", **{"fedpub.regularizers": "code"})
     off = run("off", **{"fedpub.l1": 0.0, "fedpub.loc-l2": 0.0})
@@ -50,14 +52,17 @@ def test_the_codes_detached_regularisers_change_nothing_the_papers_do(pub_flat, 
     assert paper[1] != off[1]
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fedpub.agg-norm": "softmax"}, "agg-norm"),
-    ({"fedpub.regularizers": "both"}, "regularizers"),
-    ({"fedpub.l1": -1.0}, "l1"),
-    ({"fedpub.proxy-p": 0.0}, "proxy-p"),
-    ({"model": "sage"}, "masked GCN"),
-    ({"num-layers": 3}, "num-layers=2"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fedpub.agg-norm": "softmax"}, "agg-norm"),
+        ({"fedpub.regularizers": "both"}, "regularizers"),
+        ({"fedpub.l1": -1.0}, "l1"),
+        ({"fedpub.proxy-p": 0.0}, "proxy-p"),
+        ({"model": "sage"}, "masked GCN"),
+        ({"num-layers": 3}, "num-layers=2"),
+    ],
+)
 def test_bad_options_stop_before_training(pub_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(pub_flat, **update))
@@ -69,9 +74,21 @@ def test_the_personalisation_is_alive_on_cora(data_root, tmp_path):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedpub", "dataset": "Cora", "partition": "louvain", "num-clients": 5,
-                "num-rounds": 5, "local-epochs": 1, "hidden": 128, "weight-decay": 1e-6,
-                "data-root": str(data_root), "out-dir": str(tmp_path / "cora"), "progress": False})
+    cfg.update(
+        {
+            "method": "fedpub",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 5,
+            "num-rounds": 5,
+            "local-epochs": 1,
+            "hidden": 128,
+            "weight-decay": 1e-6,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
     for r in recs:
@@ -87,7 +104,9 @@ def test_evaluating_the_received_personalised_model(pub_flat, tmp_path):
     weights sent next, one evaluate message per client after the last round; training is the
     same as with the default."""
     trained = run_inprocess(dict(pub_flat, **{"out-dir": str(tmp_path / "trained")}))
-    received = run_inprocess(dict(pub_flat, **{"fedpub.evaluate": "received", "out-dir": str(tmp_path / "received")}))
+    received = run_inprocess(
+        dict(pub_flat, **{"fedpub.evaluate": "received", "out-dir": str(tmp_path / "received")})
+    )
     a, b = rounds(tmp_path / "trained"), rounds(tmp_path / "received")
     assert [r["train"]["train_loss"] for r in a] == [r["train"]["train_loss"] for r in b]
     assert received["final"] != trained["final"]

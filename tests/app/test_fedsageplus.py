@@ -15,8 +15,16 @@ from fgl_flower.parse import parse_run_config
 
 @pytest.fixture
 def sage_flat(flat):
-    flat.update({"method": "fedsageplus", "model": "graphsage", "num-rounds": 3, "fedsageplus.gen-rounds": 2,
-                 "fedsageplus.pretrain-epochs": 5, "fedsageplus.hidden-portion": 0.8})
+    flat.update(
+        {
+            "method": "fedsageplus",
+            "model": "graphsage",
+            "num-rounds": 3,
+            "fedsageplus.gen-rounds": 2,
+            "fedsageplus.pretrain-epochs": 5,
+            "fedsageplus.hidden-portion": 0.8,
+        }
+    )
     return flat
 
 
@@ -26,14 +34,21 @@ def test_what_travels(sage_flat, tmp_path):
     every other client, their gradient; no model. The first classifier round: the traffic of
     FedAvg's first (and, as here, last) round."""
     run_inprocess(sage_flat)
-    run_inprocess(dict({k: v for k, v in sage_flat.items() if not k.startswith("fedsageplus.")},
-                       method="fedavg", **{"num-rounds": 1, "out-dir": str(tmp_path / "fedavg")}))
+    run_inprocess(
+        dict(
+            {k: v for k, v in sage_flat.items() if not k.startswith("fedsageplus.")},
+            method="fedavg",
+            **{"num-rounds": 1, "out-dir": str(tmp_path / "fedavg")},
+        )
+    )
     ours, avg = rounds(tmp_path / "run"), rounds(tmp_path / "fedavg")
     clients = len(ours[0]["train_clients"])
     cfg = parse_run_config(sage_flat)
     k, d = 5, 32  # num-pred, the synthetic graph's features
-    payloads = [4 * int(load_client_data(cfg.data_config(), p).data.train_mask.sum()) * k * d
-                for p in range(clients)]  # training nodes are never hidden
+    payloads = [
+        4 * int(load_client_data(cfg.data_config(), p).data.train_mask.sum()) * k * d
+        for p in range(clients)
+    ]  # training nodes are never hidden
     for r in ours[:2]:
         assert r["messages_up"] == 3 * clients
         # each client's features once, then every other client's gradient for them
@@ -45,12 +60,15 @@ def test_what_travels(sage_flat, tmp_path):
     assert ours[2]["bytes_up"] == pytest.approx(avg[0]["bytes_up"], abs=5000)
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fedsageplus.gen-rounds": 3}, "no classifier round"),
-    ({"fedsageplus.matching": "greedy"}, "matching"),
-    ({"fedsageplus.hidden-portion": 1.0}, "hidden-portion"),
-    ({"fedsageplus.trainable": "enc"}, "trainable"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fedsageplus.gen-rounds": 3}, "no classifier round"),
+        ({"fedsageplus.matching": "greedy"}, "matching"),
+        ({"fedsageplus.hidden-portion": 1.0}, "hidden-portion"),
+        ({"fedsageplus.trainable": "enc"}, "trainable"),
+    ],
+)
 def test_bad_options_stop_before_training(sage_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(sage_flat, **update))
@@ -72,7 +90,9 @@ def test_without_the_cross_term_nothing_is_exchanged(sage_flat, tmp_path):
     recs = rounds(tmp_path / "run")
     clients = len(recs[0]["train_clients"])
     assert all(r["messages_up"] == clients for r in recs[:2])  # the train replies only
-    assert all("fedsageplus.cross-grad" not in r.get("probes_dead", {}) for r in recs)  # it idles, not dies
+    assert all(
+        "fedsageplus.cross-grad" not in r.get("probes_dead", {}) for r in recs
+    )  # it idles, not dies
 
 
 def test_the_mechanism_on_wisconsin(data_root, tmp_path):
@@ -84,10 +104,23 @@ def test_the_mechanism_on_wisconsin(data_root, tmp_path):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedsageplus", "dataset": "Wisconsin", "partition": "louvain", "num-clients": 3,
-                "num-rounds": 2, "fedsageplus.gen-rounds": 1, "fedsageplus.num-pred": 2, "data.undirected": "true",
-                "untrained-classes": "allow", "model": "graphsage", "data-root": str(data_root),
-                "out-dir": str(tmp_path / "wisconsin"), "progress": False})
+    cfg.update(
+        {
+            "method": "fedsageplus",
+            "dataset": "Wisconsin",
+            "partition": "louvain",
+            "num-clients": 3,
+            "num-rounds": 2,
+            "fedsageplus.gen-rounds": 1,
+            "fedsageplus.num-pred": 2,
+            "data.undirected": "true",
+            "untrained-classes": "allow",
+            "model": "graphsage",
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "wisconsin"),
+            "progress": False,
+        }
+    )
     run_inprocess(cfg)
     recs = rounds(tmp_path / "wisconsin")
     assert recs[0]["probes"]["fedsageplus.cross-grad"]["min"] > 0.01
@@ -102,7 +135,9 @@ def test_the_other_clients_gradients_change_the_generators(sage_flat, tmp_path):
     """Without the cross term the generator rounds' own losses after the first step differ:
     the gradients the others returned moved each generator."""
     run_inprocess(sage_flat)
-    run_inprocess(dict(sage_flat, **{"fedsageplus.cross": False, "out-dir": str(tmp_path / "alone")}))
+    run_inprocess(
+        dict(sage_flat, **{"fedsageplus.cross": False, "out-dir": str(tmp_path / "alone")})
+    )
     joint, alone = rounds(tmp_path / "run"), rounds(tmp_path / "alone")
     assert joint[0]["train"] == alone[0]["train"]  # the same first forward
     assert joint[1]["train"]["feature_loss"] != alone[1]["train"]["feature_loss"]
@@ -142,4 +177,7 @@ def test_a_new_run_in_a_used_folder_replaces_the_old_client_checkpoints(sage_fla
     run_inprocess({**sage_flat, "num-rounds": 4})
     run_inprocess({**sage_flat, "seed": 1})
     folder = client_dir(tmp_path / "run" / "checkpoint", 0)
-    assert sorted(p.name for p in folder.iterdir()) == ["round-000002.records", "round-000003.records"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "round-000002.records",
+        "round-000003.records",
+    ]

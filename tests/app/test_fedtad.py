@@ -19,7 +19,11 @@ def test_the_reliability_travels_beside_fedavgs_payload(tad_flat, tmp_path):
     global model, FedAvg's bytes."""
     run_inprocess(tad_flat)
     fedavg = {k: v for k, v in tad_flat.items() if not k.startswith("fedtad.")}
-    run_inprocess(dict(fedavg, method="fedavg", **{"agg-weight": "local", "out-dir": str(tmp_path / "fedavg")}))
+    run_inprocess(
+        dict(
+            fedavg, method="fedavg", **{"agg-weight": "local", "out-dir": str(tmp_path / "fedavg")}
+        )
+    )
     tad, avg = rounds(tmp_path / "run"), rounds(tmp_path / "fedavg")
     payload = 4 * 4 + 8 * 2  # the synthetic graph's 4 classes (float32), the shape (2 int64)
     framing = 1500  # one more record and its two array headers
@@ -30,11 +34,14 @@ def test_the_reliability_travels_beside_fedavgs_payload(tad_flat, tmp_path):
     assert t["eval"] != a["eval"]  # the distillation changed the global model
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fedtad.topk": 50}, "topk"),
-    ({"fedtad.lr-g": -1.0}, "lr-g"),
-    ({"fedtad.it-d": 0}, "it-d"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fedtad.topk": 50}, "topk"),
+        ({"fedtad.lr-g": -1.0}, "lr-g"),
+        ({"fedtad.it-d": 0}, "it-d"),
+    ],
+)
 def test_bad_options_stop_before_training(tad_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(tad_flat, **update))
@@ -55,9 +62,19 @@ def test_the_distillation_is_alive_on_cora(data_root, tmp_path):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fedtad", "dataset": "Cora", "partition": "louvain", "num-clients": 10,
-                "num-rounds": 4, "agg-weight": "local", "data-root": str(data_root),
-                "out-dir": str(tmp_path / "cora"), "progress": False})
+    cfg.update(
+        {
+            "method": "fedtad",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 10,
+            "num-rounds": 4,
+            "agg-weight": "local",
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
     probes = [{k: v["clients"]["server"] for k, v in r["probes"].items()} for r in recs]
@@ -70,7 +87,9 @@ def test_the_distillation_is_alive_on_cora(data_root, tmp_path):
 def test_finetuned_evaluation_changes_the_evaluation_only(tad_flat, tmp_path):
     """O-pFGL's one-round protocol evaluates FedTAD's global model fine-tuned locally."""
     plain = run_inprocess(dict(tad_flat, **{"out-dir": str(tmp_path / "plain")}))
-    tuned = run_inprocess(dict(tad_flat, **{"fedtad.finetune-epochs": 3, "out-dir": str(tmp_path / "tuned")}))
+    tuned = run_inprocess(
+        dict(tad_flat, **{"fedtad.finetune-epochs": 3, "out-dir": str(tmp_path / "tuned")})
+    )
     a, b = rounds(tmp_path / "plain"), rounds(tmp_path / "tuned")
     assert [r["train"] for r in a] == [r["train"] for r in b]
     assert plain["final"] != tuned["final"]

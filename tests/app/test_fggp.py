@@ -32,29 +32,39 @@ def test_what_travels(fggp_flat, tmp_path):
     data = load_client_data(cfg.data_config(), 0)
     h = cfg.hidden
     weights = FGGPNet(data.num_features, h, data.num_classes).state_dict()
-    sent = payload_bytes(torch_record({k: v for k, v in weights.items() if not k.startswith("body.convs.1.")}))
+    sent = payload_bytes(
+        torch_record({k: v for k, v in weights.items() if not k.startswith("body.convs.1.")})
+    )
     clients = len(reset[0]["train_clients"])
     head = payload_bytes(torch_record(weights)) - sent
     for a, b in zip(reset, agg):
         assert b["bytes_up"] - a["bytes_up"] == pytest.approx(clients * head, abs=50 * clients)
     prototypes = reset[0]["fggp"]["uploaded"] * (4 * h + 8)  # round 1: train replies only
-    assert reset[0]["bytes_up"] == pytest.approx(clients * sent + prototypes, abs=3000 * clients)  # + metrics
+    assert reset[0]["bytes_up"] == pytest.approx(
+        clients * sent + prototypes, abs=3000 * clients
+    )  # + metrics
     first, last = reset[0]["fggp"]["memory"], reset[1]["fggp"]["memory"]
     assert first == sum(reset[0]["fggp"]["clusters"].values())
     # round 2: its train messages with round 1's memory, then the final evaluation's with its own
     memory = (first + last) * (4 * h + 8)
-    assert reset[1]["bytes_down"] == pytest.approx(clients * 2 * sent + clients * memory, abs=2 * 1500 * clients)
+    assert reset[1]["bytes_down"] == pytest.approx(
+        clients * 2 * sent + clients * memory, abs=2 * 1500 * clients
+    )
 
-@pytest.mark.parametrize("update,match", [
-    ({"fggp.head": "local"}, "fggp.head"),
-    ({"fggp.evaluate": "head"}, "head=aggregate"),
-    ({"model": "graphsage"}, "is not one"),
-    ({"num-layers": 1}, "num-layers"),
-    ({"fggp.alpha": 1.5}, "alpha"),
-    ({"fggp.tau": 0.0}, "tau"),
-    ({"fggp.knn-k": 0}, "knn-k"),
-    ({"fggp.probe-every": 0}, "probe-every"),
-])
+
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fggp.head": "local"}, "fggp.head"),
+        ({"fggp.evaluate": "head"}, "head=aggregate"),
+        ({"model": "graphsage"}, "is not one"),
+        ({"num-layers": 1}, "num-layers"),
+        ({"fggp.alpha": 1.5}, "alpha"),
+        ({"fggp.tau": 0.0}, "tau"),
+        ({"fggp.knn-k": 0}, "knn-k"),
+        ({"fggp.probe-every": 0}, "probe-every"),
+    ],
+)
 def test_bad_options_stop_before_training(fggp_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(fggp_flat, **update))
@@ -92,17 +102,28 @@ def test_the_mechanism_is_alive_on_cora(data_root, tmp_path, monkeypatch):
     global model's k-NN graph adds edges, the server keeps clustered prototypes of every
     class, and they classify: with the memory's classes shuffled the accuracy falls to
     near chance."""
-    from fgl_flower.app_defaults import load_app_defaults
     import fgl_flower.strategies.fggp as server
+    from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fggp", "dataset": "Cora", "partition": "louvain", "num-clients": 5,
-                "num-rounds": 4, "data-root": str(data_root), "out-dir": str(tmp_path / "cora"),
-                "progress": False})
+    cfg.update(
+        {
+            "method": "fggp",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 5,
+            "num-rounds": 4,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     run_inprocess(cfg)
     recs = rounds(tmp_path / "cora")
     assert all("probes_dead" not in r for r in recs)
-    assert all(probe(r, "fggp.contrast-grad") > 0.1 and probe(r, "fggp.view-grad") > 1e-3 for r in recs)
+    assert all(
+        probe(r, "fggp.contrast-grad") > 0.1 and probe(r, "fggp.view-grad") > 1e-3 for r in recs
+    )
     assert all(probe(r, "fggp.knn-new-edges") > 0.1 for r in recs)
     assert sorted(recs[-1]["fggp"]["clusters"]) == [str(c) for c in range(7)]
     assert probe(recs[-1], "fggp.proto-margin") > 0
@@ -111,6 +132,10 @@ def test_the_mechanism_is_alive_on_cora(data_root, tmp_path, monkeypatch):
 
     enqueue = server.enqueue
     rng = np.random.default_rng(0)
-    monkeypatch.setattr(server, "enqueue", lambda m, c, new, labels, cap: enqueue(m, c, new, rng.permutation(labels), cap))
+    monkeypatch.setattr(
+        server,
+        "enqueue",
+        lambda m, c, new, labels, cap: enqueue(m, c, new, rng.permutation(labels), cap),
+    )
     run_inprocess(dict(cfg, **{"out-dir": str(tmp_path / "shuffled")}))
     assert rounds(tmp_path / "shuffled")[-1]["eval"]["test_acc"] < accuracy / 2

@@ -16,8 +16,13 @@ def fgssl_flat(flat):
 
 def test_only_fedavgs_payload_travels(fgssl_flat, tmp_path):
     run_inprocess(fgssl_flat)
-    run_inprocess(dict({k: v for k, v in fgssl_flat.items() if not k.startswith("fgssl.")},
-                       method="fedavg", **{"out-dir": str(tmp_path / "fedavg")}))
+    run_inprocess(
+        dict(
+            {k: v for k, v in fgssl_flat.items() if not k.startswith("fgssl.")},
+            method="fedavg",
+            **{"out-dir": str(tmp_path / "fedavg")},
+        )
+    )
     ours, avg = rounds(tmp_path / "run"), rounds(tmp_path / "fedavg")
     for a, b in zip(ours, avg):
         # the same arrays; the metrics record carries the loss parts and probes besides
@@ -26,13 +31,16 @@ def test_only_fedavgs_payload_travels(fgssl_flat, tmp_path):
     assert ours[-1]["eval"] != avg[-1]["eval"]
 
 
-@pytest.mark.parametrize("update,match", [
-    ({"fgssl.variant": "both"}, "variant"),
-    ({"model": "sgc"}, "hidden layer"),
-    ({"num-layers": 1}, "num-layers"),
-    ({"fgssl.tau": 0.0}, "tau"),
-    ({"fgssl.strong-edges": 1.0}, "strong-edges"),
-])
+@pytest.mark.parametrize(
+    "update,match",
+    [
+        ({"fgssl.variant": "both"}, "variant"),
+        ({"model": "sgc"}, "hidden layer"),
+        ({"num-layers": 1}, "num-layers"),
+        ({"fgssl.tau": 0.0}, "tau"),
+        ({"fgssl.strong-edges": 1.0}, "strong-edges"),
+    ],
+)
 def test_bad_options_stop_before_training(fgssl_flat, update, match):
     with pytest.raises(ConfigError, match=match):
         run_inprocess(dict(fgssl_flat, **update))
@@ -48,7 +56,10 @@ def test_each_variant_trains_its_own_terms(fgssl_flat, tmp_path, caplog):
         run_inprocess(dict(fgssl_flat, **{"fgssl.variant": variant, "out-dir": str(out)}))
         last = rounds(out)[-1]
         assert "probes_dead" not in last
-        grads[variant] = {k: probe(last, f"fgssl.{k}") for k in ("contrast-grad", "structure-grad", "teacher-effect")}
+        grads[variant] = {
+            k: probe(last, f"fgssl.{k}")
+            for k in ("contrast-grad", "structure-grad", "teacher-effect")
+        }
     assert grads["paper"]["contrast-grad"] > 0.05 and grads["paper"]["structure-grad"] > 0.01
     assert grads["paper"]["teacher-effect"] > 0.01
     assert grads["code"]["contrast-grad"] > 0.05
@@ -70,17 +81,29 @@ def test_terms_whose_gradient_is_cut_are_reported_dead(fgssl_flat, tmp_path, mon
     but training is that of both weights at 0 (FedAvg), and every watched probe says dead."""
     import fgl_flower.clients.fgssl as client
 
-    zero = dict(fgssl_flat, **{"fgssl.contrast-weight": 0.0, "fgssl.structure-weight": 0.0,
-                               "out-dir": str(tmp_path / "zero")})
+    zero = dict(
+        fgssl_flat,
+        **{
+            "fgssl.contrast-weight": 0.0,
+            "fgssl.structure-weight": 0.0,
+            "out-dir": str(tmp_path / "zero"),
+        },
+    )
     run_inprocess(zero)
     contrast, structure = client.semantic_contrast, client.structure_distillation
     monkeypatch.setattr(client, "semantic_contrast", lambda h, t, *a: contrast(h.detach(), t, *a))
-    monkeypatch.setattr(client, "structure_distillation", lambda h, t, *a: structure(h.detach(), t, *a))
+    monkeypatch.setattr(
+        client, "structure_distillation", lambda h, t, *a: structure(h.detach(), t, *a)
+    )
     run_inprocess(fgssl_flat)
     cut, off = rounds(tmp_path / "run"), rounds(tmp_path / "zero")
     assert [r["eval"] for r in cut] == [r["eval"] for r in off]
     assert cut[-1]["train"]["contrast_loss"] > 0  # the value is there ...
-    assert set(cut[-1]["probes_dead"]) == {"fgssl.contrast-grad", "fgssl.structure-grad", "fgssl.teacher-effect"}
+    assert set(cut[-1]["probes_dead"]) == {
+        "fgssl.contrast-grad",
+        "fgssl.structure-grad",
+        "fgssl.teacher-effect",
+    }
 
 
 def test_the_regularisers_are_alive_on_cora(data_root, tmp_path):
@@ -90,12 +113,29 @@ def test_the_regularisers_are_alive_on_cora(data_root, tmp_path):
     from fgl_flower.app_defaults import load_app_defaults
 
     cfg = load_app_defaults()
-    cfg.update({"method": "fgssl", "dataset": "Cora", "partition": "louvain", "num-clients": 5,
-                "num-rounds": 4, "data-root": str(data_root), "out-dir": str(tmp_path / "cora"),
-                "progress": False})
+    cfg.update(
+        {
+            "method": "fgssl",
+            "dataset": "Cora",
+            "partition": "louvain",
+            "num-clients": 5,
+            "num-rounds": 4,
+            "data-root": str(data_root),
+            "out-dir": str(tmp_path / "cora"),
+            "progress": False,
+        }
+    )
     run_inprocess(cfg)
-    run_inprocess(dict(cfg, **{"fgssl.contrast-weight": 0.0, "fgssl.structure-weight": 0.0,
-                               "out-dir": str(tmp_path / "off")}))
+    run_inprocess(
+        dict(
+            cfg,
+            **{
+                "fgssl.contrast-weight": 0.0,
+                "fgssl.structure-weight": 0.0,
+                "out-dir": str(tmp_path / "off"),
+            },
+        )
+    )
     recs, off = rounds(tmp_path / "cora"), rounds(tmp_path / "off")
     assert all(probe(r, "fgssl.contrast-grad") > 0.3 for r in recs)
     assert all(probe(r, "fgssl.structure-grad") > 0.3 for r in recs)

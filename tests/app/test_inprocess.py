@@ -18,7 +18,12 @@ def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
     assert summary["rounds_completed"] == flat["num-rounds"]  # 1, or what the method needs (NEEDS)
     assert 0.0 <= summary["final"]["test_acc"] <= 1.0
     out = tmp_path / "run"
-    assert {p.name for p in out.iterdir()} >= {"config.json", "rounds.jsonl", "summary.json", "curves.png"}
+    assert {p.name for p in out.iterdir()} >= {
+        "config.json",
+        "rounds.jsonl",
+        "summary.json",
+        "curves.png",
+    }
     records = rounds(out)
     record = records[0]
     evaluated = next(r for r in records if "eval" in r)  # FedSage+ evaluates no generator round
@@ -28,9 +33,19 @@ def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
 
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if "graph" in s.tasks])
 def test_one_round_smoke_every_method_graph_task(flat, method, data_root):
-    flat.update({"method": method, "num-rounds": 1, "dataset": "MUTAG", "partition": "dirichlet",
-                 "model": "gin", "num-layers": 3, "split-mode": "stratified",
-                 "data-root": str(data_root), "data.dirichlet.min-size": 5})
+    flat.update(
+        {
+            "method": method,
+            "num-rounds": 1,
+            "dataset": "MUTAG",
+            "partition": "dirichlet",
+            "model": "gin",
+            "num-layers": 3,
+            "split-mode": "stratified",
+            "data-root": str(data_root),
+            "data.dirichlet.min-size": 5,
+        }
+    )
     summary = run_inprocess(flat)
     assert summary["rounds_completed"] == 1
     assert 0.0 <= summary["final"]["test_acc"] <= 1.0
@@ -101,7 +116,9 @@ def test_fedavg_global_model_is_weighted_mean_of_uploads(flat):
     strategy.node_ids = list(strategy.nodes.values())
     from flwr.app import ArrayRecord, ConfigRecord
 
-    replies = grid.send_and_receive(strategy.configure_train(1, ArrayRecord(), ConfigRecord(), grid))
+    replies = grid.send_and_receive(
+        strategy.configure_train(1, ArrayRecord(), ConfigRecord(), grid)
+    )
     assert [int(r.content["metrics"]["partition-id"]) for r in replies] == [0, 1, 2]
     agg, _ = strategy.aggregate_train(1, replies)
     ups = [r.content["arrays"].to_torch_state_dict() for r in replies]
@@ -114,6 +131,10 @@ def test_fedavg_global_model_is_weighted_mean_of_uploads(flat):
 def test_fedavg_finetune_evaluates_personalized_copies(flat, tmp_path):
     flat.update({"method": "fedavg", "num-rounds": 1, "dropout": 0.0})
     plain = run_inprocess(flat)
-    tuned = run_inprocess(dict(flat, **{"fedavg.finetune-epochs": 20, "out-dir": str(tmp_path / "ft")}))
+    tuned = run_inprocess(
+        dict(flat, **{"fedavg.finetune-epochs": 20, "out-dir": str(tmp_path / "ft")})
+    )
     assert tuned["final"]["test_acc"] != plain["final"]["test_acc"]
-    assert tuned["bytes_up_total"] == plain["bytes_up_total"]  # same protocol, only evaluation differs
+    assert (
+        tuned["bytes_up_total"] == plain["bytes_up_total"]
+    )  # same protocol, only evaluation differs

@@ -15,24 +15,47 @@ from fgl_flower.server_app import run
 
 @pytest.fixture
 def opfgl_flat(flat):
-    flat.update({"method": "opfgl", "num-rounds": 1, "num-clients": 4, "split-mode": "stratified",
-                 "split": "0.2,0.4,0.4", "dropout": 0.0, "opfgl.condense-steps": 30, "opfgl.max-steps": 200,
-                 "opfgl.eval-every": 50, "opfgl.patience": 2, "opfgl.topk": 1, "eval-weight": "client-size"})
+    flat.update(
+        {
+            "method": "opfgl",
+            "num-rounds": 1,
+            "num-clients": 4,
+            "split-mode": "stratified",
+            "split": "0.2,0.4,0.4",
+            "dropout": 0.0,
+            "opfgl.condense-steps": 30,
+            "opfgl.max-steps": 200,
+            "opfgl.eval-every": 50,
+            "opfgl.patience": 2,
+            "opfgl.topk": 1,
+            "eval-weight": "client-size",
+        }
+    )
     return flat
 
 
 def test_the_secure_run_is_the_clear_run(opfgl_flat, tmp_path):
     clear = run_inprocess(opfgl_flat)
-    secure = run_inprocess(dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "out-dir": str(tmp_path / "s")}),
-                           serialize=True)  # every message through Flower's wire format
+    secure = run_inprocess(
+        dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "out-dir": str(tmp_path / "s")}),
+        serialize=True,
+    )  # every message through Flower's wire format
     assert secure["final"] == clear["final"]
     (a,), (b,) = rounds(tmp_path / "run"), rounds(tmp_path / "s")
     assert a["hre"] == b["hre"] and a["pseudo_graph"]["nodes"] == b["pseudo_graph"]["nodes"]
     assert set(a["phases"]) == {"stats", "condense", "personalize"}
-    assert set(b["phases"]) == {"secagg-setup", "secagg-share-keys", "stats", "secagg-unmask", "condense",
-                                "personalize"}
+    assert set(b["phases"]) == {
+        "secagg-setup",
+        "secagg-share-keys",
+        "stats",
+        "secagg-unmask",
+        "condense",
+        "personalize",
+    }
     assert b["messages_up"] == a["messages_up"] + 3 * 4
-    assert b["phases"]["stats"]["bytes_up"] < 1.1 * a["phases"]["stats"]["bytes_up"]  # one int64 per value
+    assert (
+        b["phases"]["stats"]["bytes_up"] < 1.1 * a["phases"]["stats"]["bytes_up"]
+    )  # one int64 per value
 
 
 def test_a_client_lost_after_sharing_its_keys_is_recovered(opfgl_flat, tmp_path):
@@ -58,11 +81,19 @@ def test_a_masked_vector_of_the_wrong_length_is_refused_as_a_dropped_client(opfg
     from fgl_flower import attacks
 
     flat = dict(opfgl_flat, **{"opfgl.secure-aggregation": True, "accept-failures": 1})
-    lying = make_app([attacks.malicious([2], attacks.masked_length(1, "class-stats"), message_type="query.secagg")])
+    lying = make_app(
+        [
+            attacks.malicious(
+                [2], attacks.masked_length(1, "class-stats"), message_type="query.secagg"
+            )
+        ]
+    )
     summary = run(InProcessGrid(flat, 4, client_app=lying), parse_run_config(flat))
     (rec,) = rounds(tmp_path / "run")
-    assert rec["failures"] == {"2": "stats: refused: its masked vector is int64"
-                               + rec["failures"]["2"].split("int64", 1)[1]}
+    assert rec["failures"] == {
+        "2": "stats: refused: its masked vector is int64"
+        + rec["failures"]["2"].split("int64", 1)[1]
+    }
     assert "expected int64" in rec["failures"]["2"]
     dropped = dict(flat, **{"out-dir": str(tmp_path / "dropped")})
     grid = InProcessGrid(dropped, 4, client_app=make_app([fail_partition(2, {1}, "query.secagg")]))
@@ -76,8 +107,17 @@ def test_clear_statistics_of_another_layout_are_refused_and_named(opfgl_flat, tm
     from fgl_flower import attacks
 
     flat = dict(opfgl_flat, **{"accept-failures": 1})
-    lying = make_app([attacks.malicious([1], attacks.reshaped((1, 1), "class-stats"), message_type="query.stats")])
+    lying = make_app(
+        [
+            attacks.malicious(
+                [1], attacks.reshaped((1, 1), "class-stats"), message_type="query.stats"
+            )
+        ]
+    )
     run(InProcessGrid(flat, 4, client_app=lying), parse_run_config(flat))
     (rec,) = rounds(tmp_path / "run")
     assert list(rec["failures"]) == ["1"]
-    assert rec["failures"]["1"].startswith("stats: refused: class-stats: ") and "has shape (1, 1)" in rec["failures"]["1"]
+    assert (
+        rec["failures"]["1"].startswith("stats: refused: class-stats: ")
+        and "has shape (1, 1)" in rec["failures"]["1"]
+    )

@@ -36,7 +36,9 @@ def test_the_mixed_parameters_give_v_alpha_times_and_alpha_the_inner_product():
     grad_M = (p - torch.tensor([[1.0, 0.0]])).T @ x  # hand-worked CE gradient
     assert torch.allclose(v.weight.grad, 0.3 * grad_M, atol=1e-6)
     assert w.weight.grad is None  # w's gradient is its own step's
-    assert float(alpha.grad) == pytest.approx(float(((v.weight - w.weight).detach() * grad_M).sum()), abs=1e-6)
+    assert float(alpha.grad) == pytest.approx(
+        float(((v.weight - w.weight).detach() * grad_M).sum()), abs=1e-6
+    )
 
 
 def test_fedtorch_alpha_step_on_given_numbers():
@@ -49,7 +51,9 @@ def test_fedtorch_alpha_step_on_given_numbers():
 
 
 def make(flat, tmp_path, **options):
-    flat.update({"method": "apfl", "local-epochs": 3, **{f"apfl.{k}": v for k, v in options.items()}})
+    flat.update(
+        {"method": "apfl", "local-epochs": 3, **{f"apfl.{k}": v for k, v in options.items()}}
+    )
     cfg = parse_run_config(flat)
     data = load_client_data(cfg.data_config(), 0)
     return APFLClient(cfg, data, ClientState(RecordDict()), 0)
@@ -81,7 +85,9 @@ def test_official_variant_mixes_the_outputs(flat, tmp_path):
     g = client.data.data
     with torch.no_grad():
         out = client.mixed_logits(0.25)
-        expected = 0.25 * client.personal.model(g.x, g.edge_index) + 0.75 * client.learner.model(g.x, g.edge_index)
+        expected = 0.25 * client.personal.model(g.x, g.edge_index) + 0.75 * client.learner.model(
+            g.x, g.edge_index
+        )
     assert torch.allclose(out, expected)
 
 
@@ -92,16 +98,23 @@ def test_alpha_one_is_the_local_model_and_zero_the_global_copy(flat, tmp_path):
     client.learner.model.eval()
     client.personal.model.eval()
     with torch.no_grad():
-        assert torch.allclose(client.mixed_logits(1.0), client.personal.model(g.x, g.edge_index), atol=1e-6)
-        assert torch.allclose(client.mixed_logits(0.0), client.learner.model(g.x, g.edge_index), atol=1e-6)
+        assert torch.allclose(
+            client.mixed_logits(1.0), client.personal.model(g.x, g.edge_index), atol=1e-6
+        )
+        assert torch.allclose(
+            client.mixed_logits(0.0), client.learner.model(g.x, g.edge_index), atol=1e-6
+        )
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"apfl.alpha": 1.5}, "must lie in"),
-    ({"apfl.variant": "fedtorch"}, "use one of paper, official"),
-    ({"apfl.alpha-lr": 0.0}, "positive step size"),
-    ({"apfl.evaluate": "global"}, "use one of trained, received"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"apfl.alpha": 1.5}, "must lie in"),
+        ({"apfl.variant": "fedtorch"}, "use one of paper, official"),
+        ({"apfl.alpha-lr": 0.0}, "positive step size"),
+        ({"apfl.evaluate": "global"}, "use one of trained, received"),
+    ],
+)
 def test_bad_options_stop_before_training(flat, override, message):
     with pytest.raises(ConfigError, match=message):
         parse_run_config({**flat, "method": "apfl", **override})
@@ -167,9 +180,16 @@ def test_evaluate_received_reports_the_mixture_with_the_averaged_copy(flat, tmp_
     with torch.no_grad():
         expected = node_metrics(client.mixed_logits(client.alpha), client.data)
     assert res["test_acc"] == pytest.approx(expected["test_acc"])
-    assert "test_acc" in make(flat, tmp_path, evaluate="trained").train(round_content(), 1).metric_records[METRICS]
+    assert (
+        "test_acc"
+        in make(flat, tmp_path, evaluate="trained")
+        .train(round_content(), 1)
+        .metric_records[METRICS]
+    )
     assert APFLStrategy(parse_run_config(flat)).evaluates_in_train
-    assert not APFLStrategy(parse_run_config({**flat, "apfl.evaluate": "received"})).evaluates_in_train
+    assert not APFLStrategy(
+        parse_run_config({**flat, "apfl.evaluate": "received"})
+    ).evaluates_in_train
 
 
 def test_official_alpha_moves_once_per_round(flat, tmp_path):

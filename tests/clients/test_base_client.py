@@ -12,8 +12,13 @@ from fgl_flower.parse import parse_run_config
 
 
 def _client(split: str) -> FedAvgClient:
-    flat = {**load_app_defaults(), "num-clients": 3, "split": split, "data.synthetic.num-nodes": 300,
-            "progress": False}
+    flat = {
+        **load_app_defaults(),
+        "num-clients": 3,
+        "split": split,
+        "data.synthetic.num-nodes": 300,
+        "progress": False,
+    }
     cfg = parse_run_config(flat)
     return FedAvgClient(cfg, load_client_data(cfg.data_config(), 1), ClientState(RecordDict()), 1)
 
@@ -23,6 +28,9 @@ def test_a_client_without_a_training_node_stops_with_the_cause_not_a_nan():
     started some other way (``flwr run`` on a hand-made config) says the same in round 1
     instead of training on an empty loss."""
     _client("0.6,0.2,0.2").check_can_train()
-    with pytest.raises(FGLError, match=r"Partition 1 has no training node \(of its 100; "
-                                       r"split=0.002,0.2,0.798, split-mode=random\)"):
+    with pytest.raises(
+        FGLError,
+        match=r"Partition 1 has no training node \(of its 100; "
+        r"split=0.002,0.2,0.798, split-mode=random\)",
+    ):
         _client("0.002,0.2,0.798").check_can_train()

@@ -17,8 +17,13 @@ def run_rounds(flat, out, **changes) -> list[dict]:
 @pytest.mark.parametrize("method", list(METHODS))
 def test_eval_dropout_changes_the_evaluation_and_nothing_else(flat, method, tmp_path, request):
     flat = for_method(flat, method, request)
-    flat.update({"num-rounds": 2 if METHODS.get(method).fixed_rounds is None else 1, "dropout": 0.5,
-                 **NEEDS.get(method, {})})
+    flat.update(
+        {
+            "num-rounds": 2 if METHODS.get(method).fixed_rounds is None else 1,
+            "dropout": 0.5,
+            **NEEDS.get(method, {}),
+        }
+    )
     clean = run_rounds(flat, tmp_path / "clean")
     noisy = run_rounds(flat, tmp_path / "noisy", **{"eval-dropout": True})
     again = run_rounds(flat, tmp_path / "again", **{"eval-dropout": True})

@@ -18,8 +18,16 @@ def test_the_running_means_restart_or_carry_on(flat, statistics):
     """The server sends running means of 5 and 7; with momentum 0.5 and two augmented
     forwards the upload is 0.25 start + 0.75 (this client's statistics): from (0, 1) when
     reset, from (5, 7) when carried."""
-    flat.update({"method": "fedfa", "model": "acmgcn", "local-epochs": 2, "fedfa.prob": 1.0,
-                 "fedfa.momentum": 0.5, "fedfa.statistics": statistics})
+    flat.update(
+        {
+            "method": "fedfa",
+            "model": "acmgcn",
+            "local-epochs": 2,
+            "fedfa.prob": 1.0,
+            "fedfa.momentum": 0.5,
+            "fedfa.statistics": statistics,
+        }
+    )
     cfg = parse_run_config(flat)
     client = FedFAClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
     sent = {k: v.clone() for k, v in client.learner.model.state_dict().items()}

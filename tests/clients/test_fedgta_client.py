@@ -43,7 +43,9 @@ def test_label_propagation_equals_the_dense_computation(toy):
     ei, y, train, probs = toy
     adj = Adjacency.gcn(ei, 7)
     got = label_propagation(adj, probs, y, train, steps=3, alpha=0.5)
-    np.testing.assert_allclose(got.numpy(), dense_lp(ei, y, train, probs, 3, 0.5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        got.numpy(), dense_lp(ei, y, train, probs, 3, 0.5), rtol=1e-5, atol=1e-6
+    )
     # alpha = 0: nothing propagates; a labelled row is its label plus the code's boost
     none = label_propagation(adj, probs, y, train, steps=2, alpha=0.0)
     assert torch.allclose(none[~train], probs[~train])
@@ -57,8 +59,10 @@ def test_moments_written_out():
     for k in (1, 2, 3):
         for c in (0, 1):
             col = p[:, c].double()
-            assert raw[k - 1, c] == pytest.approx(float((col ** k).mean()), rel=1e-6)
-            assert central[k - 1, c] == pytest.approx(float(((col - col.mean()) ** k).mean()), abs=1e-7)
+            assert raw[k - 1, c] == pytest.approx(float((col**k).mean()), rel=1e-6)
+            assert central[k - 1, c] == pytest.approx(
+                float(((col - col.mean()) ** k).mean()), abs=1e-7
+            )
     assert torch.allclose(moments(p, 3, "hybrid"), torch.cat([raw, central]))
     assert moments(p, 3, "hybrid").shape == (6, 2)
 
@@ -66,9 +70,13 @@ def test_moments_written_out():
 def test_smoothing_confidence_written_out():
     p = torch.tensor([[1.0, 0.0, 0.0], [1 / 3, 1 / 3, 1 / 3], [0.5, 0.5, 0.0]])
     degree = torch.tensor([2, 1, 4])
-    want = sum(d * (3 / math.e + sum(q * math.log(q + 1e-8) for q in row))
-               for d, row in zip(degree.tolist(), p.tolist()))
+    want = sum(
+        d * (3 / math.e + sum(q * math.log(q + 1e-8) for q in row))
+        for d, row in zip(degree.tolist(), p.tolist())
+    )
     assert float(smoothing_confidence(p, degree)) == pytest.approx(want, rel=1e-6)
     # a sharp label has the largest confidence, C/e per unit of degree; no node is below zero
     assert float(smoothing_confidence(p[:1], degree[:1])) == pytest.approx(2 * 3 / math.e, rel=1e-6)
-    assert float(smoothing_confidence(p[1:2], torch.tensor([1]))) == pytest.approx(3 / math.e - math.log(3), abs=1e-6)
+    assert float(smoothing_confidence(p[1:2], torch.tensor([1]))) == pytest.approx(
+        3 / math.e - math.log(3), abs=1e-6
+    )

@@ -33,8 +33,12 @@ def test_a_round_trains_everything_on_the_em_types_and_uploads_model_centroids_c
     em_step, classify = model.em_step, model.classify
     model.em_step = lambda h, e: em.append(em_step(h, e)) or em[-1]
     model.classify = lambda h, e, t: used.append(t) or classify(h, e, t)
-    reply = client.train(RecordDict({ARRAYS: ArrayRecord(), CONFIG: ConfigRecord({SERVER_ROUND: 1})}), 1)
-    assert len(em) == 3 and all(a is b for a, b in zip(em, used))  # each epoch trains on its E-M types
+    reply = client.train(
+        RecordDict({ARRAYS: ArrayRecord(), CONFIG: ConfigRecord({SERVER_ROUND: 1})}), 1
+    )
+    assert len(em) == 3 and all(
+        a is b for a, b in zip(em, used)
+    )  # each epoch trains on its E-M types
     assert not torch.equal(model.feature1.weight, start["feature1.weight"])  # the projection learns
     assert not torch.equal(model.centroids, start["centroids"]) and bool(model.initialized)
     up = record_torch(reply[ARRAYS])

@@ -38,9 +38,20 @@ def content(server_round: int, **records) -> RecordDict:
 
 
 def test_three_rounds(flat):
-    flat.update({"method": "fedlog", "model": "graphsage", "num-rounds": 3, "local-epochs": 2,
-                 "fedlog.num-proto": 2, "fedlog.gen-epochs": 2, "fedlog.gen-inits": 2, "fedlog.pre-epochs": 2,
-                 "fedlog.batch-size": 16, "fedlog.scaler-acc": -1.0})  # every class's scaler grows
+    flat.update(
+        {
+            "method": "fedlog",
+            "model": "graphsage",
+            "num-rounds": 3,
+            "local-epochs": 2,
+            "fedlog.num-proto": 2,
+            "fedlog.gen-epochs": 2,
+            "fedlog.gen-inits": 2,
+            "fedlog.pre-epochs": 2,
+            "fedlog.batch-size": 16,
+            "fedlog.scaler-acc": -1.0,
+        }
+    )  # every class's scaler grows
     cfg = parse_run_config(flat)
     state = ClientState(RecordDict())
     data = load_client_data(cfg.data_config(), 0)
@@ -58,18 +69,27 @@ def test_three_rounds(flat):
     k = cfg.option("num-proto")
     x = torch.randn(c * k, data.num_features)
     y = torch.arange(c).repeat_interleave(k)
-    down = {ARRAYS: first[ARRAYS], GLOBAL: torch_record({"x": x, "y": y}),
-            CLASS_GENERATORS: ArrayRecord({"weights": Array(weights.numpy())})}
+    down = {
+        ARRAYS: first[ARRAYS],
+        GLOBAL: torch_record({"x": x, "y": y}),
+        CLASS_GENERATORS: ArrayRecord({"weights": Array(weights.numpy())}),
+    }
     gens = FedLoGClient(cfg, data, state, 0).class_generators(content(2, **down))
     assert torch.equal(flat_parameters(gens[2].state_dict()), flat_gen * 3)
     client = FedLoGClient(cfg, data, state, 0)  # rebuilt from its state, as the ClientApp does
     # the synthetic nodes trained in round 1 survive the rebuild
-    assert torch.equal(client.learner.model.syn_head.detach(), record_torch(first[SYNTHETIC])["syn-head"])
+    assert torch.equal(
+        client.learner.model.syn_head.detach(), record_torch(first[SYNTHETIC])["syn-head"]
+    )
     second = client.train(content(2, **down), 2)
     assert second[METRICS]["probe.fedlog.cd-share"] > 0 and GENERATOR not in second
     steps = 2 * (int(data.data.train_mask.sum()) // 16)  # local epochs x batches
-    assert second[METRICS]["probe.fedlog.scaler"] == pytest.approx(0.001 * steps)  # one step up a batch
-    assert not torch.equal(record_torch(second[SYNTHETIC])["syn-head"], record_torch(first[SYNTHETIC])["syn-head"])
+    assert second[METRICS]["probe.fedlog.scaler"] == pytest.approx(
+        0.001 * steps
+    )  # one step up a batch
+    assert not torch.equal(
+        record_torch(second[SYNTHETIC])["syn-head"], record_torch(first[SYNTHETIC])["syn-head"]
+    )
     rebuilt = FedLoGClient(cfg, data, state, 0)
     assert torch.equal(rebuilt.scaler, client.scaler)  # the scaler survives the rebuild too
     last = rebuilt.train(content(3, **down), 3)
@@ -80,16 +100,30 @@ def test_every_client_starts_the_same_generator_and_the_codes_generators_are_see
     """With no pretraining steps the uploaded generators of two clients are equal (the same
     seeded start); ``generators = official`` builds the same untrained ones on every client and
     ignores what the server sends."""
-    flat.update({"method": "fedlog", "model": "graphsage", "num-rounds": 2, "local-epochs": 1,
-                 "fedlog.num-proto": 2, "fedlog.gen-epochs": 0, "fedlog.pre-epochs": 1,
-                 "fedlog.generators": "official"})
+    flat.update(
+        {
+            "method": "fedlog",
+            "model": "graphsage",
+            "num-rounds": 2,
+            "local-epochs": 1,
+            "fedlog.num-proto": 2,
+            "fedlog.gen-epochs": 0,
+            "fedlog.pre-epochs": 1,
+            "fedlog.generators": "official",
+        }
+    )
     cfg = parse_run_config(flat)
     ups, official = [], []
     for pid in (0, 1):
-        client = FedLoGClient(cfg, load_client_data(cfg.data_config(), pid), ClientState(RecordDict()), pid)
+        client = FedLoGClient(
+            cfg, load_client_data(cfg.data_config(), pid), ClientState(RecordDict()), pid
+        )
         ups.append(record_torch(client.train(content(1, **{ARRAYS: ArrayRecord()}), 1)[GENERATOR]))
         official.append(client.class_generators(content(2)))
     assert all(torch.equal(ups[0][k], ups[1][k]) for k in ups[0])
     a, b = official
-    assert all(torch.equal(flat_parameters(x.state_dict()), flat_parameters(y.state_dict())) for x, y in zip(a, b))
+    assert all(
+        torch.equal(flat_parameters(x.state_dict()), flat_parameters(y.state_dict()))
+        for x, y in zip(a, b)
+    )
     assert not torch.equal(flat_parameters(a[0].state_dict()), flat_parameters(a[1].state_dict()))

@@ -23,12 +23,27 @@ ROUND = 1
 
 def make(**options):
     flat = load_app_defaults()
-    flat.update({"method": "fedsageplus", "model": "graphsage", "num-clients": 3, "num-rounds": 3,
-                 "data.synthetic.num-nodes": 300, "fedsageplus.gen-rounds": 2, "fedsageplus.pretrain-epochs": 2,
-                 "fedsageplus.hidden-portion": 0.8, "fedsageplus.loss-feat": 2.0, **options})
+    flat.update(
+        {
+            "method": "fedsageplus",
+            "model": "graphsage",
+            "num-clients": 3,
+            "num-rounds": 3,
+            "data.synthetic.num-nodes": 300,
+            "fedsageplus.gen-rounds": 2,
+            "fedsageplus.pretrain-epochs": 2,
+            "fedsageplus.hidden-portion": 0.8,
+            "fedsageplus.loss-feat": 2.0,
+            **options,
+        }
+    )
     cfg = parse_run_config(flat)
-    clients = {p: FedSagePlusClient(cfg, load_client_data(cfg.data_config(), p), ClientState(RecordDict()), p)
-               for p in range(cfg.num_clients)}
+    clients = {
+        p: FedSagePlusClient(
+            cfg, load_client_data(cfg.data_config(), p), ClientState(RecordDict()), p
+        )
+        for p in range(cfg.num_clients)
+    }
     for c in clients.values():  # pre-trained, and every node predicting two lost neighbours
         model = c.generator()
         c.pretrain(model)
@@ -44,10 +59,19 @@ def make(**options):
 
 def send_to(clients):
     """The grid: each query message answered by the client of its node."""
+
     def send(messages):
-        return [Message(content=clients[m.metadata.dst_node_id - 100].query(
-                    m.metadata.message_type.split(".", 1)[1], m.content), dst_node_id=0, message_type="query")
-                for m in messages]
+        return [
+            Message(
+                content=clients[m.metadata.dst_node_id - 100].query(
+                    m.metadata.message_type.split(".", 1)[1], m.content
+                ),
+                dst_node_id=0,
+                message_type="query",
+            )
+            for m in messages
+        ]
+
     return send
 
 
@@ -67,12 +91,19 @@ def central_gradient(cfg, clients, i, params_of):
             continue
         g = other.original.data
         draws = torch.Generator().manual_seed(derive_seed(cfg.seed, j, ROUND, i, "fedsage-cross"))
-        targets = sample_targets(g.x, to_undirected(g.edge_index, num_nodes=g.num_nodes), feats.size(0),
-                                 opts.num_pred, draws)
+        targets = sample_targets(
+            g.x,
+            to_undirected(g.edge_index, num_nodes=g.num_nodes),
+            feats.size(0),
+            opts.num_pred,
+            draws,
+        )
         cross = cross + feature_loss(feats, targets, pred_count, imp["count"][train], opts.matching)
     total = (own + opts.loss_feat * cross) / len(clients)
     params = params_of(model)
-    return dict(zip([n for n, _ in params], torch.autograd.grad(total, [p for _, p in params]))), cross
+    return dict(
+        zip([n for n, _ in params], torch.autograd.grad(total, [p for _, p in params]))
+    ), cross
 
 
 @pytest.mark.parametrize("trainable", ["fgen", "all"])
@@ -80,7 +111,11 @@ def test_a_generator_step_is_the_gradient_of_the_joint_objective(trainable, monk
     cfg, clients, strategy = make(**{"fedsageplus.trainable": trainable})
 
     def params_of(model):
-        named = model.named_parameters() if trainable == "all" else model.gen.fgen.named_parameters(prefix="gen.fgen")
+        named = (
+            model.named_parameters()
+            if trainable == "all"
+            else model.gen.fgen.named_parameters(prefix="gen.fgen")
+        )
         return list(named)
 
     expected = {}
@@ -90,19 +125,28 @@ def test_a_generator_step_is_the_gradient_of_the_joint_objective(trainable, monk
     config = ConfigRecord({})
     strategy.prepare_round(ROUND, config, send_to(clients))
     # a step of plain gradient descent with rate 1: the update is minus the gradient
-    monkeypatch.setattr(client_module, "make_adam", lambda params, lr, wd: torch.optim.SGD(params, lr=1.0))
+    monkeypatch.setattr(
+        client_module, "make_adam", lambda params, lr, wd: torch.optim.SGD(params, lr=1.0)
+    )
     for message in strategy.configure_train(ROUND, ArrayRecord(), config, None):
         i = message.metadata.dst_node_id - 100
         before = {n: p.detach().clone() for n, p in params_of(clients[i].generator())}
         clients[i].train(message.content, ROUND)
         after = dict(params_of(clients[i].generator()))
         for name, grad in expected[i].items():
-            torch.testing.assert_close(before[name] - after[name].detach(), grad, rtol=1e-4, atol=1e-7)
+            torch.testing.assert_close(
+                before[name] - after[name].detach(), grad, rtol=1e-4, atol=1e-7
+            )
 
 
 def classifier_grad_on_features(undirected: bool) -> float:
-    _, clients, _ = make(**{"fedsageplus.loss-count": 0.0, "fedsageplus.loss-feat": 0.0,
-                            "fedsageplus.undirected": undirected})
+    _, clients, _ = make(
+        **{
+            "fedsageplus.loss-count": 0.0,
+            "fedsageplus.loss-feat": 0.0,
+            "fedsageplus.undirected": undirected,
+        }
+    )
     client = clients[0]
     model = client.generator()
     out = client.generate(model, ROUND)

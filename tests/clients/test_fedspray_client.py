@@ -4,9 +4,9 @@ import pytest
 import torch
 from run_records import rounds
 
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.clients.fedspray import FedSprayClient, class_means, kl_to_teacher
 from fgl_flower.clients.state import ClientState
-from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
 from fgl_flower.inprocess import InProcessGrid
 from fgl_flower.models.fedspray import FeatureStructureEncoder
@@ -30,9 +30,18 @@ class RecordingGrid(InProcessGrid):
 @pytest.fixture
 def flat(tmp_path):
     cfg = load_app_defaults()
-    cfg.update({"method": "fedspray", "out-dir": str(tmp_path / "run"), "num-rounds": 2,
-                "num-clients": 3, "progress": False, "data.synthetic.num-nodes": 300,
-                "dropout": 0.0, "local-epochs": 2})
+    cfg.update(
+        {
+            "method": "fedspray",
+            "out-dir": str(tmp_path / "run"),
+            "num-rounds": 2,
+            "num-clients": 3,
+            "progress": False,
+            "data.synthetic.num-nodes": 300,
+            "dropout": 0.0,
+            "local-epochs": 2,
+        }
+    )
     return cfg
 
 
@@ -50,8 +59,11 @@ def test_personalized_gnn_is_never_uploaded(flat):
     replies = [r for r in grid.replies if r.metadata.message_type == "train"]
     assert len(replies) == len(grid.replies) - cfg.num_clients  # besides discovery, only train
     assert len(replies) == cfg.num_rounds * cfg.num_clients  # no evaluate messages
-    gnn_tensors = [t for pid in range(cfg.num_clients)
-                   for t in grid.context(pid).state["gnn.model"].to_torch_state_dict().values()]
+    gnn_tensors = [
+        t
+        for pid in range(cfg.num_clients)
+        for t in grid.context(pid).state["gnn.model"].to_torch_state_dict().values()
+    ]
     for reply in replies:
         records = reply.content.array_records
         assert set(records) == {"arrays", "proxies"}
@@ -59,7 +71,9 @@ def test_personalized_gnn_is_never_uploaded(flat):
         assert set(records["proxies"]) == {"S", "class-ratio"}
         for record in records.values():
             for array in record.to_torch_state_dict().values():
-                assert not any(array.shape == t.shape and torch.equal(array, t) for t in gnn_tensors)
+                assert not any(
+                    array.shape == t.shape and torch.equal(array, t) for t in gnn_tensors
+                )
 
 
 def test_state_survives_rounds(flat):
@@ -98,23 +112,32 @@ def test_lambda1_zero_reduces_to_local(flat, tmp_path):
 
 def test_variants_and_ablation_run_and_differ(flat, tmp_path):
     results = {}
-    for name, extra in {"official": {}, "paper": {"fedspray.variant": "paper"},
-                        "zero": {"fedspray.zero-proxies": True}}.items():
+    for name, extra in {
+        "official": {},
+        "paper": {"fedspray.variant": "paper"},
+        "zero": {"fedspray.zero-proxies": True},
+    }.items():
         _, grid, summary = _run(dict(flat, **extra, **{"out-dir": str(tmp_path / name)}))
         results[name] = summary["final"]["val_loss"]
         if name == "zero":
             for reply in (r for r in grid.replies if r.metadata.message_type == "train"):
                 assert not reply.content["proxies"]["S"].numpy().any()
-            assert "node-proxies" not in grid.context(0).state or torch.count_nonzero(
-                grid.context(0).state["node-proxies"].to_torch_state_dict()["P"]) == 0
+            assert (
+                "node-proxies" not in grid.context(0).state
+                or torch.count_nonzero(
+                    grid.context(0).state["node-proxies"].to_torch_state_dict()["P"]
+                )
+                == 0
+            )
     assert len(set(results.values())) == 3
 
 
 def test_class_means_and_kl():
     values = torch.tensor([[1.0, 2.0], [3.0, 4.0], [10.0, 10.0]])
     labels = torch.tensor([0, 0, 2])
-    torch.testing.assert_close(class_means(values, labels, 3),
-                               torch.tensor([[2.0, 3.0], [0.0, 0.0], [10.0, 10.0]]))
+    torch.testing.assert_close(
+        class_means(values, labels, 3), torch.tensor([[2.0, 3.0], [0.0, 0.0], [10.0, 10.0]])
+    )
     logits = torch.randn(4, 3)
     teacher = torch.log_softmax(torch.randn(4, 3), -1)
     by_hand = (teacher.exp() * (teacher - torch.log_softmax(logits, -1))).sum(-1).mean()
@@ -134,7 +157,10 @@ def test_proxy_alignment_and_shift_by_hand():
     local = torch.tensor([[2.0, 0.0], [3.0, 0.0], [0.0, 0.0], [5.0, 5.0]]) + o
     assert proxy_alignment(local, received, torch.tensor([0, 1, 2])) == pytest.approx(1 / 3)
     assert proxy_alignment(local, received, torch.tensor([], dtype=torch.long)) == 0.0
-    assert proxy_alignment(torch.zeros_like(local), torch.zeros_like(received), torch.tensor([0, 3])) == 0.0
+    assert (
+        proxy_alignment(torch.zeros_like(local), torch.zeros_like(received), torch.tensor([0, 3]))
+        == 0.0
+    )
 
     torch.manual_seed(0)
     glob = FeatureStructureEncoder(3, 2, proxy_dim=2)
@@ -142,14 +168,28 @@ def test_proxy_alignment_and_shift_by_hand():
     proxies = torch.tensor([[0.0, 0.0], [0.0, 0.0], [3.0, -3.0], [0.0, 0.0]])
     teacher = torch.log_softmax(glob.teacher_logits(e, proxies), -1)
     nodes = torch.tensor([False, False, True, True])
-    probes = spray_probes(glob, e, proxies, teacher, nodes, nodes, nodes, teacher, local, received,
-                          torch.tensor([0]))
+    probes = spray_probes(
+        glob, e, proxies, teacher, nodes, nodes, nodes, teacher, local, received, torch.tensor([0])
+    )
     bare = torch.softmax(glob.teacher_logits(e, torch.zeros_like(proxies)), -1)
     tv = 0.5 * (teacher.exp()[2] - bare[2]).abs().sum()  # node 3's proxy is 0: no shift
     assert probes["proxy.shift"] == pytest.approx(float(tv) / 2) and tv > 0.01
     assert probes["kd.agreement"] == 1.0 and probes["kd.unlabeled"] == 1.0
-    assert probes["proxy.norm"] == pytest.approx((221**0.5 + 181**0.5) / 2)  # |(11, 10)|, |(9, 10)|, ...
+    assert probes["proxy.norm"] == pytest.approx(
+        (221**0.5 + 181**0.5) / 2
+    )  # |(11, 10)|, |(9, 10)|, ...
     assert probes["proxy.alignment"] == pytest.approx(1.0)  # class 0 only
-    none = spray_probes(glob, e, proxies, teacher, ~nodes & nodes, nodes, nodes, teacher, local, received,
-                        torch.tensor([0]))
+    none = spray_probes(
+        glob,
+        e,
+        proxies,
+        teacher,
+        ~nodes & nodes,
+        nodes,
+        nodes,
+        teacher,
+        local,
+        received,
+        torch.tensor([0]),
+    )
     assert none["proxy.shift"] == 0.0  # no node receives the global proxies

@@ -17,8 +17,12 @@ def test_walks_start_at_the_node_and_stay_with_the_codes_probability():
     for col in (0, 1, 3):  # each walk's first node: the node itself
         assert walks[:, col].tolist() == [0.0, 1.0, 2.0]
     # softmax over a row of T = (A + I) * pinv(D): stay with e^(1/d) / (e^(1/d) + n - 1)
-    draws = torch.cat([topology_walks(torch.ones(n, dtype=torch.long), 2, torch.Generator().manual_seed(s))
-                       for s in range(2000)])
+    draws = torch.cat(
+        [
+            topology_walks(torch.ones(n, dtype=torch.long), 2, torch.Generator().manual_seed(s))
+            for s in range(2000)
+        ]
+    )
     stay = float((draws[:, 2] == draws[:, 1]).float().mean())
     assert stay == pytest.approx(math.e / (math.e + n - 1), abs=0.02)
 
@@ -34,6 +38,8 @@ def test_class_reliability_equals_the_written_out_loop():
     want = torch.zeros(3)
     for v in train.nonzero().view(-1).tolist():
         nbrs = ei[1][ei[0] == v].tolist()
-        r = (1 + sum(float(torch.cosine_similarity(h[v], h[u], dim=0)) for u in nbrs)) / (len(nbrs) + 1)
+        r = (1 + sum(float(torch.cosine_similarity(h[v], h[u], dim=0)) for u in nbrs)) / (
+            len(nbrs) + 1
+        )
         want[y[v]] += r
     torch.testing.assert_close(got, want)

@@ -19,8 +19,15 @@ from fgl_flower.protocol import ARRAYS, METRICS
 
 def make_client(**options) -> FGGPClient:
     flat = load_app_defaults()
-    flat.update({"method": "fggp", "num-clients": 3, "data.synthetic.num-nodes": 300, "local-epochs": 2,
-                 **options})
+    flat.update(
+        {
+            "method": "fggp",
+            "num-clients": 3,
+            "data.synthetic.num-nodes": 300,
+            "local-epochs": 2,
+            **options,
+        }
+    )
     cfg = parse_run_config(flat)
     return FGGPClient(cfg, load_client_data(cfg.data_config(), 1), ClientState(RecordDict()), 1)
 
@@ -38,7 +45,9 @@ def test_the_reply_holds_the_body_and_labelled_prototypes(client):
     reply = client.train(RecordDict(), 1)
     assert set(reply.keys()) == {ARRAYS, METRICS, PROTOTYPES}
     model = client.learner.model
-    assert set(reply[ARRAYS].keys()) == {k for k in model.state_dict() if not k.startswith("body.convs.1.")}
+    assert set(reply[ARRAYS].keys()) == {
+        k for k in model.state_dict() if not k.startswith("body.convs.1.")
+    }
     protos = reply[PROTOTYPES]
     g = client.data.data
     classes = protos["classes"].numpy()
@@ -49,7 +58,9 @@ def test_the_reply_holds_the_body_and_labelled_prototypes(client):
 
 def test_the_head_starts_every_round_at_its_initial_weights(client):
     with cpu_seeded(client.cfg.seed):
-        initial = head_of(FGGPNet(client.data.num_features, client.cfg.hidden, client.data.num_classes))
+        initial = head_of(
+            FGGPNet(client.data.num_features, client.cfg.hidden, client.data.num_classes)
+        )
     client.train(RecordDict(), 1)
     model = client.learner.model
     trained = head_of(model)
@@ -78,7 +89,10 @@ def test_probing_every_kth_step_trains_the_same_and_averages_the_probed_steps(mo
         return seen[-1]
 
     monkeypatch.setattr(FGGPClient, "gradient_probes", staticmethod(spy))
-    every, sparse = make_client(**{"local-epochs": 3}), make_client(**{"local-epochs": 3, "fggp.probe-every": 2})
+    every, sparse = (
+        make_client(**{"local-epochs": 3}),
+        make_client(**{"local-epochs": 3, "fggp.probe-every": 2}),
+    )
     all_steps = every.train(RecordDict(), 1)[METRICS]
     steps = list(seen)
     some_steps = sparse.train(RecordDict(), 1)[METRICS]
@@ -113,14 +127,23 @@ def test_evaluation_classifies_with_the_memory(client):
     g, c = client.data.data, client.data.num_classes
     model = client.learner.model.eval()
     z, _ = model.on_graph(g.x, g.edge_index)
-    memory = torch.nn.functional.normalize(torch.randn(2 * c, z.size(1), generator=torch.Generator().manual_seed(0)), dim=1)
+    memory = torch.nn.functional.normalize(
+        torch.randn(2 * c, z.size(1), generator=torch.Generator().manual_seed(0)), dim=1
+    )
     classes = torch.arange(2 * c) % c
-    content = RecordDict({MEMORY: ArrayRecord({"prototypes": Array(memory.numpy()),
-                                               "classes": Array(classes.numpy())})})
+    content = RecordDict(
+        {
+            MEMORY: ArrayRecord(
+                {"prototypes": Array(memory.numpy()), "classes": Array(classes.numpy())}
+            )
+        }
+    )
     res = client.evaluate(content, 2)[METRICS]
     sim = torch.nn.functional.normalize(z, dim=1) @ memory.t()
     top, idx = sim.topk(min(client.opts.eval_k, 2 * c), dim=1)
-    votes = torch.zeros(g.num_nodes, c).scatter_add_(1, classes[idx], torch.softmax(top / 0.1, dim=1))
+    votes = torch.zeros(g.num_nodes, c).scatter_add_(
+        1, classes[idx], torch.softmax(top / 0.1, dim=1)
+    )
     want = (votes.argmax(1) == g.y)[g.test_mask].float().mean()
     assert res["test_acc"] == pytest.approx(float(want), abs=1e-6)
     assert -2 <= res["probe.fggp.proto-margin"] <= 2

@@ -14,8 +14,13 @@ from fgl_flower.methods import METHODS
 
 
 def _context(flat):
-    return Context(run_id=0, node_id=1, node_config={"partition-id": 0, "num-partitions": int(flat["num-clients"])},
-                   state=RecordDict(), run_config=flat)
+    return Context(
+        run_id=0,
+        node_id=1,
+        node_config={"partition-id": 0, "num-partitions": int(flat["num-clients"])},
+        state=RecordDict(),
+        run_config=flat,
+    )
 
 
 @pytest.mark.parametrize("method", sorted(name for name, _ in METHODS.items()))
@@ -31,6 +36,8 @@ def test_model_init_reaches_the_trained_model(method, flat, request):
     if not learners:  # O-pFGL builds its model in train, with seeded_model (the run's backbone)
         pytest.skip(f"{method}'s client keeps no learner between messages")
     for learner in learners:
-        model = getattr(learner.model, "backbone", learner.model)  # FedFA: the backbone in its FFA wrapper
+        model = getattr(
+            learner.model, "backbone", learner.model
+        )  # FedFA: the backbone in its FFA wrapper
         params = torch.cat([p.detach().flatten() for p in model.parameters()])
         assert params.min() >= 0.0 and params.max() < 1.0

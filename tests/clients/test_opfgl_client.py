@@ -6,8 +6,14 @@ import torch
 from torch_geometric.utils import to_undirected
 
 from fgl_flower.clients.opfgl import (
-    class_homophily, class_sums, distillation_factor, label_propagation, propagated_rows,
-    pseudo_graph_probes, reliable_nodes, simple_edges,
+    class_homophily,
+    class_sums,
+    distillation_factor,
+    label_propagation,
+    propagated_rows,
+    pseudo_graph_probes,
+    reliable_nodes,
+    simple_edges,
 )
 from fgl_flower.metrics import macro_f1
 
@@ -59,7 +65,9 @@ def test_hre_only_adds_unlabelled_nodes_of_locally_strong_classes():
     hom = class_homophily(ei, y, train, 2)
     assert hom[0] > hom[1]
     deg = torch.bincount(ei[0], minlength=n)
-    idx, labels = reliable_nodes(soft, hom, train, deg, topk=1, conf_threshold=0.95, degree_threshold=0)
+    idx, labels = reliable_nodes(
+        soft, hom, train, deg, topk=1, conf_threshold=0.95, degree_threshold=0
+    )
     assert idx.numel() > 0
     assert not train[idx].any()
     assert torch.all(labels == 0)  # only the strongest class is expanded
@@ -79,7 +87,9 @@ def test_propagated_rows_equal_dense_formula(toy):
     rows = torch.tensor([4, 0])
     dense = torch.cat([x, a_hat @ x, a_hat @ a_hat @ x], 1)[rows].double()
     np.testing.assert_allclose(propagated_rows(x, ei, rows, hops=2), dense.numpy(), rtol=1e-5)
-    np.testing.assert_allclose(propagated_rows(x.to_sparse(), ei, rows, hops=2), dense.numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        propagated_rows(x.to_sparse(), ei, rows, hops=2), dense.numpy(), rtol=1e-5
+    )
 
 
 def test_class_sums_skip_classes_with_fewer_than_two_nodes():
@@ -107,8 +117,15 @@ def test_gamma_is_clipped_to_its_bounds(flat):
     from fgl_flower.datasets import load_client_data
     from fgl_flower.parse import parse_run_config
 
-    flat.update({"method": "opfgl", "num-rounds": 1, "opfgl.beta": 5.0,
-                 "opfgl.gamma-min": 0.05, "opfgl.gamma-max": 0.2})
+    flat.update(
+        {
+            "method": "opfgl",
+            "num-rounds": 1,
+            "opfgl.beta": 5.0,
+            "opfgl.gamma-min": 0.05,
+            "opfgl.gamma-max": 0.2,
+        }
+    )
     cfg = parse_run_config(flat)
     client = OPFGLClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
     gamma = client.gamma()
@@ -123,7 +140,11 @@ def test_pseudo_graph_probes_count_the_clients_classes_it_covers():
     y_syn = torch.tensor([0, 0, 2, 3])
     edges = torch.tensor([[0, 1, 2], [1, 0, 3]])
     probes = pseudo_graph_probes(y_syn, edges, torch.tensor([0, 1, 1, 2, 0]))
-    assert probes == {"pseudo.nodes": 4.0, "pseudo.coverage": pytest.approx(2 / 3), "pseudo.edges": 0.75}
+    assert probes == {
+        "pseudo.nodes": 4.0,
+        "pseudo.coverage": pytest.approx(2 / 3),
+        "pseudo.edges": 0.75,
+    }
     assert pseudo_graph_probes(y_syn, edges, torch.tensor([1, 4]))["pseudo.coverage"] == 0.0
     empty = pseudo_graph_probes(y_syn[:0], edges[:, :0], torch.tensor([1]))
     assert empty == {"pseudo.nodes": 0.0, "pseudo.coverage": 0.0, "pseudo.edges": 0.0}

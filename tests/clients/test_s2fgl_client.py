@@ -5,18 +5,28 @@ import torch
 from flwr.app import ArrayRecord, ConfigRecord, RecordDict
 from run_records import rounds
 
+from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.clients.s2fgl import PROTOTYPES, REPOSITORY, S2FGLClient
 from fgl_flower.clients.state import ClientState
-from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import ARRAYS, CONFIG, METRICS, NUM_EXAMPLES, SERVER_ROUND
 
-ACM = {"model": "acmgcn", "hidden": 16, "dropout": 0.1, "optimizer": "sgd", "lr": 0.2,
-       "weight-decay": 0.0, "local-epochs": 4, "keep-optimizer-state": False, "num-rounds": 3,
-       "agg-weight": "local", "eval-weight": "client-size"}
+ACM = {
+    "model": "acmgcn",
+    "hidden": 16,
+    "dropout": 0.1,
+    "optimizer": "sgd",
+    "lr": 0.2,
+    "weight-decay": 0.0,
+    "local-epochs": 4,
+    "keep-optimizer-state": False,
+    "num-rounds": 3,
+    "agg-weight": "local",
+    "eval-weight": "client-size",
+}
 
 
 def test_both_switches_off_equals_fedavg_with_the_same_seed(flat, tmp_path):
@@ -24,8 +34,13 @@ def test_both_switches_off_equals_fedavg_with_the_same_seed(flat, tmp_path):
     flat.update({"method": "s2fgl", "s2fgl.lambda1": 0.0, "s2fgl.lambda2": 0.0})
     run_inprocess(flat)
     defaults = load_app_defaults()  # s2fgl's options back to their defaults: fedavg has none
-    flat.update({"method": "fedavg", "out-dir": str(tmp_path / "fedavg"),
-                 **{k: defaults[k] for k in ("s2fgl.lambda1", "s2fgl.lambda2")}})
+    flat.update(
+        {
+            "method": "fedavg",
+            "out-dir": str(tmp_path / "fedavg"),
+            **{k: defaults[k] for k in ("s2fgl.lambda1", "s2fgl.lambda2")},
+        }
+    )
     run_inprocess(flat)
     ours, fedavg = rounds(tmp_path / "run"), rounds(tmp_path / "fedavg")
     assert [r["eval"] for r in ours] == [r["eval"] for r in fedavg]
@@ -69,13 +84,16 @@ def test_reply_carries_model_and_prototypes_weighted_by_node_count(flat):
     assert reply2.metric_records[METRICS]["fkd_loss"] > 0
 
 
-@pytest.mark.parametrize("override, message", [
-    ({"model": "gcn"}, "embed"),
-    ({"s2fgl.start-round": 1}, "start-round"),
-    ({"s2fgl.eig-mode": "arpack"}, "eig-mode"),
-    ({"s2fgl.lambda1": -1.0}, "non-negative"),
-    ({"s2fgl.anchor-fraction": 0.0}, "anchor-fraction"),
-])
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ({"model": "gcn"}, "embed"),
+        ({"s2fgl.start-round": 1}, "start-round"),
+        ({"s2fgl.eig-mode": "arpack"}, "eig-mode"),
+        ({"s2fgl.lambda1": -1.0}, "non-negative"),
+        ({"s2fgl.anchor-fraction": 0.0}, "anchor-fraction"),
+    ],
+)
 def test_bad_options_stop_before_the_run(flat, override, message):
     flat.update(ACM)
     flat.update({"method": "s2fgl", **override})
@@ -90,7 +108,9 @@ def test_eval_dropout_evaluates_in_train_mode_reproducibly(flat):
 
     def evaluate(eval_dropout, server_round=1):
         cfg = parse_run_config({**flat, "s2fgl.eval-dropout": eval_dropout})
-        client = S2FGLClient(cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0)
+        client = S2FGLClient(
+            cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0
+        )
         return dict(client.evaluate(content, server_round).metric_records[METRICS])
 
     clean = evaluate(False)

@@ -15,8 +15,15 @@ def test_undirected_adds_the_reverse_edges_of_a_directed_graph(data_root):
 
 def test_data_undirected_reaches_the_clients(data_root):
     flat = load_app_defaults()
-    flat.update({"dataset": "Texas", "partition": "louvain", "num-clients": 3,
-                 "data-root": str(data_root), "data.undirected": "true"})
+    flat.update(
+        {
+            "dataset": "Texas",
+            "partition": "louvain",
+            "num-clients": 3,
+            "data-root": str(data_root),
+            "data.undirected": "true",
+        }
+    )
     client = load_client_data(parse_run_config(flat).data_config(), 0)
     from torch_geometric.utils import is_undirected
 

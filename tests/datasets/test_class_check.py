@@ -27,8 +27,14 @@ def _folder(cfg: DataConfig):
 
 
 def _fresh_process(code: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ), capture_output=True,
-                          text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def test_the_answer_is_kept_per_split_and_equals_loading_every_client():
@@ -39,8 +45,10 @@ def test_the_answer_is_kept_per_split_and_equals_loading_every_client():
     stored = json.loads((_folder(ok) / CLASSES_FILE).read_text())
     assert {split_key(ok), split_key(bad)} <= set(stored)
     for cfg in (ok, bad):
-        loaded = {name: (kind, sorted(p), sorted(t), sorted(i))
-                  for name, (kind, p, t, i) in class_labels(cfg).items()}
+        loaded = {
+            name: (kind, sorted(p), sorted(t), sorted(i))
+            for name, (kind, p, t, i) in class_labels(cfg).items()
+        }
         assert labels(cfg) == loaded == {n: tuple(v) for n, v in stored[split_key(cfg)].items()}
     # the split decides: the bad split trains fewer classes than the good one
     _, present, trained, idle = labels(ok)["synthetic"]
@@ -89,8 +97,11 @@ def test_a_client_without_a_training_example_is_refused_also_with_allow():
     would otherwise surface in round 1 as a diverged learning rate."""
     idle = _cfg(split_seed=10, split=(0.002, 0.2, 0.798))
     for allow in (False, True):
-        with pytest.raises(ConfigError, match=r"client\(s\) \[0, 1, 2\] have no training node "
-                                                r"\(split=0.002,0.2,0.798, split-mode=random\)"):
+        with pytest.raises(
+            ConfigError,
+            match=r"client\(s\) \[0, 1, 2\] have no training node "
+            r"\(split=0.002,0.2,0.798, split-mode=random\)",
+        ):
             check_training_classes(idle, allow=allow)
 
 

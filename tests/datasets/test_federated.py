@@ -24,7 +24,9 @@ from fgl_flower.errors import ConfigError, DataUnavailableError, UnknownNameErro
 
 
 def test_task_of():
-    assert task_of("cora") == "node" and task_of("MUTAG") == "graph" and task_of("tu-multi") == "graph"
+    assert (
+        task_of("cora") == "node" and task_of("MUTAG") == "graph" and task_of("tu-multi") == "graph"
+    )
     with pytest.raises(UnknownNameError, match="Did you mean 'Cora'"):
         task_of("Coraa")
 
@@ -34,11 +36,19 @@ def test_task_of():
     [
         (DataConfig("synthetik", "random", 2), "Did you mean 'synthetic'"),
         (DataConfig("synthetic", "louvian", 2), "Did you mean 'louvain'"),
-        (DataConfig("synthetic", "random", 0), "num-clients=0 asks for the partition's natural number"),
+        (
+            DataConfig("synthetic", "random", 0),
+            "num-clients=0 asks for the partition's natural number",
+        ),
         (DataConfig("synthetic", "random", -1), "num_clients must be an integer >= 1"),
-        (DataConfig("synthetic", "random", 2, split_mode="five-group", split=(0.8, 0.1, 0.1)),
-         "split=0.8,0.1,0.1 with split-mode=five-group"),
-        (DataConfig("synthetic", "random", 2, split_mode="five-group", split_fold=5), "split-fold=5"),
+        (
+            DataConfig("synthetic", "random", 2, split_mode="five-group", split=(0.8, 0.1, 0.1)),
+            "split=0.8,0.1,0.1 with split-mode=five-group",
+        ),
+        (
+            DataConfig("synthetic", "random", 2, split_mode="five-group", split_fold=5),
+            "split-fold=5",
+        ),
         (DataConfig("synthetic", "random", 2, edge_flip=1.0), "edge-flip=1.0"),
         (DataConfig("synthetic", "random", 2, edge_flip=-0.1), "edge-flip=-0.1"),
         (DataConfig("MUTAG", "random", 2, split_mode="five-group"), "graph-classification"),
@@ -62,7 +72,9 @@ def test_validation_errors(cfg, match):
 
 
 def test_options_accept_case_and_underscores():
-    validate_data_config(DataConfig("synthetic", "dirichlet", 2, options=(("Min_Size", "3"), ("num_nodes", 300))))
+    validate_data_config(
+        DataConfig("synthetic", "dirichlet", 2, options=(("Min_Size", "3"), ("num_nodes", 300)))
+    )
 
 
 @pytest.fixture
@@ -92,11 +104,17 @@ def test_cache_hit_identical_and_on_disk(own_cache):
 
 def test_split_seed_changes_masks_not_partition():
     base = DataConfig("synthetic", "random", 2)
-    a, b = load_client_data(base, 0), load_client_data(DataConfig("synthetic", "random", 2, split_seed=5), 0)
+    a, b = (
+        load_client_data(base, 0),
+        load_client_data(DataConfig("synthetic", "random", 2, split_seed=5), 0),
+    )
     assert torch.equal(a.data.global_id, b.data.global_id)
     assert not torch.equal(a.data.train_mask, b.data.train_mask)
     assert a.num_local == a.data.num_nodes == b.num_local
-    assert (a.num_train, b.num_train) == (int(a.data.train_mask.sum()), int(b.data.train_mask.sum()))
+    assert (a.num_train, b.num_train) == (
+        int(a.data.train_mask.sum()),
+        int(b.data.train_mask.sum()),
+    )
 
 
 def test_partition_stats_node():
@@ -117,7 +135,9 @@ def test_data_root_resolution(monkeypatch, tmp_path):
 def test_missing_data_offline(tmp_path, monkeypatch):
     monkeypatch.setenv("FGL_OFFLINE", "1")
     assert dataset_status("Cora", tmp_path) == (False, tmp_path / "Planetoid" / "Cora" / "raw")
-    with pytest.raises(DataUnavailableError, match=str(tmp_path / "Planetoid" / "Cora" / "raw")) as err:
+    with pytest.raises(
+        DataUnavailableError, match=str(tmp_path / "Planetoid" / "Cora" / "raw")
+    ) as err:
         load_dataset("Cora", tmp_path)
     assert "FGL_DATA_ROOT" in str(err.value)
     with pytest.raises(DataUnavailableError, match="'MUTAG'"):
@@ -152,8 +172,14 @@ def test_read_only_data_root(data_root, tmp_path):
 
 
 def test_cora_client_features_sparse(data_root):
-    cfg = DataConfig("Cora", "louvain", 5, data_root=str(data_root), split=(0.2, 0.4, 0.4),
-                     split_mode="stratified")
+    cfg = DataConfig(
+        "Cora",
+        "louvain",
+        5,
+        data_root=str(data_root),
+        split=(0.2, 0.4, 0.4),
+        split_mode="stratified",
+    )
     c = load_client_data(cfg, 0)
     assert c.data.x.is_sparse and c.num_features == 1433 and c.num_classes == 7
     assert sum(s["nodes"] for s in partition_stats(cfg)) == 2708
@@ -169,8 +195,15 @@ def test_mutag_dirichlet(data_root):
 
 
 def test_tu_single_group(data_root):
-    cfg = DataConfig("tu-single", "per-dataset", 7, data_root=str(data_root), split=(0.8, 0.1, 0.1),
-                     split_mode="stratified", split_seed=123)
+    cfg = DataConfig(
+        "tu-single",
+        "per-dataset",
+        7,
+        data_root=str(data_root),
+        split=(0.8, 0.1, 0.1),
+        split_mode="stratified",
+        split_seed=123,
+    )
     c0 = load_client_data(cfg, 0)
     assert c0.dataset == "MUTAG" and c0.num_features == 7 and c0.num_classes == 2
     assert (len(c0.train), len(c0.val), len(c0.test)) == (150, 19, 19)
@@ -198,8 +231,14 @@ def test_physics_fedspray_files(data_root):
     part_dir = data_root.parent / "fedspray_partition"
     if not part_dir.is_dir():
         pytest.skip(f"no FedSpray partition files at {part_dir}")
-    cfg = DataConfig("Physics", "files", 12, data_root=str(data_root), split=(0.4, 0.3, 0.3),
-                     options=(("dir", str(part_dir)),))
+    cfg = DataConfig(
+        "Physics",
+        "files",
+        12,
+        data_root=str(data_root),
+        split=(0.4, 0.3, 0.3),
+        options=(("dir", str(part_dir)),),
+    )
     stats = partition_stats(cfg)
     files = sorted(p.stem for p in part_dir.glob("Physics_*.txt"))
     got = {f: s["class_counts"] for f, s in zip(files, stats)}

@@ -32,7 +32,9 @@ def _global_masks(cfg: DataConfig) -> dict[str, np.ndarray]:
 
 
 def _cfg(fold: int, partition: str = "metis", clients: int = 3) -> DataConfig:
-    return DataConfig("synthetic", partition, clients, split_mode="five-group", split_seed=3, split_fold=fold)
+    return DataConfig(
+        "synthetic", partition, clients, split_mode="five-group", split_seed=3, split_fold=fold
+    )
 
 
 def test_the_five_folds_rotate_over_the_whole_graph():
@@ -59,13 +61,16 @@ def test_run_config_rotates_folds_with_the_seed():
     assert parse_run_config({**flat, "seed": 3, "split-fold": 1}).data_config().split_fold == 1
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("split-fold", 5, "split-fold must be -1"),
-    ("split-fold", -2, "split-fold must be -1"),
-    ("edge-flip", 1.0, r"edge-flip must be in \[0, 1\)"),
-    ("edge-flip", -0.5, r"edge-flip must be in \[0, 1\)"),
-    ("num-clients", -2, "num-clients must be at least 1, 0 for the partition"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("split-fold", 5, "split-fold must be -1"),
+        ("split-fold", -2, "split-fold must be -1"),
+        ("edge-flip", 1.0, r"edge-flip must be in \[0, 1\)"),
+        ("edge-flip", -0.5, r"edge-flip must be in \[0, 1\)"),
+        ("num-clients", -2, "num-clients must be at least 1, 0 for the partition"),
+    ],
+)
 def test_bad_values_of_the_new_keys(key, value, match):
     from fgl_flower.errors import ConfigError
 

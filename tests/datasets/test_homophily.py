@@ -27,7 +27,9 @@ def test_partition_stats_report_both():
 
 def test_chameleon_origin_matches_the_spec(data_root):
     """FedHERO Table 7 "Origin" is node homophily: 0.247 on undirected chameleon (spec §5.2)."""
-    cfg = DataConfig("chameleon", "random", 1, data_root=str(data_root), options=(("undirected", True),))
+    cfg = DataConfig(
+        "chameleon", "random", 1, data_root=str(data_root), options=(("undirected", True),)
+    )
     [whole] = partition_stats(cfg)
     assert whole["nodes"] == 2277 and whole["edges"] == 31371
     assert whole["node_homophily"] == pytest.approx(0.247, abs=5e-4)

@@ -52,8 +52,11 @@ def test_the_merge_is_seeded_and_min_size_sets_the_count():
     draws = {tuple(p.size for p in _split(inp, seed)) for seed in range(6)}
     assert len(draws) > 1  # which large community takes a small one depends on the seed
     assert len(_split(inp, **{"min-size": 56})) == 2
-    with pytest.raises(ConfigError, match=r"no Louvain community of 'cliques' has >= 100 nodes \(the "
-                                          r"largest has 80\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"no Louvain community of 'cliques' has >= 100 nodes \(the "
+        r"largest has 80\)",
+    ):
         _split(inp, **{"min-size": 100})
 
 
@@ -61,7 +64,9 @@ def test_explicit_count_must_match():
     part = PARTITIONERS.get("louvain-merge")()
     inp = _cliques([60, 80, 55])
     assert len(part.split(inp, 0, 0, OPTS)) == len(part.split(inp, 3, 0, OPTS)) == 3
-    with pytest.raises(ConfigError, match="louvain-merge of 'cliques' gives 3 clients .*set num-clients=3 or 0"):
+    with pytest.raises(
+        ConfigError, match="louvain-merge of 'cliques' gives 3 clients .*set num-clients=3 or 0"
+    ):
         part.split(inp, 4, 0, OPTS)
 
 
@@ -83,8 +88,9 @@ def test_num_clients_zero_is_resolved_from_the_data():
 
 def test_chameleon_clients(data_root):
     opts = (("undirected", True),)
-    cfg = with_natural_clients(DataConfig("chameleon", "louvain-merge", 0, data_root=str(data_root),
-                                          options=opts))
+    cfg = with_natural_clients(
+        DataConfig("chameleon", "louvain-merge", 0, data_root=str(data_root), options=opts)
+    )
     ids = [load_client_data(cfg, k).data.global_id.numpy() for k in range(cfg.num_clients)]
     allids = np.concatenate(ids)
     assert np.array_equal(np.sort(allids), np.arange(2277))
@@ -94,5 +100,7 @@ def test_chameleon_clients(data_root):
     from fgl_flower.datasets.partition.community import louvain
 
     data = load_dataset("chameleon", data_root, {"undirected": True})
-    comms = louvain(PartitionInput("chameleon", data.y.numpy(), undirected_edges(data.edge_index, 2277)), 1.0, 0)
+    comms = louvain(
+        PartitionInput("chameleon", data.y.numpy(), undirected_edges(data.edge_index, 2277)), 1.0, 0
+    )
     assert cfg.num_clients == sum(c.size >= 50 for c in comms)  # spec A12: 9

@@ -14,8 +14,13 @@ from fgl_flower.datasets.node_store import induced_edges, load_node_part, write_
 def _equal(a, b) -> bool:
     if isinstance(a, torch.Tensor):
         if a.is_sparse or b.is_sparse:
-            return (a.is_sparse and b.is_sparse and a.shape == b.shape
-                    and torch.equal(a.indices(), b.indices()) and torch.equal(a.values(), b.values()))
+            return (
+                a.is_sparse
+                and b.is_sparse
+                and a.shape == b.shape
+                and torch.equal(a.indices(), b.indices())
+                and torch.equal(a.values(), b.values())
+            )
         return a.dtype == b.dtype and torch.equal(a, b)
     return a == b
 

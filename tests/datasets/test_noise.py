@@ -51,8 +51,9 @@ def test_client_edges_are_flipped_at_load_time():
     load_client_data.cache_clear()
     assert torch.equal(_edges(noisy, 0), flipped[0])  # deterministic, from split-seed and client
     assert torch.equal(_edges(base, 0), clean[0])  # the cached partition stays clean
-    other_fold = DataConfig("synthetic", "metis", 3, split_seed=4, edge_flip=0.2, split_mode="five-group",
-                            split_fold=3)
+    other_fold = DataConfig(
+        "synthetic", "metis", 3, split_seed=4, edge_flip=0.2, split_mode="five-group", split_fold=3
+    )
     assert torch.equal(_edges(other_fold, 1), flipped[1])  # the same noisy graph for every fold
     other_seed = DataConfig("synthetic", "metis", 3, split_seed=5, edge_flip=0.2)
     assert not torch.equal(_edges(other_seed, 1), flipped[1])

@@ -15,12 +15,14 @@ def _graphs(num: int = 11) -> list[Data]:
     for i in range(num):
         n = 1 + i % 5  # 1-node graphs included
         e = 0 if i % 4 == 0 else 2 * n  # and graphs without edges
-        graphs.append(Data(
-            x=torch.randn(n, 3, generator=gen),
-            edge_index=torch.randint(0, n, (2, e), generator=gen),
-            y=torch.tensor([i]),
-            stc_enc=torch.randn(n, 2, generator=gen),
-        ))
+        graphs.append(
+            Data(
+                x=torch.randn(n, 3, generator=gen),
+                edge_index=torch.randint(0, n, (2, e), generator=gen),
+                y=torch.tensor([i]),
+                stc_enc=torch.randn(n, 2, generator=gen),
+            )
+        )
     return graphs
 
 
@@ -58,7 +60,11 @@ def test_an_empty_split_draws_like_an_empty_loader():
 
 
 def test_one_label_per_graph_is_required():
-    g = Data(x=torch.zeros(3, 1), edge_index=torch.zeros(2, 0, dtype=torch.long), y=torch.zeros(3, dtype=torch.long))
+    g = Data(
+        x=torch.zeros(3, 1),
+        edge_index=torch.zeros(2, 0, dtype=torch.long),
+        y=torch.zeros(3, dtype=torch.long),
+    )
     with pytest.raises(ValueError, match="one label y per graph"):
         PackedGraphs([g])
 

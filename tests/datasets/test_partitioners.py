@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from fgl_flower.datasets import DataConfig, PARTITIONERS, load_client_data, partition_stats
+from fgl_flower.datasets import PARTITIONERS, DataConfig, load_client_data, partition_stats
 from fgl_flower.datasets.partition import PartitionInput
 from fgl_flower.errors import ConfigError
 

@@ -22,8 +22,10 @@ from fgl_flower.errors import ConfigError
 
 # scikit-learn 1.2.2: KMeans(5, n_init=10, random_state=RandomState(7)).fit(x).labels_, twice
 # from the same RandomState.
-SKLEARN_1_2_2 = ("343302443410411444441044031244404424112031122100414114143214",
-                 "131143301024300333332403412333343030223412233244020203201303")
+SKLEARN_1_2_2 = (
+    "343302443410411444441044031244404424112031122100414114143214",
+    "131143301024300333332403412333343030223412233244020203201303",
+)
 
 
 def test_legacy_kmeans_matches_scikit_learn_1_2_2():
@@ -48,25 +50,41 @@ def test_stratified_sequential_cuts_per_class_and_continues_the_stream():
 
 
 @pytest.mark.parametrize("partition", ["louvain-plus", "louvain"])
-@pytest.mark.parametrize("opts, match", [
-    ((("rng", "sklearn"),), "rng must be one of numpy, reference"),
-    ((("resolution", 2.0), ("rng", "reference")), "resolution 1"),
-])
+@pytest.mark.parametrize(
+    "opts, match",
+    [
+        ((("rng", "sklearn"),), "rng must be one of numpy, reference"),
+        ((("resolution", 2.0), ("rng", "reference")), "resolution 1"),
+    ],
+)
 def test_bad_reference_options(partition, opts, match):
     with pytest.raises(ConfigError, match=match):
         validate_data_config(DataConfig("Cora", partition, 10, options=opts))
 
 
 def _clients(data_root, dataset: str) -> list[tuple[list[int], list[int], list[int]]]:
-    cfg = DataConfig(dataset, "louvain-plus", 10, 42, split=(0.2, 0.4, 0.4),
-                     split_mode="stratified-sequential", split_seed=42,
-                     data_root=str(data_root), options=(("rng", "reference"),))
+    cfg = DataConfig(
+        dataset,
+        "louvain-plus",
+        10,
+        42,
+        split=(0.2, 0.4, 0.4),
+        split_mode="stratified-sequential",
+        split_seed=42,
+        data_root=str(data_root),
+        options=(("rng", "reference"),),
+    )
     out = []
     for k in range(10):
         d = load_client_data(cfg, k).data
         g = d.global_id.numpy()
-        out.append((g.tolist(), sorted(g[d.train_mask.numpy()].tolist()),
-                    sorted(g[d.val_mask.numpy()].tolist())))
+        out.append(
+            (
+                g.tolist(),
+                sorted(g[d.train_mask.numpy()].tolist()),
+                sorted(g[d.val_mask.numpy()].tolist()),
+            )
+        )
     return out
 
 
@@ -96,11 +114,11 @@ FLGO_LOUVAIN = {
 }
 
 
-@pytest.mark.parametrize("dataset", [
-    "Cora", pytest.param("CiteSeer", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("dataset", ["Cora", pytest.param("CiteSeer", marks=pytest.mark.slow)])
 def test_s2fgl_code_louvain_partition(data_root, dataset):
-    cfg = DataConfig(dataset, "louvain", 10, 97, data_root=str(data_root),
-                     options=(("rng", "reference"),))
+    cfg = DataConfig(
+        dataset, "louvain", 10, 97, data_root=str(data_root), options=(("rng", "reference"),)
+    )
     clients = [load_client_data(cfg, k).data.global_id.tolist() for k in range(10)]
     sizes, digest = FLGO_LOUVAIN[dataset]
     assert [len(c) for c in clients] == sizes

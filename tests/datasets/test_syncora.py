@@ -47,15 +47,25 @@ def test_every_graph_has_the_published_statistics(syn_root):
 def test_the_group_has_ten_clients_of_rising_homophily(syn_root):
     group = DATASET_GROUPS.get("syn-cora")
     assert group.task == "node" and len(group.members) == 10
-    cfg = DataConfig("syn-cora", "per-dataset", 0, data_root=str(syn_root), split_mode="five-group",
-                     split_fold=1)
+    cfg = DataConfig(
+        "syn-cora", "per-dataset", 0, data_root=str(syn_root), split_mode="five-group", split_fold=1
+    )
     assert natural_num_clients(cfg) == 10
     stats = partition_stats(cfg)
     assert [s["nodes"] for s in stats] == [1490] * 10
     homophily = [s["edge_homophily"] for s in stats]
     assert all(abs(h - k / 10) <= 0.02 for k, h in enumerate(homophily))
-    c = load_client_data(DataConfig("syn-cora", "per-dataset", 10, data_root=str(syn_root),
-                                    split_mode="five-group", split_fold=1), 9)
+    c = load_client_data(
+        DataConfig(
+            "syn-cora",
+            "per-dataset",
+            10,
+            data_root=str(syn_root),
+            split_mode="five-group",
+            split_fold=1,
+        ),
+        9,
+    )
     assert c.num_features == 1433 and c.num_classes == 5 and c.data.num_nodes == 1490
     assert c.data.global_id.tolist() == list(range(1490))
     assert int(c.data.train_mask.sum()) == 894 and int(c.data.test_mask.sum()) == 298
@@ -70,8 +80,14 @@ def test_five_groups_follow_the_shared_cora_nodes(syn_root):
         x, y = c.data.x.to_dense()[mask].numpy(), c.data.y[mask].numpy()
         return sorted((int(label), row.tobytes()) for row, label in zip(x, y))
 
-    cfg = DataConfig("syn-cora", "per-dataset", 10, data_root=str(syn_root), split_mode="five-group",
-                     split_fold=2)
+    cfg = DataConfig(
+        "syn-cora",
+        "per-dataset",
+        10,
+        data_root=str(syn_root),
+        split_mode="five-group",
+        split_fold=2,
+    )
     first, last = load_client_data(cfg, 0), load_client_data(cfg, 9)
     assert not torch.equal(first.data.x.to_dense(), last.data.x.to_dense())  # reordered
     for mask in ("train_mask", "val_mask", "test_mask"):
@@ -83,8 +99,11 @@ def test_five_groups_follow_the_shared_cora_nodes(syn_root):
 
 
 def test_missing_and_corrupt_files(tmp_path):
-    with pytest.raises(DataUnavailableError, match=r"(?s)'syn-cora-h0.50-r1'.*no file .*h0.50-r1.npz.*"
-                                                   r"FGL_DATA_ROOT.*cannot be downloaded"):
+    with pytest.raises(
+        DataUnavailableError,
+        match=r"(?s)'syn-cora-h0.50-r1'.*no file .*h0.50-r1.npz.*"
+        r"FGL_DATA_ROOT.*cannot be downloaded",
+    ):
         load_dataset("syn-cora-h0.50-r1", tmp_path)
     with pytest.raises(DataUnavailableError, match="syn-cora-h0.30-r1"):
         load_client_data(DataConfig("syn-cora", "per-dataset", 10, data_root=str(tmp_path)), 3)

@@ -33,8 +33,16 @@ def test_classes_differ_in_communities_not_in_degree():
     assert max(means) - min(means) < 0.3 and all(3.5 < m < 4.5 for m in means)
 
 
-@pytest.mark.parametrize("kw", [{"num_classes": 1}, {"min_nodes": 4}, {"min_nodes": 40},
-                                {"p_out": 1.0}, {"feature_signal": -1.0}])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"num_classes": 1},
+        {"min_nodes": 4},
+        {"min_nodes": 40},
+        {"p_out": 1.0},
+        {"feature_signal": -1.0},
+    ],
+)
 def test_bad_options_are_refused(kw):
     with pytest.raises(ConfigError, match="synthetic-graphs"):
         synthetic_graphs(num_graphs=30, **kw)
@@ -48,8 +56,19 @@ def test_options_reach_the_partition(tmp_path, monkeypatch):
     from fgl_flower.parse import parse_run_config
 
     monkeypatch.setenv("FGL_CACHE_DIR", str(tmp_path))
-    flat = flat_config({"method": "fedavg", "dataset": "synthetic-graphs", "partition": "random",
-                        "model": "gin", "num-clients": 2, "data.synthetic-graphs.num-graphs": 40})
+    flat = flat_config(
+        {
+            "method": "fedavg",
+            "dataset": "synthetic-graphs",
+            "partition": "random",
+            "model": "gin",
+            "num-clients": 2,
+            "data.synthetic-graphs.num-graphs": 40,
+        }
+    )
     cfg = parse_run_config(flat).data_config()
-    sizes = [sum(len(s) for s in (c.train, c.val, c.test)) for c in (load_client_data(cfg, i) for i in (0, 1))]
+    sizes = [
+        sum(len(s) for s in (c.train, c.val, c.test))
+        for c in (load_client_data(cfg, i) for i in (0, 1))
+    ]
     assert sizes == [20, 20]

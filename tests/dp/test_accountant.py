@@ -22,8 +22,13 @@ def library_epsilon(noise, rounds, delta):
 
 @pytest.mark.parametrize("noise,rounds,delta", [(1.0, 10, 1e-5), (4.0, 100, 1e-6), (0.7, 1, 1e-3)])
 def test_the_reported_epsilon_is_the_accounting_library_s_own(noise, rounds, delta):
-    dp = CentralDP(DPSettings(clip=1.0, noise=noise, epsilon=0.0, delta=delta), population=20,
-                   num_rounds=rounds, seed=0, cohort=10)
+    dp = CentralDP(
+        DPSettings(clip=1.0, noise=noise, epsilon=0.0, delta=delta),
+        population=20,
+        num_rounds=rounds,
+        seed=0,
+        cohort=10,
+    )
     mean = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
     eps = []
     for r in range(1, rounds + 1):
@@ -37,7 +42,9 @@ def test_a_target_epsilon_sets_the_noise_that_spends_it_over_the_run():
     z = noise_for_epsilon(4.0, 1e-5, 50)
     assert library_epsilon(z, 50, 1e-5) == pytest.approx(4.0, rel=1e-3)
     assert library_epsilon(z, 50, 1e-5) <= 4.0 + 1e-9
-    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=4.0, delta=1e-5), 10, 50, seed=0, cohort=10)
+    dp = CentralDP(
+        DPSettings(clip=1.0, noise=0.0, epsilon=4.0, delta=1e-5), 10, 50, seed=0, cohort=10
+    )
     assert dp.noise == z
 
 
@@ -64,7 +71,9 @@ def test_the_noise_has_std_z_c_over_k_and_is_fresh_unless_seeded():
 def test_a_round_short_of_its_cohort_still_releases_and_a_withheld_round_spends_nothing():
     """The mean is over the cohort whatever replied (the others count as no update), so the
     noise keeps its scale and the round is one release; a withheld round is none."""
-    dp = CentralDP(DPSettings(clip=1.0, noise=1.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=4)
+    dp = CentralDP(
+        DPSettings(clip=1.0, noise=1.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=4
+    )
     mean = ArrayRecord({"w": Array(np.zeros(3, dtype=np.float32))})
     dp.withhold(1, 4, "a client did not clip")
     assert dp.spent() == 0.0 and dp.record()["released"] is False
@@ -76,7 +85,9 @@ def test_a_round_short_of_its_cohort_still_releases_and_a_withheld_round_spends_
 
 
 def test_no_noise_leaves_the_mean_bit_for_bit_and_epsilon_infinite():
-    dp = CentralDP(DPSettings(clip=1.0, noise=0.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=3)
+    dp = CentralDP(
+        DPSettings(clip=1.0, noise=0.0, epsilon=0.0, delta=1e-5), 10, 5, seed=0, cohort=3
+    )
     mean = ArrayRecord({"w": Array(np.random.default_rng(0).normal(size=5).astype(np.float32))})
     assert dp.privatize(1, mean, clients=3) is mean
     assert math.isinf(dp.spent()) and "epsilon" not in dp.record()
@@ -94,6 +105,8 @@ def test_a_resumed_accountant_continues_from_the_checkpointed_releases():
         full.privatize(r, mean, clients=5)
         resumed.privatize(r, mean, clients=5)
     assert resumed.spent() == full.spent()
-    other = CentralDP(DPSettings(clip=1.0, noise=2.0, epsilon=0.0, delta=1e-5), 10, 6, seed=0, cohort=3)
+    other = CentralDP(
+        DPSettings(clip=1.0, noise=2.0, epsilon=0.0, delta=1e-5), 10, 6, seed=0, cohort=3
+    )
     with pytest.raises(ValueError, match="noise multiplier"):
         other.load(full.releases)

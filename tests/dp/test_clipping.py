@@ -8,8 +8,11 @@ from fgl_flower.dp.clipping import clip_update, clipped_upload, update_norm
 
 def tensors(seed, scale=1.0):
     g = torch.Generator().manual_seed(seed)
-    return {"w": scale * torch.randn(4, 3, generator=g), "b": scale * torch.randn(3, generator=g),
-            "count": torch.tensor(7)}
+    return {
+        "w": scale * torch.randn(4, 3, generator=g),
+        "b": scale * torch.randn(3, generator=g),
+        "count": torch.tensor(7),
+    }
 
 
 def test_an_update_within_the_bound_goes_up_as_it_is():

@@ -18,9 +18,17 @@ def _batch(num_graphs: int = 6) -> Batch:
     for i in range(num_graphs):
         n = 4 + i
         ring = torch.arange(n)
-        edge_index = torch.stack([torch.cat([ring, (ring + 1) % n]), torch.cat([(ring + 1) % n, ring])])
-        graphs.append(Data(x=torch.randn(n, 5, generator=gen), edge_index=edge_index,
-                           stc_enc=torch.rand(n, 32, generator=gen), y=torch.tensor([i % 3])))
+        edge_index = torch.stack(
+            [torch.cat([ring, (ring + 1) % n]), torch.cat([(ring + 1) % n, ring])]
+        )
+        graphs.append(
+            Data(
+                x=torch.randn(n, 5, generator=gen),
+                edge_index=edge_index,
+                stc_enc=torch.rand(n, 32, generator=gen),
+                y=torch.tensor([i % 3]),
+            )
+        )
     return Batch.from_data_list(graphs)
 
 

@@ -33,17 +33,26 @@ class Calls:
 def test_runs_are_recorded_and_not_run_again(yardstick, tmp_path):
     path = tmp_path / "runs.jsonl"
     calls = Calls()
-    ours, theirs = yardstick.run_method(yardstick.Records(path), "fedavg", [0, 1], calls.theirs, calls.ours, 2)
+    ours, theirs = yardstick.run_method(
+        yardstick.Records(path), "fedavg", [0, 1], calls.theirs, calls.ours, 2
+    )
     assert (ours, theirs) == ([85.0, 86.0], [80.0, 81.0])
     assert sorted(calls.made) == [("openfgl", 0), ("openfgl", 1), ("ours", 0), ("ours", 1)]
     lines = [json.loads(line) for line in path.read_text().splitlines()]
     assert {(r["side"], r["seed"], r["test_acc"]) for r in lines} == {
-        ("ours", 0, 85.0), ("ours", 1, 86.0), ("openfgl", 0, 80.0), ("openfgl", 1, 81.0)}
-    assert all(r["rounds"] == yardstick.JOB["num-rounds"] and r["method"] == "fedavg" for r in lines)
+        ("ours", 0, 85.0),
+        ("ours", 1, 86.0),
+        ("openfgl", 0, 80.0),
+        ("openfgl", 1, 81.0),
+    }
+    assert all(
+        r["rounds"] == yardstick.JOB["num-rounds"] and r["method"] == "fedavg" for r in lines
+    )
 
     again = Calls()  # a new process: the records come from the file
-    assert yardstick.run_method(yardstick.Records(path), "fedavg", [0, 1, 2], again.theirs, again.ours) == (
-        [85.0, 86.0, 87.0], [80.0, 81.0, 82.0])
+    assert yardstick.run_method(
+        yardstick.Records(path), "fedavg", [0, 1, 2], again.theirs, again.ours
+    ) == ([85.0, 86.0, 87.0], [80.0, 81.0, 82.0])
     assert sorted(again.made) == [("openfgl", 2), ("ours", 2)]
 
 
@@ -67,7 +76,9 @@ def test_other_rounds_job_or_options_are_other_runs(yardstick, tmp_path, monkeyp
     monkeypatch.setitem(yardstick.JOB, "lr", 0.05)
     assert yardstick.Records(path).get("fedtad", 0, "ours") is None
     monkeypatch.setitem(yardstick.JOB, "lr", 0.01)
-    monkeypatch.setitem(yardstick.METHODS, "fedtad", (*yardstick.METHODS["fedtad"][:2], {"agg-weight": "uniform"}))
+    monkeypatch.setitem(
+        yardstick.METHODS, "fedtad", (*yardstick.METHODS["fedtad"][:2], {"agg-weight": "uniform"})
+    )
     assert yardstick.Records(path).get("fedtad", 0, "ours") is None
 
 
@@ -82,7 +93,22 @@ def test_a_fully_recorded_comparison_runs_nothing(yardstick, tmp_path, monkeypat
 
     for name in ("export_partition", "run_openfgl", "run_ours"):
         monkeypatch.setattr(yardstick, name, must_not_run)
-    monkeypatch.setattr("sys.argv", ["openfgl_yardstick.py", "--openfgl-python", "unused", "--methods",
-                                     "fedavg", "--seeds", "0,1", "--records", str(path)])
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "openfgl_yardstick.py",
+            "--openfgl-python",
+            "unused",
+            "--methods",
+            "fedavg",
+            "--seeds",
+            "0,1",
+            "--records",
+            str(path),
+        ],
+    )
     yardstick.main()
-    assert "| fedavg | 85.50 ± 0.71 | 80.50 ± 0.71 | +5.00 | 85.00 / 80.00, 86.00 / 81.00 |" in capsys.readouterr().out
+    assert (
+        "| fedavg | 85.50 ± 0.71 | 80.50 ± 0.71 | +5.00 | 85.00 / 80.00, 86.00 / 81.00 |"
+        in capsys.readouterr().out
+    )

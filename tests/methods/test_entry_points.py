@@ -8,7 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-PLUGIN = '''
+PLUGIN = """
 from fgl_flower.methods.spec import MethodSpec
 
 SPEC = MethodSpec(
@@ -20,7 +20,7 @@ SPEC = MethodSpec(
     options={"strength": 0.5},
     option_help={"strength": "an option of the plugin's own"},
 )
-'''
+"""
 
 
 def install_plugin(site: Path, value: str = "fgl_plugin_demo:SPEC") -> None:
@@ -35,8 +35,9 @@ def install_plugin(site: Path, value: str = "fgl_plugin_demo:SPEC") -> None:
 
 def run(site: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(site)}
-    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd,
-                          timeout=600)
+    return subprocess.run(
+        [sys.executable, *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=600
+    )
 
 
 def test_an_installed_method_is_listed_configured_and_run(tmp_path):
@@ -50,9 +51,26 @@ def test_an_installed_method_is_listed_configured_and_run(tmp_path):
     assert "[tool.flwr.app.config.fedavg-plugin]" in config.stdout
     assert "strength = 0.5" in config.stdout and "an option of the plugin's own" in config.stdout
     out = tmp_path / "run"
-    ran = run(site, "-m", "fgl_flower.cli", "run", "--inprocess", "--method", "fedavg-plugin",
-              "--rounds", "1", "--clients", "2", "--set", "fedavg-plugin.strength=0.7",
-              "--set", "data.synthetic.num-nodes=200", "--out", str(out), cwd=tmp_path)
+    ran = run(
+        site,
+        "-m",
+        "fgl_flower.cli",
+        "run",
+        "--inprocess",
+        "--method",
+        "fedavg-plugin",
+        "--rounds",
+        "1",
+        "--clients",
+        "2",
+        "--set",
+        "fedavg-plugin.strength=0.7",
+        "--set",
+        "data.synthetic.num-nodes=200",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert ran.returncode == 0, ran.stdout + ran.stderr
     assert (out / "summary.json").is_file()
 

@@ -28,7 +28,9 @@ def _low_dense():
 
 def test_low_pass_is_row_normalised_i_plus_a():
     low = acm_low_pass(TINY_EI, 4).to_dense()
-    expect = torch.tensor([[1 / 2, 1 / 2, 0, 0], [1 / 3, 1 / 3, 1 / 3, 0], [0, 1 / 2, 1 / 2, 0], [0, 0, 0, 1.0]])
+    expect = torch.tensor(
+        [[1 / 2, 1 / 2, 0, 0], [1 / 3, 1 / 3, 1 / 3, 0], [0, 1 / 2, 1 / 2, 0], [0, 0, 0, 1.0]]
+    )
     torch.testing.assert_close(low, expect)
     # Directed edge 0 -> 1: node 1 (the target) aggregates node 0, not vice versa.
     low = acm_low_pass(torch.tensor([[0], [1]]), 2).to_dense()

@@ -30,6 +30,7 @@ def test_feddense_parameter_counts(r, nf, c):
 def test_table3_payloads_and_model_sizes():
     """Payload = 4 B x shared parameters, in KiB; model sizes with the paper's averaged
     dataset term 64 n_f + 65 C = 3522 (spec §3.1.3, §9.3)."""
+
     def size(model, nf=1, c=1):
         return kib(count(model) - 64 * nf - 65 * c + 3522)
 
@@ -60,12 +61,25 @@ def _batch(nf: int = 5, sizes=(4, 6, 3)) -> Batch:
     for i, n in enumerate(sizes):
         src = torch.arange(n)
         ei = torch.stack([torch.cat([src, (src + 1) % n]), torch.cat([(src + 1) % n, src])])
-        graphs.append(Data(x=torch.randn(n, nf), edge_index=ei, stc_enc=torch.rand(n, 32), y=torch.tensor([i % 2])))
+        graphs.append(
+            Data(
+                x=torch.randn(n, nf),
+                edge_index=ei,
+                stc_enc=torch.rand(n, 32),
+                y=torch.tensor([i % 2]),
+            )
+        )
     return Batch.from_data_list(graphs)
 
 
-@pytest.mark.parametrize("make", [lambda: FedStarGIN(5, 16, 3), lambda: DDCGNN(5, 3, width=8, activation="pre"),
-                                  lambda: DDCGNN(5, 3, width=8, activation="post")])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: FedStarGIN(5, 16, 3),
+        lambda: DDCGNN(5, 3, width=8, activation="pre"),
+        lambda: DDCGNN(5, 3, width=8, activation="post"),
+    ],
+)
 def test_forward_shapes_and_gradients_reach_both_channels(make):
     torch.manual_seed(0)
     model, b = make(), _batch()
@@ -73,8 +87,11 @@ def test_forward_shapes_and_gradients_reach_both_channels(make):
     assert out.shape == (3, 3)
     out.sum().backward()
     for prefix in ("struct.", "feat.", "head."):
-        assert any(p.grad is not None and p.grad.abs().sum() > 0
-                   for n, p in model.named_parameters() if n.startswith(prefix)), prefix
+        assert any(
+            p.grad is not None and p.grad.abs().sum() > 0
+            for n, p in model.named_parameters()
+            if n.startswith(prefix)
+        ), prefix
 
 
 def test_pre_and_post_activation_differ_only_in_the_forward():
@@ -83,8 +100,9 @@ def test_pre_and_post_activation_differ_only_in_the_forward():
     post = DDCGNN(5, 2, width=8, activation="post").eval()
     post.load_state_dict(pre.state_dict())
     b = _batch()
-    assert not torch.allclose(pre(b.x, b.edge_index, b.batch, b.stc_enc),
-                              post(b.x, b.edge_index, b.batch, b.stc_enc))
+    assert not torch.allclose(
+        pre(b.x, b.edge_index, b.batch, b.stc_enc), post(b.x, b.edge_index, b.batch, b.stc_enc)
+    )
 
 
 def test_the_structural_channel_starts_equal_on_clients_of_different_datasets():
@@ -110,8 +128,10 @@ def test_post_is_the_default_everywhere():
 def _layer_inputs(model, b):
     """The inputs of the first GIN layer and of the readout's projection, per forward."""
     seen = {}
-    hooks = [model.feat.convs[0].register_forward_pre_hook(lambda m, a: seen.__setitem__("conv0", a[0])),
-             model.head.proj.register_forward_pre_hook(lambda m, a: seen.__setitem__("readout", a[0]))]
+    hooks = [
+        model.feat.convs[0].register_forward_pre_hook(lambda m, a: seen.__setitem__("conv0", a[0])),
+        model.head.proj.register_forward_pre_hook(lambda m, a: seen.__setitem__("readout", a[0])),
+    ]
     model(b.x, b.edge_index, b.batch, b.stc_enc)
     for h in hooks:
         h.remove()
@@ -125,7 +145,10 @@ def test_post_feeds_x0_and_the_structural_maps_raw(activation):
     dropout 0.99 in train mode they equal the eval-mode values. ``pre`` drops them."""
     torch.manual_seed(0)
     d0, r, L = 12, 8, 3
-    model, b = DDCGNN(5, 2, width=r, d0=d0, num_layers=L, dropout=0.99, activation=activation), _batch()
+    model, b = (
+        DDCGNN(5, 2, width=r, d0=d0, num_layers=L, dropout=0.99, activation=activation),
+        _batch(),
+    )
     ref = _layer_inputs(model.eval(), b)
     got = _layer_inputs(model.train(), b)
     x0 = model.feat.init(b.x)
@@ -137,7 +160,9 @@ def test_post_feeds_x0_and_the_structural_maps_raw(activation):
         assert torch.equal(got["readout"][:, :d0], ref["readout"][:, :d0])
         assert torch.equal(got["readout"][:, structural], ref["readout"][:, structural])
         assert (x0 < 0).any() and (ref["readout"][:, structural] < 0).any()  # no ReLU either
-        assert not torch.equal(got["readout"][:, d0:d0 + L * r], ref["readout"][:, d0:d0 + L * r])
+        assert not torch.equal(
+            got["readout"][:, d0 : d0 + L * r], ref["readout"][:, d0 : d0 + L * r]
+        )
     else:
         assert not torch.equal(got["conv0"][:, raw], ref["conv0"][:, raw])
         assert (ref["conv0"] >= 0).all()
@@ -179,7 +204,11 @@ def test_channel_probes_measure_the_eval_forward_and_flag_a_dead_head(make):
     with torch.no_grad():
         s = model.struct(b.stc_enc, adjacencies(b.edge_index, b.x.size(0))[1])[-1]
     assert values["struct.norm"] == pytest.approx(float(s.norm(dim=-1).mean()), rel=1e-5)
-    assert values["feat.norm"] > 0 and 0 <= values["head.dead"] < 1 and not dead.dead(values["head.dead"])
+    assert (
+        values["feat.norm"] > 0
+        and 0 <= values["head.dead"] < 1
+        and not dead.dead(values["head.dead"])
+    )
 
     with torch.no_grad():  # every hidden unit of the head negative for every graph
         model.head.post.bias.fill_(-1e6)

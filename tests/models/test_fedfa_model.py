@@ -66,7 +66,12 @@ def test_training_only_with_probability_and_the_running_means_move(monkeypatch):
     mu, std = ffa.statistics(H, adj)
     assert ffa.running_mean.tolist() == pytest.approx((0.5 * mu.mean(dim=0)).tolist())
     assert ffa.running_std.tolist() == pytest.approx((0.5 + 0.5 * std.mean(dim=0)).tolist())
-    assert set(dict(ffa.named_buffers())) == {"running_mean", "running_std", "sharing_var_mean", "sharing_var_std"}
+    assert set(dict(ffa.named_buffers())) == {
+        "running_mean",
+        "running_std",
+        "sharing_var_mean",
+        "sharing_var_std",
+    }
 
 
 def test_the_net_augments_the_classifier_input_in_training_only():
@@ -82,4 +87,6 @@ def test_the_net_augments_the_classifier_input_in_training_only():
     torch.manual_seed(1)
     out = net(x, EDGES)
     assert out.shape == (3, 3) and net.ffa.applied == 1
-    assert "ffa.running_mean" in net.state_dict() and "backbone.classifier.weight" in net.state_dict()
+    assert (
+        "ffa.running_mean" in net.state_dict() and "backbone.classifier.weight" in net.state_dict()
+    )

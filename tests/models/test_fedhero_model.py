@@ -92,13 +92,17 @@ def test_latent_graph_matches_dense_reference(metric, latent):
         r = F.relu(torch.einsum("nd,hde->hne", s, learner.att))
         sim = torch.einsum("hue,hve->uv", r, r) / 3
     else:
-        sim = F.leaky_relu((s @ learner.a1.t()).unsqueeze(1) + (s @ learner.a2.t()).unsqueeze(0), 0.2).mean(-1)
+        sim = F.leaky_relu(
+            (s @ learner.a1.t()).unsqueeze(1) + (s @ learner.a2.t()).unsqueeze(0), 0.2
+        ).mean(-1)
     a = dense_topk(sim, k, latent)
     assert torch.allclose(g.to_dense(), a, atol=1e-5)
     assert torch.allclose(g.degree(), a.sum(1), atol=1e-5)
-    assert torch.allclose(g.frobenius_sq(), (a ** 2).sum(), atol=1e-5)
+    assert torch.allclose(g.frobenius_sq(), (a**2).sum(), atol=1e-5)
     kept = sim.topk(k, dim=1).values
-    assert g.health()["contrast"] == pytest.approx(float((kept.mean(1) - sim.mean(1)).mean().detach()), abs=1e-5)
+    assert g.health()["contrast"] == pytest.approx(
+        float((kept.mean(1) - sim.mean(1)).mean().detach()), abs=1e-5
+    )
 
 
 def test_blocks_change_nothing(monkeypatch):
@@ -138,7 +142,7 @@ def test_regularizer_equals_its_dense_formula(latent):
     a = m.latent_graph(x, ei).to_dense()
     dist = torch.cdist(x, x) ** 2
     n2 = x.size(0) ** 2
-    expected = (0.3 * (a * dist).sum() + 0.7 * (a ** 2).sum()) / n2
+    expected = (0.3 * (a * dist).sum() + 0.7 * (a**2).sum()) / n2
     assert torch.allclose(m.regularizer(), expected, rtol=1e-4)
     m.reg_norm = "none"
     assert torch.allclose(m.regularizer(), expected * n2, rtol=1e-4)
@@ -161,8 +165,15 @@ def test_gradients_reach_the_structure_learner_through_the_classifier_loss():
     x, ei = small_graph()
     m = FedHERONet(12, 8, 3, num_layers=2, dropout=0.0, k=5)
     F.cross_entropy(m(x, ei), torch.randint(0, 3, (40,))).backward()  # no regulariser
-    for name in ("struct.w1", "struct.w2", "struct.encoder.lin.weight", "gconv.0.lin.weight",
-                 "lconv.0.lin.weight", "proj.weight", "cls.weight"):
+    for name in (
+        "struct.w1",
+        "struct.w2",
+        "struct.encoder.lin.weight",
+        "gconv.0.lin.weight",
+        "lconv.0.lin.weight",
+        "proj.weight",
+        "cls.weight",
+    ):
         grad = dict(m.named_parameters())[name].grad
         assert grad is not None and grad.abs().sum() > 0, name
 
@@ -213,7 +224,9 @@ def test_concat_gcn_is_fedheros_local_channel_alone():
     m = build_model("gcn-concat", "node", 12, 3, 8, 2, 0.0)
     assert m(x, ei).shape == (40, 3)
     hero = FedHERONet(12, 8, 3, num_layers=2)
-    local = sum(p.numel() for k, p in hero.named_parameters() if k.startswith(("proj.", "lconv.", "cls.")))
+    local = sum(
+        p.numel() for k, p in hero.named_parameters() if k.startswith(("proj.", "lconv.", "cls."))
+    )
     assert sum(p.numel() for p in m.parameters()) == local
 
 

@@ -5,7 +5,13 @@ import pytest
 import torch
 
 from fgl_flower.models.fedlit import (
-    FedLitChannel, FedLitNet, assign_types, build_fedlit, canonical_edges, edge_embeddings, update_centroids,
+    FedLitChannel,
+    FedLitNet,
+    assign_types,
+    build_fedlit,
+    canonical_edges,
+    edge_embeddings,
+    update_centroids,
 )
 
 
@@ -24,7 +30,9 @@ def test_assignment_by_cosine_and_the_mean_step_keep_an_empty_type():
     types = assign_types(emb, centroids)
     assert types.tolist() == [0, 0, 1]
     # by angle, not by distance: [10, 1] is nearer to [10, 10] but points along [1, 0]
-    assert assign_types(torch.tensor([[10.0, 1.0]]), torch.tensor([[1.0, 0.0], [10.0, 10.0]])).tolist() == [0]
+    assert assign_types(
+        torch.tensor([[10.0, 1.0]]), torch.tensor([[1.0, 0.0], [10.0, 10.0]])
+    ).tolist() == [0]
     moved = update_centroids(emb, types, centroids)
     assert torch.allclose(moved[0], torch.tensor([1.5, 0.05]))
     assert torch.allclose(moved[1], torch.tensor([0.0, 3.0]))
@@ -42,7 +50,7 @@ def test_a_channel_propagates_on_its_edges_only_and_leaves_other_nodes_empty():
     h = torch.tensor([[1.0, 0.0], [0.0, 2.0], [3.0, 3.0], [4.0, 4.0]])
     path = torch.tensor([[0, 1, 1, 2], [1, 0, 2, 1]])  # 0 - 1 - 2, node 3 not on a type edge
     out = ch(h, path, dropout=0.0, training=False)
-    s = 2 ** -0.5  # D^-1/2 A D^-1/2, no self-loops: degrees 1, 2, 1
+    s = 2**-0.5  # D^-1/2 A D^-1/2, no self-loops: degrees 1, 2, 1
     expect = torch.stack([s * h[1], s * h[0] + s * h[2], s * h[1]]) + 0.5
     assert torch.allclose(out[:3], torch.relu(expect))
     assert torch.equal(out[3], torch.zeros(2))  # not in the subgraph: nothing, not even the bias
@@ -55,7 +63,9 @@ def test_the_model_sums_the_channels_of_the_types():
     edges = torch.tensor([[0, 1, 2, 3], [1, 0, 3, 2]])
     types = torch.tensor([0, 0, 1, 1])
     h = net.project(x)
-    want = net.classifier(net.channels[0](h, edges[:, :2], 0.0, False) + net.channels[1](h, edges[:, 2:], 0.0, False))
+    want = net.classifier(
+        net.channels[0](h, edges[:, :2], 0.0, False) + net.channels[1](h, edges[:, 2:], 0.0, False)
+    )
     assert torch.allclose(net.classify(h, edges, types), want)
 
 
@@ -96,7 +106,7 @@ def test_directed_edges_are_normalised_by_source_out_and_target_in_degree():
 
     # 0 -> 1, 0 -> 2, 1 -> 2: out-degrees 2, 1, 0; in-degrees 0, 1, 2
     p = both_norm_adjacency(torch.tensor([[0, 0, 1], [1, 2, 2]]), 3).to_dense()
-    s = 2 ** -0.5
+    s = 2**-0.5
     assert torch.allclose(p, torch.tensor([[0.0, 0.0, 0.0], [s, 0.0, 0.0], [0.5, s, 0.0]]))
 
 
@@ -109,9 +119,12 @@ def test_too_few_edges_for_the_types_stop_with_a_clear_message():
 def test_build_fedlit_applies_the_runs_model_init():
     """FedLit builds its own model but honours ``model-init`` (the method registry does not
     mark it ``own_init``): under ``uniform01`` every parameter lies in [0, 1)."""
-    model = build_fedlit(6, 3, hidden=8, num_types=2, num_layers=2, dropout=0.0, em_iters=1, seed=0,
-                         init="uniform01")
+    model = build_fedlit(
+        6, 3, hidden=8, num_types=2, num_layers=2, dropout=0.0, em_iters=1, seed=0, init="uniform01"
+    )
     params = torch.cat([p.detach().flatten() for p in model.parameters()])
     assert params.min() >= 0.0 and params.max() < 1.0
-    default = build_fedlit(6, 3, hidden=8, num_types=2, num_layers=2, dropout=0.0, em_iters=1, seed=0)
+    default = build_fedlit(
+        6, 3, hidden=8, num_types=2, num_layers=2, dropout=0.0, em_iters=1, seed=0
+    )
     assert min(float(p.min()) for p in default.parameters()) < 0.0

@@ -7,8 +7,14 @@ import math
 import pytest
 import torch
 
-from fgl_flower.models.fedlog import (AdaptationLayer, FedLoGNet, MetricBranch, NeighborGenerator, degree_weight,
-                                      neighbor_mean)
+from fgl_flower.models.fedlog import (
+    AdaptationLayer,
+    FedLoGNet,
+    MetricBranch,
+    NeighborGenerator,
+    degree_weight,
+    neighbor_mean,
+)
 
 
 def test_neighbor_mean_over_out_neighbours_without_self_loops():
@@ -20,11 +26,12 @@ def test_neighbor_mean_over_out_neighbours_without_self_loops():
 
 def test_degree_weight_is_a_sigmoid_around_threshold_plus_one():
     alpha = degree_weight(torch.tensor([4, 0, 10]), threshold=3).view(-1)
-    assert alpha.tolist() == pytest.approx([0.5, 1 / (1 + math.e ** 4), 1 / (1 + math.e ** -6)])
+    assert alpha.tolist() == pytest.approx([0.5, 1 / (1 + math.e**4), 1 / (1 + math.e**-6)])
 
 
 def test_adaptation_moves_each_query_by_the_mean_message_of_all_prototypes(monkeypatch):
     """With phi_t = 1 a query moves to q + mean_p (s_p - q) = the prototypes' centroid."""
+
     class Ones(torch.nn.Module):
         def forward(self, msg):
             return torch.ones(*msg.shape[:-1], 1)
@@ -45,7 +52,9 @@ def test_the_message_reads_the_querys_neighbourhood_and_distance():
     torch.nn.init.normal_(layer.trans_mlp[-1].weight)  # the code's gain-0.001 start barely moves
     q, protos = torch.randn(2, 3), torch.randn(4, 3)
     a, b = layer(q, torch.zeros(2, 3), protos), layer(q, torch.ones(2, 3), protos)
-    assert not torch.allclose(a, b) and not torch.allclose(a, layer(q, torch.zeros(2, 3), protos + 1))
+    assert not torch.allclose(a, b) and not torch.allclose(
+        a, layer(q, torch.zeros(2, 3), protos + 1)
+    )
 
 
 def codes_adaptation_step(layer: AdaptationLayer, q, nb, protos):
@@ -57,7 +66,7 @@ def codes_adaptation_step(layer: AdaptationLayer, q, nb, protos):
     col = torch.arange(p, p + n).repeat_interleave(p)
     x, x_nb = torch.cat([protos, q]), torch.cat([protos, nb])
     diff = x[row] - x[col]
-    msg = layer.msg_mlp(torch.cat([x_nb[col], (diff ** 2).sum(1, keepdim=True)], dim=1))
+    msg = layer.msg_mlp(torch.cat([x_nb[col], (diff**2).sum(1, keepdim=True)], dim=1))
     trans = diff * layer.trans_mlp(msg)
     total = torch.zeros(p + n, q.size(1)).index_add_(0, row, trans)
     count = torch.zeros(p + n, q.size(1)).index_add_(0, row, torch.ones_like(trans))
@@ -78,10 +87,16 @@ def test_the_codes_adaptation_step_leaves_the_queries_where_they_are():
 def test_the_codes_adaptation_leaves_the_normalised_queries_and_learns_nothing():
     torch.manual_seed(0)
     q, nb, protos = torch.randn(5, 4), torch.randn(5, 4), torch.randn(6, 4)
-    official, queries = MetricBranch(4, adaptation="official"), MetricBranch(4, adaptation="queries")
+    official, queries = (
+        MetricBranch(4, adaptation="official"),
+        MetricBranch(4, adaptation="queries"),
+    )
     queries.load_state_dict(official.state_dict())
     out = official(q, nb, protos)
-    assert torch.allclose(out, torch.nn.functional.layer_norm(q, (4,)), atol=1e-6) and official.last_shift == 0.0
+    assert (
+        torch.allclose(out, torch.nn.functional.layer_norm(q, (4,)), atol=1e-6)
+        and official.last_shift == 0.0
+    )
     out.sum().backward()
     assert all(p.grad is None for p in official.layers.parameters())
     moved = queries(q, nb, protos)
@@ -99,7 +114,9 @@ def test_forward_is_the_log_of_the_degree_mixed_branch_probabilities():
     alpha = degree_weight(torch.tensor([1, 2, 1, 0]), 0)
     assert torch.allclose(out.exp(), alpha * head.exp() + (1 - alpha) * tail.exp(), atol=1e-6)
     assert torch.allclose(out.exp().sum(1), torch.ones(4), atol=1e-5)
-    assert net.syn_head.shape == (6, 6) and net.prototypes(net.embed_synthetic(net.syn_head)).shape == (3, 4)
+    assert net.syn_head.shape == (6, 6) and net.prototypes(
+        net.embed_synthetic(net.syn_head)
+    ).shape == (3, 4)
 
 
 def test_generator_shapes_and_range():

@@ -24,7 +24,9 @@ def test_masks_scale_the_weights_and_evaluation_prunes_the_small_ones():
     scaled = model(x, ei)
     with torch.no_grad():
         model.masks["clsif"].fill_(1.0)
-    assert torch.allclose(scaled - model.clsif.bias, 0.05 * (model(x, ei) - model.clsif.bias), atol=1e-6)
+    assert torch.allclose(
+        scaled - model.clsif.bias, 0.05 * (model(x, ei) - model.clsif.bias), atol=1e-6
+    )
     assert not torch.allclose(before, pruned)
     assert model.pruned_share() == 0.0
     with torch.no_grad():
@@ -37,8 +39,14 @@ def test_the_masks_stay_local_and_the_weights_are_pyg_gcn_layers():
     names = set(model.state_dict())
     assert {"masks.conv1", "masks.conv2", "masks.clsif"} <= names
     shared = {n for n in names if n.startswith(("conv1.", "conv2.", "clsif."))}
-    assert shared == {"conv1.lin.weight", "conv1.bias", "conv2.lin.weight", "conv2.bias",
-                      "clsif.weight", "clsif.bias"}
+    assert shared == {
+        "conv1.lin.weight",
+        "conv1.bias",
+        "conv2.lin.weight",
+        "conv2.bias",
+        "clsif.weight",
+        "clsif.bias",
+    }
     from torch_geometric.nn import GCNConv
 
     ref = GCNConv(5, 8)
@@ -85,7 +93,9 @@ def test_masks_on_another_backbone_compute_with_the_masked_weights():
         model.masks[mask_key("classifier.weight")].fill_(0.05)  # pruned at evaluation
         out = model(x, ei)
         assert torch.allclose(out, net.classifier.bias.expand_as(out))
-        assert model.pruned_share() == net.classifier.weight.numel() / sum(p.numel() for p in model.masks.values())
+        assert model.pruned_share() == net.classifier.weight.numel() / sum(
+            p.numel() for p in model.masks.values()
+        )
     model.train()  # gradients reach both the weights and the masks
     model(x, ei).sum().backward()
     assert net.convs[0].weight_low.grad is not None

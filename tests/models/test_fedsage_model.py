@@ -5,7 +5,14 @@ import math
 import torch
 
 from fgl_flower.models.fedsage import (
-    NeighGen, feature_loss, hide_nodes, impaired_graph, mend, missing_neighbours, neighbour_features, owner_fit,
+    NeighGen,
+    feature_loss,
+    hide_nodes,
+    impaired_graph,
+    mend,
+    missing_neighbours,
+    neighbour_features,
+    owner_fit,
 )
 
 
@@ -24,7 +31,10 @@ def test_only_validation_nodes_are_hidden():
 
 def test_missing_neighbours_and_the_impaired_graph():
     # 0-1, 0-2, 0-3, 0-4, 1-2, 3-4, and a self-loop on 0; hide 2 and 3
-    ei = torch.cat([undirected([(0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (3, 4)]), torch.tensor([[0], [0]])], dim=1)
+    ei = torch.cat(
+        [undirected([(0, 1), (0, 2), (0, 3), (0, 4), (1, 2), (3, 4)]), torch.tensor([[0], [0]])],
+        dim=1,
+    )
     hidden = torch.tensor([False, False, True, True, False])
     kept, sub = impaired_graph(ei, hidden)
     assert kept.tolist() == [0, 1, 4]
@@ -67,11 +77,16 @@ def test_feature_loss_matches_the_written_out_matching():
     true_count = torch.tensor([1.0, 0.0, 2.0, 3.0, 9.0, 1.0, 2.0])
     for matching in ("min", "code"):
         got = float(feature_loss(pred, target, pred_count, true_count, matching))
-        assert math.isclose(got, written_out(pred, target, pred_count, true_count, matching), rel_tol=1e-5)
+        assert math.isclose(
+            got, written_out(pred, target, pred_count, true_count, matching), rel_tol=1e-5
+        )
     # D = 1: the codes' test is a true comparison, so both matchings agree
     pred1, target1 = pred[..., :1], target[..., :1]
-    assert math.isclose(float(feature_loss(pred1, target1, pred_count, true_count, "code")),
-                        float(feature_loss(pred1, target1, pred_count, true_count, "min")), rel_tol=1e-6)
+    assert math.isclose(
+        float(feature_loss(pred1, target1, pred_count, true_count, "code")),
+        float(feature_loss(pred1, target1, pred_count, true_count, "min")),
+        rel_tol=1e-6,
+    )
 
 
 def test_feature_loss_reaches_the_generator_only():
@@ -98,10 +113,10 @@ def test_mending_adds_the_predicted_neighbours_to_the_original_graph():
     x2, ei2 = mend(x, ei, kept, torch.tensor([1.5, 0.4, 7.0]), feats)
     assert x2.shape == (4 + 1 + 0 + 2, 2)
     assert x2[4:].tolist() == [[0.0, 1.0], [8.0, 9.0], [10.0, 11.0]]
-    new = set(map(tuple, ei2[:, ei.size(1):].t().tolist()))
+    new = set(map(tuple, ei2[:, ei.size(1) :].t().tolist()))
     assert new == {(0, 4), (3, 5), (3, 6), (4, 0), (5, 3), (6, 3)}
     _, directed = mend(x, ei, kept, torch.tensor([1.5, 0.4, 7.0]), feats, undirected=False)
-    assert set(map(tuple, directed[:, ei.size(1):].t().tolist())) == {(0, 4), (3, 5), (3, 6)}
+    assert set(map(tuple, directed[:, ei.size(1) :].t().tolist())) == {(0, 4), (3, 5), (3, 6)}
 
 
 def test_the_gradient_on_the_features_gives_the_generators_gradient():
@@ -114,7 +129,9 @@ def test_the_gradient_on_the_features_gives_the_generators_gradient():
     torch.manual_seed(1)
     count, feats = gen(x, ei)
     count = count + 2.0  # every node has slots
-    direct = torch.autograd.grad(feature_loss(feats, targets, count, true), list(gen.fgen.parameters()))
+    direct = torch.autograd.grad(
+        feature_loss(feats, targets, count, true), list(gen.fgen.parameters())
+    )
     sent = feats.detach().requires_grad_(True)
     returned = torch.autograd.grad(feature_loss(sent, targets, count, true), sent)[0]
     torch.manual_seed(1)
@@ -146,11 +163,18 @@ def test_owner_fit_tells_a_neighbours_features_from_constant_or_misplaced_rows()
     centres = torch.randn(6, d) * 3
     block = torch.arange(n) // 10  # six groups of ten, linked inside the group only
     x = centres[block] + 0.3 * torch.randn(n, d, generator=g)
-    pairs = [(a, b) for a in range(n) for b in range(a + 1, n) if block[a] == block[b] and (a + b) % 3 == 0]
+    pairs = [
+        (a, b)
+        for a in range(n)
+        for b in range(a + 1, n)
+        if block[a] == block[b] and (a + b) % 3 == 0
+    ]
     ei = undirected(pairs)
     kept = torch.arange(n)
     count = torch.full((n,), 1.0)
-    neighbour = x[(torch.arange(n) // 10) * 10 + (torch.arange(n) + 1) % 10]  # a node of the same group
+    neighbour = x[
+        (torch.arange(n) // 10) * 10 + (torch.arange(n) + 1) % 10
+    ]  # a node of the same group
     for both_ways in (True, False):
         x2, e2 = mend(x, ei, kept, count, neighbour[:, None, :], undirected=both_ways)
         assert owner_fit(x2, e2, n, torch.Generator().manual_seed(1)) > 0.5

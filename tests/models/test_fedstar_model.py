@@ -12,8 +12,9 @@ from fgl_flower.models.fedstar import FedStarGIN
 def two_graphs() -> tuple[torch.Tensor, torch.Tensor]:
     """A triangle (nodes 0-2) and a path of three (nodes 3-5), both directions stored."""
     und = [(0, 1), (1, 2), (0, 2), (3, 4), (4, 5)]
-    edge_index = torch.tensor([[u for u, v in und] + [v for u, v in und],
-                               [v for u, v in und] + [u for u, v in und]])
+    edge_index = torch.tensor(
+        [[u for u, v in und] + [v for u, v in und], [v for u, v in und] + [u for u, v in und]]
+    )
     return edge_index, torch.tensor([0, 0, 0, 1, 1, 1])
 
 
@@ -33,7 +34,10 @@ def reference(m: FedStarGIN, x, edge_index, batch, stc) -> torch.Tensor:
         s = torch.tanh(p @ (s @ gcn.lin.weight.T) + gcn.bias)
     v = torch.cat([h, s], -1) @ m.head.proj.weight.T + m.head.proj.bias
     g = torch.zeros(int(batch.max()) + 1, v.size(1)).index_add_(0, batch, v)
-    return torch.relu(g @ m.head.post.weight.T + m.head.post.bias) @ m.head.cls.weight.T + m.head.cls.bias
+    return (
+        torch.relu(g @ m.head.post.weight.T + m.head.post.bias) @ m.head.cls.weight.T
+        + m.head.cls.bias
+    )
 
 
 def test_forward_equals_the_equations():

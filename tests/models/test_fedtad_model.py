@@ -35,7 +35,9 @@ def test_diversity_loss_written_out():
     z = torch.randn(5, 3, generator=torch.Generator().manual_seed(1))
     x = torch.randn(5, 4, generator=torch.Generator().manual_seed(2), requires_grad=True)
     pairs = [(i, j) for i in range(5) for j in range(5)]
-    want = math.exp(-sum(float(((z[i] - z[j]) ** 2).mean() * (x[i] - x[j]).abs().mean()) for i, j in pairs) / 25)
+    want = math.exp(
+        -sum(float(((z[i] - z[j]) ** 2).mean() * (x[i] - x[j]).abs().mean()) for i, j in pairs) / 25
+    )
     got = diversity_loss(z, x)
     assert float(got) == pytest.approx(want, rel=1e-5)
     got.backward()

@@ -8,8 +8,16 @@ import torch.nn.functional as F
 from fgl_flower.methods.fggp import BACKBONES
 from fgl_flower.models.acmgcn import ACMGCN, acm_low_pass
 from fgl_flower.models.fggp import (
-    BODIES, Augmentor, FGGPNet, dense_normalize, knn_edges, prototype_contrast, prototype_scores,
-    prototype_weights, reconstruction_loss, to_dense,
+    BODIES,
+    Augmentor,
+    FGGPNet,
+    dense_normalize,
+    knn_edges,
+    prototype_contrast,
+    prototype_scores,
+    prototype_weights,
+    reconstruction_loss,
+    to_dense,
 )
 from fgl_flower.models.node import GCN
 from fgl_flower.models.sparse import gcn_adjacency
@@ -19,7 +27,9 @@ def test_the_net_on_the_clean_graph_is_the_library_gcn():
     torch.manual_seed(0)
     x, ei = torch.rand(12, 5), torch.randint(0, 12, (2, 30))
     net, gcn = FGGPNet(5, 8, 3), GCN(5, 8, 3)
-    gcn.load_state_dict({k[len("body."):]: v for k, v in net.state_dict().items() if k.startswith("body.")})
+    gcn.load_state_dict(
+        {k[len("body.") :]: v for k, v in net.state_dict().items() if k.startswith("body.")}
+    )
     net.eval(), gcn.eval()
     assert torch.allclose(net(x, ei), gcn(x, ei), atol=1e-6)
     assert net.head == "body.convs.1."
@@ -32,7 +42,9 @@ def test_the_acm_body_is_acmgcn_with_its_filter_given():
     torch.manual_seed(0)
     x, ei = torch.rand(12, 5), torch.randint(0, 12, (2, 30))
     net, acm = FGGPNet(5, 8, 3, backbone="acmgcn"), ACMGCN(5, 8, 3)
-    acm.load_state_dict({k[len("body."):]: v for k, v in net.state_dict().items() if k.startswith("body.")})
+    acm.load_state_dict(
+        {k[len("body.") :]: v for k, v in net.state_dict().items() if k.startswith("body.")}
+    )
     net.eval(), acm.eval()
     assert torch.allclose(net(x, ei), acm(x, ei), atol=1e-6)
     assert net.head == "body.classifier."
@@ -76,7 +88,9 @@ def test_the_sampled_view_is_a_symmetric_0_1_graph_with_gradients():
     hard = view.detach()
     assert torch.allclose(view, view.t()) and set(hard.unique().tolist()) <= {0.0, 1.0}
     assert (torch.diagonal(hard) == 1).all()  # forward: a 0/1 graph, every node with itself
-    dense_normalize(view).sum().backward()  # backward: the relaxed sample's gradient reaches the encoder
+    dense_normalize(
+        view
+    ).sum().backward()  # backward: the relaxed sample's gradient reaches the encoder
     assert aug.w1.weight.grad.abs().sum() > 0 and aug.w2.weight.grad.abs().sum() > 0
 
 
@@ -85,9 +99,18 @@ def test_reconstruction_loss_is_gaugs_weighted_bce():
     a = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     n2, m = 4.0, 2.0
     pw = (n2 - m) / m
-    manual = -sum(pw * a[i, j] * math.log(torch.sigmoid(s[i, j])) + (1 - a[i, j]) * math.log(1 - torch.sigmoid(s[i, j]))
-                  for i in range(2) for j in range(2)) / 4
-    assert math.isclose(float(reconstruction_loss(s, a)), n2 / (2 * (n2 - m)) * manual, rel_tol=1e-5)
+    manual = (
+        -sum(
+            pw * a[i, j] * math.log(torch.sigmoid(s[i, j]))
+            + (1 - a[i, j]) * math.log(1 - torch.sigmoid(s[i, j]))
+            for i in range(2)
+            for j in range(2)
+        )
+        / 4
+    )
+    assert math.isclose(
+        float(reconstruction_loss(s, a)), n2 / (2 * (n2 - m)) * manual, rel_tol=1e-5
+    )
 
 
 def test_prototype_weights_use_labels_on_training_nodes_and_confidence_elsewhere():
@@ -108,8 +131,11 @@ def test_prototype_contrast_written_out():
     un, vn = F.normalize(u, dim=1), F.normalize(v, dim=1)
     total = 0.0
     for i in range(3):
-        logits = [float(un[i] @ vn[i]) / tau] + [float(un[i] @ un[j]) / tau for j in range(3) if j != i] \
+        logits = (
+            [float(un[i] @ vn[i]) / tau]
+            + [float(un[i] @ un[j]) / tau for j in range(3) if j != i]
             + [float(un[i] @ vn[j]) / tau for j in range(3) if j != i]
+        )
         total += -logits[0] + math.log(sum(math.exp(v) for v in logits))
     assert math.isclose(float(prototype_contrast(u, v, tau)), total / 3, rel_tol=1e-5)
     assert float(prototype_contrast(u[:1], v[:1], tau)) == 0.0

@@ -6,7 +6,11 @@ import torch
 import torch.nn.functional as F
 
 from fgl_flower.models.fgssl import (
-    class_margin, drop_edges, edge_difference_distillation, mask_features, semantic_contrast,
+    class_margin,
+    drop_edges,
+    edge_difference_distillation,
+    mask_features,
+    semantic_contrast,
     structure_distillation,
 )
 
@@ -38,7 +42,9 @@ def test_semantic_contrast_is_a_supervised_infonce_with_global_samples():
         log_z = math.log(sum(math.exp(v) for v in s.values()))
         pos = [k for k in idx if y[k] == y[i]]
         total += -sum(s[p] - log_z for p in pos) / len(pos)
-    assert math.isclose(float(semantic_contrast(h, ht, y, mask, tau)), total / len(idx), rel_tol=1e-5)
+    assert math.isclose(
+        float(semantic_contrast(h, ht, y, mask, tau)), total / len(idx), rel_tol=1e-5
+    )
 
 
 def test_structure_distillation_is_the_kl_over_each_nodes_neighbours():
@@ -47,8 +53,12 @@ def test_structure_distillation_is_the_kl_over_each_nodes_neighbours():
     # node 0 -> 1, 2, 3; node 1 -> 0; node 4 has no neighbour
     ei = torch.tensor([[0, 0, 0, 1], [1, 2, 3, 0]])
     omega = 0.3
-    q = torch.softmax(torch.stack([F.cosine_similarity(h[0], h[j], dim=0) for j in (1, 2, 3)]) / omega, 0)
-    p = torch.softmax(torch.stack([F.cosine_similarity(ht[0], ht[j], dim=0) for j in (1, 2, 3)]) / omega, 0)
+    q = torch.softmax(
+        torch.stack([F.cosine_similarity(h[0], h[j], dim=0) for j in (1, 2, 3)]) / omega, 0
+    )
+    p = torch.softmax(
+        torch.stack([F.cosine_similarity(ht[0], ht[j], dim=0) for j in (1, 2, 3)]) / omega, 0
+    )
     kl0 = float((p * (p.log() - q.log())).sum())
     # node 1 has one neighbour: p = q = 1 there, so it adds 0; the mean is over nodes 0 and 1
     assert math.isclose(float(structure_distillation(h, ht, ei, omega)), kl0 / 2, rel_tol=1e-5)
@@ -64,7 +74,9 @@ def test_openfgls_edge_difference_term():
         q = torch.softmax((h[i] - h[j]).abs() / 0.1, 0)
         p = torch.softmax((ht[i] - ht[j]).abs() / 0.1, 0)
         expected += float((p * (p.log() - q.log())).sum())
-    assert math.isclose(float(edge_difference_distillation(h, ht, ei, 0.1)), expected / 3, rel_tol=1e-4)
+    assert math.isclose(
+        float(edge_difference_distillation(h, ht, ei, 0.1)), expected / 3, rel_tol=1e-4
+    )
 
 
 def test_class_margin_is_positive_for_class_clustered_representations():

@@ -37,7 +37,9 @@ def test_gin_shared_convs_identical_across_input_widths():
     for k, v in a.state_dict().items():
         if k.startswith("convs."):
             assert torch.equal(v, b.state_dict()[k])
-    g = Batch.from_data_list([Data(x=torch.randn(4, 7), edge_index=torch.tensor([[0, 1], [1, 0]]))] * 3)
+    g = Batch.from_data_list(
+        [Data(x=torch.randn(4, 7), edge_index=torch.tensor([[0, 1], [1, 0]]))] * 3
+    )
     assert a(g.x, g.edge_index, g.batch).shape == (3, 2)
 
 
@@ -75,11 +77,15 @@ def test_gcn_equals_stacked_pyg_gcnconv(sparse):
     torch.testing.assert_close(out, expect, rtol=1e-5, atol=1e-5)
     out.sum().backward()
     expect.sum().backward()
-    torch.testing.assert_close(model.convs[0].lin.weight.grad, ref1.lin.weight.grad, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        model.convs[0].lin.weight.grad, ref1.lin.weight.grad, rtol=1e-4, atol=1e-5
+    )
     # Another graph through the same module is not served from the cache.
     x2, ei2 = _graph(seed=1)
     ref = ref2(torch.relu(ref1(x2, ei2)), ei2)
-    torch.testing.assert_close(model(x2.to_sparse() if sparse else x2, ei2), ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(
+        model(x2.to_sparse() if sparse else x2, ei2), ref, rtol=1e-5, atol=1e-5
+    )
 
 
 def test_feature_matmul_sparse_matches_dense_with_gradient():
@@ -91,7 +97,7 @@ def test_feature_matmul_sparse_matches_dense_with_gradient():
     cache = GraphCache()
     out = feature_matmul(x.to_sparse(), w1, cache)
     torch.testing.assert_close(out, x @ w2)
-    (out ** 2).sum().backward()
+    (out**2).sum().backward()
     ((x @ w2) ** 2).sum().backward()
     torch.testing.assert_close(w1.grad, w2.grad)
 
@@ -116,7 +122,7 @@ def test_feature_structure_encoder_shapes_and_initial_proxies():
     assert enc.teacher_logits(e, torch.zeros(40, 6)).shape == (40, 4)
     assert enc.projector_logits(e).shape == (40, 4)
     assert enc.embed.weight.shape == (30, 6)  # stored [in, out] as in the official MLPLayer
-    bound = 1 / 6 ** 0.5
+    bound = 1 / 6**0.5
     assert float(enc.embed.weight.abs().max()) <= bound
     S0 = initial_proxies(3, 2)
     torch.testing.assert_close(S0, torch.tensor([[0.0, 0.0], [0.01, 0.01], [0.02, 0.02]]))

@@ -22,7 +22,9 @@ def test_sum_adjacency_is_the_scatter_sum_and_its_transpose():
     ei, n = messy_graph(), 40
     x = torch.randn(n, 6, dtype=torch.float64)
     adj = Adjacency.sum(ei, n)
-    dense = torch.zeros(n, n, dtype=torch.float64).index_put_((ei[1], ei[0]), torch.ones(ei.size(1), dtype=torch.float64), accumulate=True)
+    dense = torch.zeros(n, n, dtype=torch.float64).index_put_(
+        (ei[1], ei[0]), torch.ones(ei.size(1), dtype=torch.float64), accumulate=True
+    )
     assert torch.allclose(adj.t.to_dense().double(), dense)
     assert torch.allclose(adj.rev.to_dense().double(), dense.t())
     expected = torch.zeros(n, 6, dtype=torch.float64).index_add_(0, ei[1], x[ei[0]])
@@ -32,7 +34,9 @@ def test_sum_adjacency_is_the_scatter_sum_and_its_transpose():
 def reference_csr(rows, cols, values, n):
     """The plain construction: a stable sort of the entries by row."""
     order = torch.argsort(rows, stable=True)
-    crow = torch.cat([torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=n).cumsum(0)])
+    crow = torch.cat(
+        [torch.zeros(1, dtype=torch.long), torch.bincount(rows, minlength=n).cumsum(0)]
+    )
     return crow, cols[order], values[order]
 
 
@@ -105,10 +109,17 @@ def test_layers_equal_pyg_on_edge_index(seed):
     ours_gcn = GCNConv(12, 8)
     torch.manual_seed(seed)
     pyg_gcn = pyg_nn.GCNConv(12, 8)
-    for ours, pyg, adj in ((ours_gin, pyg_gin, Adjacency.sum(ei, n)), (ours_gcn, pyg_gcn, Adjacency.gcn(ei, n))):
+    for ours, pyg, adj in (
+        (ours_gin, pyg_gin, Adjacency.sum(ei, n)),
+        (ours_gcn, pyg_gcn, Adjacency.gcn(ei, n)),
+    ):
         # same parameters, names and initial draws as PyG's layer
-        assert {k: v.shape for k, v in ours.state_dict().items()} == {k: v.shape for k, v in pyg.state_dict().items()}
-        assert all(torch.equal(a, b) for a, b in zip(ours.state_dict().values(), pyg.state_dict().values()))
+        assert {k: v.shape for k, v in ours.state_dict().items()} == {
+            k: v.shape for k, v in pyg.state_dict().items()
+        }
+        assert all(
+            torch.equal(a, b) for a, b in zip(ours.state_dict().values(), pyg.state_dict().values())
+        )
         out_ours, out_pyg = ours(x, adj), pyg(x, ei)
         assert torch.allclose(out_ours, out_pyg, atol=1e-5)
         g_ours = torch.autograd.grad(out_ours.square().sum(), [x, *ours.parameters()])
@@ -134,10 +145,15 @@ def test_gin_projecting_first_is_the_same_layer():
     ei, n = messy_graph(), 40
     x = torch.randn(n, 24, dtype=torch.float64, requires_grad=True)
     torch.manual_seed(0)
-    plain = GINConv(nn.Sequential(nn.Linear(24, 4), nn.ReLU(), nn.Linear(4, 4)), train_eps=True).double()
+    plain = GINConv(
+        nn.Sequential(nn.Linear(24, 4), nn.ReLU(), nn.Linear(4, 4)), train_eps=True
+    ).double()
     torch.manual_seed(0)
-    first = GINConv(nn.Sequential(nn.Linear(24, 4), nn.ReLU(), nn.Linear(4, 4)), project_first=True,
-                    train_eps=True).double()
+    first = GINConv(
+        nn.Sequential(nn.Linear(24, 4), nn.ReLU(), nn.Linear(4, 4)),
+        project_first=True,
+        train_eps=True,
+    ).double()
     with torch.no_grad():
         plain.eps.fill_(0.3)
         first.eps.fill_(0.3)

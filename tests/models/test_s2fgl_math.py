@@ -6,8 +6,18 @@ import torch
 from torch_geometric.utils import erdos_renyi_graph
 
 from fgl_flower.models.s2fgl import (
-    anchor_subsets, build_repository, class_prototypes, fgma_loss, fkd_loss, knn_cosine_graph,
-    laplacian, personalized_pagerank, projection_mse, salc, spectral_basis, top_training_nodes,
+    anchor_subsets,
+    build_repository,
+    class_prototypes,
+    fgma_loss,
+    fkd_loss,
+    knn_cosine_graph,
+    laplacian,
+    personalized_pagerank,
+    projection_mse,
+    salc,
+    spectral_basis,
+    top_training_nodes,
 )
 
 
@@ -97,12 +107,16 @@ def test_spectral_basis_is_orthonormal_and_ordered(mode):
     assert low.shape == high.shape == (40, 10)
     if mode == "dense-sym":
         eye = torch.eye(10, dtype=torch.float64)
-        assert torch.allclose(low.T @ low, eye, atol=1e-8) and torch.allclose(high.T @ high, eye, atol=1e-8)
+        assert torch.allclose(low.T @ low, eye, atol=1e-8) and torch.allclose(
+            high.T @ high, eye, atol=1e-8
+        )
         s = knn_cosine_graph(x, 3)
         lap = laplacian((s + s.T) / 2)
         lam_low = (low * (lap @ low)).sum(0)
         lam_high = (high * (lap @ high)).sum(0)
-        assert (lam_low[:-1] <= lam_low[1:] + 1e-9).all() and (lam_high[:-1] >= lam_high[1:] - 1e-9).all()
+        assert (lam_low[:-1] <= lam_low[1:] + 1e-9).all() and (
+            lam_high[:-1] >= lam_high[1:] - 1e-9
+        ).all()
         assert lam_low.max() <= lam_high.min()
     else:
         assert torch.allclose(low.norm(dim=0), torch.ones(10, dtype=torch.float64), atol=1e-6)
@@ -130,7 +144,9 @@ def test_projection_mse_equals_the_explicit_rank_one_projections():
     ua, _ = spectral_basis(xa, k_eig=5)
     ub, _ = spectral_basis(xb, k_eig=5)
     explicit = sum(
-        torch.mean((torch.outer(ua[:, m], ua[:, m]) @ xa - torch.outer(ub[:, m], ub[:, m]) @ xb) ** 2)
+        torch.mean(
+            (torch.outer(ua[:, m], ua[:, m]) @ xa - torch.outer(ub[:, m], ub[:, m]) @ xb) ** 2
+        )
         for m in range(5)
     )
     assert torch.allclose(projection_mse(ua, xa, ub, xb), explicit, atol=1e-10)

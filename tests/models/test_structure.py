@@ -60,8 +60,12 @@ def test_rwse_of_a_cycle_is_the_closed_walk_count():
     """On the 7-cycle a k-step walk returns with probability C(k, k/2) / 2^k for even
     k < 7, 0 for odd k < 7, and 2 / 2^7 at k = 7 (once around, either way); every node alike."""
     n = 7
-    ei = torch.tensor([list(range(n)) + [(i + 1) % n for i in range(n)],
-                       [(i + 1) % n for i in range(n)] + list(range(n))])
+    ei = torch.tensor(
+        [
+            list(range(n)) + [(i + 1) % n for i in range(n)],
+            [(i + 1) % n for i in range(n)] + list(range(n)),
+        ]
+    )
     rwse = random_walk_encoding(ei, n, 7)
     expected = torch.tensor([0, 2 / 4, 0, 6 / 16, 0, 20 / 64, 2 / 128])
     torch.testing.assert_close(rwse, expected.expand(n, 7).float())

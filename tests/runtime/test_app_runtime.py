@@ -21,9 +21,16 @@ NUMBERS = ("final", "best_val", "bytes_up_total", "rounds_completed")
 @pytest.fixture
 def flat(tmp_path):
     cfg = load_app_defaults()
-    cfg.update({"num-clients": 3, "num-rounds": 2, "data.synthetic.num-nodes": 300,
-                "method": "fedprox", "keep-optimizer-state": True,
-                "fraction-train": 0.67})  # 2 of 3 clients a round, sampled by partition id
+    cfg.update(
+        {
+            "num-clients": 3,
+            "num-rounds": 2,
+            "data.synthetic.num-nodes": 300,
+            "method": "fedprox",
+            "keep-optimizer-state": True,
+            "fraction-train": 0.67,
+        }
+    )  # 2 of 3 clients a round, sampled by partition id
     return cfg
 
 
@@ -40,13 +47,20 @@ def test_simulation_and_secure_deployment_match_inprocess(flat, tmp_path):
     expected = {k: ref[k] for k in NUMBERS}
 
     sim = tmp_path / "sim"  # num-clients left to follow the federation: its 3 SuperNodes
-    assert run_simulation(app_dir(), {**flat, "out-dir": str(sim), "num-clients": -1}, 3, timeout=600) == 0
+    assert (
+        run_simulation(app_dir(), {**flat, "out-dir": str(sim), "num-clients": -1}, 3, timeout=600)
+        == 0
+    )
     assert _summary(sim) == expected
     assert json.loads((sim / "summary.json").read_text())["num_clients"] == 3
 
     dep, work = tmp_path / "dep", tmp_path / "work"
-    assert run_deployment(app_dir(), {**flat, "out-dir": str(dep)}, 3, secure=True, workdir=work,
-                          timeout=600) == 0
+    assert (
+        run_deployment(
+            app_dir(), {**flat, "out-dir": str(dep)}, 3, secure=True, workdir=work, timeout=600
+        )
+        == 0
+    )
     assert _summary(dep) == expected
     assert "--insecure" not in (work / "superlink.log").read_text()
     assert (work / "pki" / "server.key").stat().st_mode & 0o077 == 0  # private keys: owner only
@@ -62,7 +76,9 @@ def two_node_ray_cluster():
     actors that fit cannot share a node)."""
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False})
+    cluster = Cluster(
+        initialize_head=True, head_node_args={"num_cpus": 1, "include_dashboard": False}
+    )
     try:
         cluster.add_node(num_cpus=1)
         cluster.wait_for_nodes()
@@ -78,23 +94,38 @@ def _actor_nodes(address: str) -> list[str]:
 
     ray.init(address=address, logging_level="ERROR")
     try:
-        return [a["Address"]["NodeID"] for a in state.actors().values()
-                if a["ActorClassName"] == "ClientAppActor"]
+        return [
+            a["Address"]["NodeID"]
+            for a in state.actors().values()
+            if a["ActorClassName"] == "ClientAppActor"
+        ]
     finally:
         ray.shutdown()
 
 
 @pytest.mark.slow
-def test_fgl_run_cli_end_to_end_on_a_two_node_ray_cluster(tmp_path, capsys, monkeypatch,
-                                                          two_node_ray_cluster):
+def test_fgl_run_cli_end_to_end_on_a_two_node_ray_cluster(
+    tmp_path, capsys, monkeypatch, two_node_ray_cluster
+):
     """`fgl run --ray-address`: the client actors run on both nodes, the numbers are the
     in-process run's, and the CLI prints its summary and writes the curves. The method is
     FED-PUB: each client gets its own model from the server (per-node messages) through Ray."""
     from fgl_flower.cli import main
 
     monkeypatch.chdir(tmp_path)
-    args = ["run", "--method", "fedpub", "--clients", "3", "--rounds", "2", "--set",
-            "data.synthetic.num-nodes=300", "--set", "hidden=16"]
+    args = [
+        "run",
+        "--method",
+        "fedpub",
+        "--clients",
+        "3",
+        "--rounds",
+        "2",
+        "--set",
+        "data.synthetic.num-nodes=300",
+        "--set",
+        "hidden=16",
+    ]
     out, ref = tmp_path / "cli", tmp_path / "ref"
     assert main([*args, "--ray-address", two_node_ray_cluster.address, "--out", str(out)]) == 0
     printed = capsys.readouterr().out

@@ -32,8 +32,17 @@ def _app(root, patterns='"pkg/**/*.py"'):
     root.mkdir()
     (root / "pyproject.toml").write_text(PYPROJECT.format(patterns=patterns))
     (root / ".gitignore").write_text("pkg/ignored.py\n")
-    for rel in ("pkg/__init__.py", "pkg/server.py", "pkg/client.py", "pkg/sub/deep.py",
-                "pkg/ignored.py", "pkg/data.csv", ".venv/lib/site.py", "tests/test_x.py", "top.py"):
+    for rel in (
+        "pkg/__init__.py",
+        "pkg/server.py",
+        "pkg/client.py",
+        "pkg/sub/deep.py",
+        "pkg/ignored.py",
+        "pkg/data.csv",
+        ".venv/lib/site.py",
+        "tests/test_x.py",
+        "top.py",
+    ):
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_text(f"# {rel}\n")
     (root / "pkg" / "link.py").symlink_to(root / "top.py")  # Flower skips links

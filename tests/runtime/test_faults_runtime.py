@@ -20,8 +20,9 @@ FAULTS = Path(__file__).resolve().parents[1] / "faults.py"
 @pytest.fixture
 def flat():
     cfg = load_app_defaults()
-    cfg.update({"num-clients": 3, "data.synthetic.num-nodes": 300, "accept-failures": 1,
-                "progress": False})
+    cfg.update(
+        {"num-clients": 3, "data.synthetic.num-nodes": 300, "accept-failures": 1, "progress": False}
+    )
     return cfg
 
 
@@ -35,23 +36,28 @@ def faulty_app(tmp: Path) -> Path:
     app = tmp / "faulty-app"
     app.mkdir()
     pyproject = (app_dir() / "pyproject.toml").read_text()
-    pyproject = pyproject.replace('clientapp = "fgl_flower.client_app:app"', 'clientapp = "faulty_client:app"')
-    pyproject = pyproject.replace('fab-include = ["fgl_flower/**/*.py", "fgl_flower/**/*.toml"]',
-                                  'fab-include = ["*.py"]')
+    pyproject = pyproject.replace(
+        'clientapp = "fgl_flower.client_app:app"', 'clientapp = "faulty_client:app"'
+    )
+    pyproject = pyproject.replace(
+        'fab-include = ["fgl_flower/**/*.py", "fgl_flower/**/*.toml"]', 'fab-include = ["*.py"]'
+    )
     (app / "pyproject.toml").write_text(pyproject)
     (app / "faults.py").write_text(FAULTS.read_text())
     (app / "faulty_client.py").write_text(
         "from faults import fail_partition\n"
         "from fgl_flower.client_app import make_app\n\n"
-        "app = make_app([fail_partition(1, {2})])\n")
+        "app = make_app([fail_partition(1, {2})])\n"
+    )
     return app
 
 
 @pytest.mark.slow
 def test_simulation_goes_on_without_a_client_that_raises(flat, tmp_path):
     out = tmp_path / "sim"
-    code = run_simulation(faulty_app(tmp_path), {**flat, "num-rounds": 3, "out-dir": str(out)}, 3,
-                          timeout=600)
+    code = run_simulation(
+        faulty_app(tmp_path), {**flat, "num-rounds": 3, "out-dir": str(out)}, 3, timeout=600
+    )
     assert code == 0
     records = rounds(out)
     assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"], []]
@@ -76,13 +82,17 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
     timeout = 180.0
     config = {**flat, "num-rounds": 3, "round-timeout": timeout, "out-dir": str(out)}
     result = {}
-    thread = threading.Thread(target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=900)))
+    thread = threading.Thread(
+        target=lambda: result.update(code=run_deployment(app_dir(), config, 3, timeout=900))
+    )
     thread.start()
     while thread.is_alive() and len(_rounds_so_far(out)) < 1:
         time.sleep(0.5)
-    victims = [p for p in psutil.Process().children(recursive=True)  # this test's: others may deploy too
-               if "flower-supernode" in (cmd := " ".join(_cmdline(p)))
-               and "partition-id=2 " in cmd + " "]
+    victims = [
+        p
+        for p in psutil.Process().children(recursive=True)  # this test's: others may deploy too
+        if "flower-supernode" in (cmd := " ".join(_cmdline(p))) and "partition-id=2 " in cmd + " "
+    ]
     assert len(victims) == 1, f"no SuperNode to kill; the run ended with {result}"
     victims[0].kill()
     thread.join(timeout=900)
@@ -108,7 +118,10 @@ def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_p
     out = tmp_path / "resumed"
     assert run_simulation(faulty_app(tmp_path), {**flat, "out-dir": str(out)}, 3, timeout=600) != 0
     assert [r["round"] for r in rounds(out)] == [1]
-    assert run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=600) == 0
+    assert (
+        run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=600)
+        == 0
+    )
     resumed = json.loads((out / "summary.json").read_text())
     for key in NUMBERS:
         assert resumed[key] == whole[key]
@@ -121,9 +134,16 @@ def test_a_federation_smaller_than_num_clients_fails_within_seconds_with_the_fix
 
     log = io.StringIO()
     start = time.monotonic()
-    code = run_simulation(app_dir(), {**flat, "num-clients": 5, "out-dir": str(tmp_path / "out")}, 2,
-                          stream=log, timeout=600)
+    code = run_simulation(
+        app_dir(),
+        {**flat, "num-clients": 5, "out-dir": str(tmp_path / "out")},
+        2,
+        stream=log,
+        timeout=600,
+    )
     assert code != 0
-    assert time.monotonic() - start < 300  # Flower's start-up (116-157 s in a loaded suite); was a 600 s wait
+    assert (
+        time.monotonic() - start < 300
+    )  # Flower's start-up (116-157 s in a loaded suite); was a 600 s wait
     assert "--run-config num-clients=2" in log.getvalue()
     assert "num-supernodes=5" in log.getvalue()

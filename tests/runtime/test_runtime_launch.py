@@ -21,7 +21,7 @@ from fgl_flower.runtime import (
 from fgl_flower.runtime.config import write_run_config
 from fgl_flower.runtime.simulation import local_superlinks
 
-TRICKY = 'a "quoted" \\ value with spaces, \'single\' and unicode é'
+TRICKY = "a \"quoted\" \\ value with spaces, 'single' and unicode é"
 
 
 def _assert_clean(tmp_path: Path) -> None:
@@ -54,8 +54,15 @@ def test_simulation_ends_when_the_results_are_written(toy_app: Path, tmp_path: P
     out, log = tmp_path / "sim.json", io.StringIO()
     config = {"out-file": str(out), "num-nodes": 2, "linger": 600.0}
     t0 = time.monotonic()
-    rc = run_simulation(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=300,
-                        done="toy results written")
+    rc = run_simulation(
+        toy_app,
+        config,
+        2,
+        workdir=tmp_path / "work",
+        stream=log,
+        timeout=300,
+        done="toy results written",
+    )
     assert rc == 0, log.getvalue()[-3000:]
     assert time.monotonic() - t0 < 200 and json.loads(out.read_text())["rounds"] == [[0, 1]]
     assert local_superlinks(tmp_path / "work" / "flwr-home") == []
@@ -77,10 +84,23 @@ def test_deployment_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     """Also: the run ends at the ServerApp's results-written line (the ServerApp then lingers
     600 s, which a run that waited for it could not survive within the timeout)."""
     out, log = tmp_path / "dep.json", io.StringIO()
-    config = {"out-file": str(out), "num-nodes": 2, "num-rounds": 2, "message": TRICKY, "linger": 600.0}
+    config = {
+        "out-file": str(out),
+        "num-nodes": 2,
+        "num-rounds": 2,
+        "message": TRICKY,
+        "linger": 600.0,
+    }
     t0 = time.monotonic()
-    rc = run_deployment(toy_app, config, 2, workdir=tmp_path / "work", stream=log, timeout=300,
-                        done="toy results written")
+    rc = run_deployment(
+        toy_app,
+        config,
+        2,
+        workdir=tmp_path / "work",
+        stream=log,
+        timeout=300,
+        done="toy results written",
+    )
     result = json.loads(out.read_text()) if out.exists() else {}
     rounds_s = result.get("seconds", 0.0)
     print(f"deployment: {time.monotonic() - t0:.1f}s total, {rounds_s:.1f}s for 2 rounds")
@@ -130,6 +150,7 @@ def test_superlink_start_failure_is_reported(
     script.write_text("#!/bin/sh\necho 'cannot bind: boom' >&2\nexit 3\n")
     script.chmod(0o755)
     real = deployment.require_executable
+
     def fake(name: str, env: dict[str, str]) -> str:
         return str(script) if name == "flower-superlink" else real(name, env)
 
@@ -151,12 +172,17 @@ def test_a_local_superlink_that_starts_too_slowly_is_started_again(
 
     calls = tmp_path / "calls"
     fake = tmp_path / "flwr"
-    fake.write_text(f"#!/bin/sh\necho x >> {calls}\n"
-                    "echo 'Failed to start local SuperLink within 15s. See logs at /x.'\nexit 1\n")
+    fake.write_text(
+        f"#!/bin/sh\necho x >> {calls}\n"
+        "echo 'Failed to start local SuperLink within 15s. See logs at /x.'\nexit 1\n"
+    )
     fake.chmod(0o755)
     real = simulation.require_executable
-    monkeypatch.setattr(simulation, "require_executable",
-                        lambda name, env: str(fake) if name == "flwr" else real(name, env))
+    monkeypatch.setattr(
+        simulation,
+        "require_executable",
+        lambda name, env: str(fake) if name == "flwr" else real(name, env),
+    )
     log = io.StringIO()
     with pytest.raises(SuperLinkStartError):
         run_simulation(toy_app, {}, 2, workdir=tmp_path / "work", stream=log, timeout=60)
@@ -173,8 +199,13 @@ def test_stop_processes_with_no_grace_kills_at_once(tmp_path: Path) -> None:
 
     from fgl_flower.runtime.processes import stop_processes
 
-    stubborn = subprocess.Popen([sys.executable, "-c", "import signal, time\n"
-                                 "signal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)"])
+    stubborn = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)",
+        ]
+    )
     time.sleep(0.5)  # the handler is in place
     t0 = time.monotonic()
     proc = psutil.Process(stubborn.pid)
@@ -193,9 +224,17 @@ def test_a_zombie_counts_as_stopped(tmp_path: Path) -> None:
 
     from fgl_flower.runtime.processes import stop_processes
 
-    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
-                               "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                               "print(child.pid, flush=True)\ntime.sleep(60)"], stdout=subprocess.PIPE, text=True)
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys, time\n"
+            "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+            "print(child.pid, flush=True)\ntime.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         child = psutil.Process(int(parent.stdout.readline()))
         t0 = time.monotonic()

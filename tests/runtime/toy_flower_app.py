@@ -39,7 +39,7 @@ fail = false
 linger = 0.0
 """
 
-SERVER_APP = '''
+SERVER_APP = """
 import json
 import time
 from logging import INFO
@@ -73,9 +73,9 @@ def main(grid: Grid, context: Context) -> None:
         json.dump(result, fh)
     log(INFO, "toy results written")
     time.sleep(float(cfg["linger"]))  # a ServerApp that takes its time to end after that
-'''
+"""
 
-CLIENT_APP = '''
+CLIENT_APP = """
 from flwr.app import ConfigRecord, Context, Message, RecordDict
 from flwr.clientapp import ClientApp
 
@@ -86,7 +86,7 @@ app = ClientApp()
 def pid(msg: Message, context: Context) -> Message:
     partition = int(context.node_config["partition-id"])
     return Message(RecordDict({"r": ConfigRecord({"partition-id": partition})}), reply_to=msg)
-'''
+"""
 
 
 def write_toy_app(app: Path) -> Path:

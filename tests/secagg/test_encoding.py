@@ -10,8 +10,13 @@ from fgl_flower.secagg.encoding import MODULUS, decode, encode, layout_of
 
 def test_the_modular_sum_of_encodings_decodes_to_the_sum():
     g = torch.Generator().manual_seed(0)
-    clients = [{"a": torch.randn(3, 4, generator=g, dtype=torch.float64) * 100,
-                "b": torch.randn(5, generator=g, dtype=torch.float64)} for _ in range(6)]
+    clients = [
+        {
+            "a": torch.randn(3, 4, generator=g, dtype=torch.float64) * 100,
+            "b": torch.randn(5, generator=g, dtype=torch.float64),
+        }
+        for _ in range(6)
+    ]
     total = np.zeros(17, dtype=np.int64)
     for c in clients:
         total = np.mod(total + encode(c, 32, len(clients)), MODULUS)

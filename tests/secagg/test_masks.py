@@ -36,5 +36,7 @@ def test_an_upload_is_masked_by_its_private_seed_besides_the_pairwise_masks():
 
     vector = np.arange(16, dtype=np.int64)
     hidden = mask(vector, 11, b"\x05" * 32, b"", {})  # no neighbours: only the private mask
-    assert np.array_equal(np.mod(hidden - private_mask(b"\x05" * 32, vector.shape), MODULUS), vector)
+    assert np.array_equal(
+        np.mod(hidden - private_mask(b"\x05" * 32, vector.shape), MODULUS), vector
+    )
     assert (hidden != vector).all()

@@ -24,17 +24,36 @@ class Federation:
     def __init__(self, n, lost=None):
         InProcessGrid(load_app_defaults(), 1)  # messages need the task identity a grid sets
         g = torch.Generator().manual_seed(n)
-        self.values = {10 + i: {"s1": torch.randn(3, 4, generator=g, dtype=torch.float64) * 10,
-                                "cnt": torch.randint(0, 50, (3,), generator=g).double()} for i in range(1, n + 1)}
-        self.contexts = {nid: Context(run_id=0, node_id=nid, node_config={"partition-id": nid - 11},
-                                      state=RecordDict(), run_config={}) for nid in self.values}
+        self.values = {
+            10 + i: {
+                "s1": torch.randn(3, 4, generator=g, dtype=torch.float64) * 10,
+                "cnt": torch.randint(0, 50, (3,), generator=g).double(),
+            }
+            for i in range(1, n + 1)
+        }
+        self.contexts = {
+            nid: Context(
+                run_id=0,
+                node_id=nid,
+                node_config={"partition-id": nid - 11},
+                state=RecordDict(),
+                run_config={},
+            )
+            for nid in self.values
+        }
         self.lost = lost or {}
         self.received = []  # every reply the server got
 
     def handler(self, msg, context):
-        return Message(RecordDict({"stats": ArrayRecord(self.values[msg.metadata.dst_node_id]),
-                                   "config": ConfigRecord({"partition-id": msg.metadata.dst_node_id - 11})}),
-                       reply_to=msg)
+        return Message(
+            RecordDict(
+                {
+                    "stats": ArrayRecord(self.values[msg.metadata.dst_node_id]),
+                    "config": ConfigRecord({"partition-id": msg.metadata.dst_node_id - 11}),
+                }
+            ),
+            reply_to=msg,
+        )
 
     def send(self, messages):
         replies = []
@@ -47,8 +66,15 @@ class Federation:
         return replies
 
     def run(self, shares=0):
-        return secure_sum(self.send, sorted(self.values), RecordDict(), "stats", "stats",
-                          SecAggPlusSettings(shares, BITS), seed=0)
+        return secure_sum(
+            self.send,
+            sorted(self.values),
+            RecordDict(),
+            "stats",
+            "stats",
+            SecAggPlusSettings(shares, BITS),
+            seed=0,
+        )
 
     def clear(self, nodes):
         return {k: sum(self.values[n][k] for n in nodes) for k in ("s1", "cnt")}
@@ -114,13 +140,27 @@ def test_a_client_never_gives_the_seed_and_the_key_of_one_node():
         return fed.send(messages)
 
     with pytest.raises(Stop):
-        secure_sum(until_unmask, sorted(fed.values), RecordDict(), "stats", "stats", SecAggPlusSettings(0, BITS), 0)
-    bad = Message(RecordDict({SECAGG: ConfigRecord({STAGE: "unmask", ACTIVE: [11, 12], DEAD: [12]})}),
-                  dst_node_id=11, message_type="query.secagg")
+        secure_sum(
+            until_unmask,
+            sorted(fed.values),
+            RecordDict(),
+            "stats",
+            "stats",
+            SecAggPlusSettings(0, BITS),
+            0,
+        )
+    bad = Message(
+        RecordDict({SECAGG: ConfigRecord({STAGE: "unmask", ACTIVE: [11, 12], DEAD: [12]})}),
+        dst_node_id=11,
+        message_type="query.secagg",
+    )
     with pytest.raises(FGLError, match="seed and its key"):
         secaggplus_mod(bad, fed.contexts[11], fed.handler)
-    good = Message(RecordDict({SECAGG: ConfigRecord({STAGE: "unmask", ACTIVE: [11, 12, 13], DEAD: []})}),
-                   dst_node_id=11, message_type="query.secagg")
+    good = Message(
+        RecordDict({SECAGG: ConfigRecord({STAGE: "unmask", ACTIVE: [11, 12, 13], DEAD: []})}),
+        dst_node_id=11,
+        message_type="query.secagg",
+    )
     secaggplus_mod(good, fed.contexts[11], fed.handler)
     assert "fgl.secagg" not in fed.contexts[11].state
 
@@ -139,11 +179,24 @@ def test_a_client_answers_each_stage_once_and_in_order():
         return fed.send(messages)
 
     with pytest.raises(Stop):
-        secure_sum(until_unmask, sorted(fed.values), RecordDict(), "stats", "stats", SecAggPlusSettings(0, BITS), 0)
+        secure_sum(
+            until_unmask,
+            sorted(fed.values),
+            RecordDict(),
+            "stats",
+            "stats",
+            SecAggPlusSettings(0, BITS),
+            0,
+        )
     again = seen[0]
     with pytest.raises(FGLError, match="out of order"):
-        secaggplus_mod(Message(again.content, dst_node_id=again.metadata.dst_node_id, message_type="query.secagg"),
-                       fed.contexts[again.metadata.dst_node_id], fed.handler)
+        secaggplus_mod(
+            Message(
+                again.content, dst_node_id=again.metadata.dst_node_id, message_type="query.secagg"
+            ),
+            fed.contexts[again.metadata.dst_node_id],
+            fed.handler,
+        )
 
 
 def test_a_threshold_below_a_majority_is_refused():
@@ -157,7 +210,15 @@ def test_a_threshold_below_a_majority_is_refused():
         return fed.send(messages)
 
     with pytest.raises(FGLError, match="needs a majority"):
-        secure_sum(low_threshold, sorted(fed.values), RecordDict(), "stats", "stats", SecAggPlusSettings(0, BITS), 0)
+        secure_sum(
+            low_threshold,
+            sorted(fed.values),
+            RecordDict(),
+            "stats",
+            "stats",
+            SecAggPlusSettings(0, BITS),
+            0,
+        )
 
 
 def test_secagg_plus_neighbourhoods_grow_logarithmically():

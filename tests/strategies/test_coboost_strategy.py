@@ -10,8 +10,14 @@ from fgl_flower.inprocess import run_inprocess
 from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.coboost import CoBoostStrategy
 
-SMALL = {"method": "coboost", "num-rounds": 1, "coboost.epochs": 4, "coboost.g-steps": 3,
-         "coboost.num-gen": 16, "coboost.topk": 3}
+SMALL = {
+    "method": "coboost",
+    "num-rounds": 1,
+    "coboost.epochs": 4,
+    "coboost.g-steps": 3,
+    "coboost.num-gen": 16,
+    "coboost.topk": 3,
+}
 
 
 def strategy(flat, **more):
@@ -56,10 +62,15 @@ def test_the_ensemble_weights_move_towards_the_client_that_is_right(flat):
 def test_one_step_per_batch_of_pooled_nodes(flat):
     """Two pooled graphs of num-gen nodes: two signed steps an epoch (the code's loader over
     the pool, batches of the synthesis size)."""
-    s = strategy(flat, **{"coboost.mu": 0.1, "coboost.wdc": 1.0, "coboost.num-gen": 2, "coboost.topk": 1})
+    s = strategy(
+        flat, **{"coboost.mu": 0.1, "coboost.wdc": 1.0, "coboost.num-gen": 2, "coboost.topk": 1}
+    )
     s._order = torch.Generator().manual_seed(0)
     s.weights = torch.full((2,), 0.5)
-    graph = {"clients": torch.tensor([[[5.0, 0.0]] * 2, [[0.0, 5.0]] * 2]), "targets": torch.tensor([0, 0])}
+    graph = {
+        "clients": torch.tensor([[[5.0, 0.0]] * 2, [[0.0, 5.0]] * 2]),
+        "targets": torch.tensor([0, 0]),
+    }
     s.after_synthesis(1, [], [graph, graph])
     assert s.weights.tolist() == pytest.approx([0.7, 0.3])
 
@@ -92,8 +103,15 @@ def test_one_round_boosts_the_ensemble_and_records_the_probes(flat, tmp_path):
     flat.update(SMALL)
     summary = run_inprocess(flat)
     rec = rounds(tmp_path / "run")[0]
-    assert set(rec["probes"]) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units",
-                                  "coboost.weight-spread", "coboost.effective-clients", "coboost.target-sharpness"}
+    assert set(rec["probes"]) == {
+        "dense.teacher-fit",
+        "dense.pool-fit",
+        "dense.agreement",
+        "dense.live-units",
+        "coboost.weight-spread",
+        "coboost.effective-clients",
+        "coboost.target-sharpness",
+    }
     assert rec["probes"]["coboost.weight-spread"]["mean"] > 0
     assert 1 <= rec["probes"]["coboost.effective-clients"]["mean"] <= 3  # SMALL's 3 clients
     assert 0 < summary["final"]["test_acc"] <= 1

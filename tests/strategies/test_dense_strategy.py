@@ -13,8 +13,14 @@ from fgl_flower.inprocess import run_inprocess
 from fgl_flower.models.dense import FeatureGenerator, adversarial_loss, kd_loss
 from fgl_flower.parse import parse_run_config
 
-SMALL = {"method": "dense", "num-rounds": 1, "dense.epochs": 3, "dense.g-steps": 3, "dense.num-gen": 16,
-         "dense.topk": 3}
+SMALL = {
+    "method": "dense",
+    "num-rounds": 1,
+    "dense.epochs": 3,
+    "dense.g-steps": 3,
+    "dense.num-gen": 16,
+    "dense.topk": 3,
+}
 
 
 def test_kd_loss_by_hand():
@@ -50,7 +56,9 @@ def test_the_generator_resets_as_the_official_code_and_outputs_unit_interval():
 
 
 def test_an_unknown_generator_head_is_refused(flat):
-    with pytest.raises(ConfigError, match=r"dense.generator-head='tanh': use one of sigmoid, linear"):
+    with pytest.raises(
+        ConfigError, match=r"dense.generator-head='tanh': use one of sigmoid, linear"
+    ):
         parse_run_config({**flat, **SMALL, "dense.generator-head": "tanh"})
 
 
@@ -58,9 +66,15 @@ def pool_of(n: int, size: int) -> list[dict]:
     """``n`` pooled graphs of ``size`` nodes; node ``i`` of graph ``e`` has feature ``100 e + i``
     and a ring as its graph."""
     ring = torch.stack([torch.arange(size), (torch.arange(size) + 1) % size])
-    return [{"x": (100.0 * e + torch.arange(size, dtype=torch.float))[:, None], "edges": ring,
-             "clients": torch.full((1, size, 2), float(e)), "targets": torch.zeros(size, dtype=torch.long)}
-            for e in range(n)]
+    return [
+        {
+            "x": (100.0 * e + torch.arange(size, dtype=torch.float))[:, None],
+            "edges": ring,
+            "clients": torch.full((1, size, 2), float(e)),
+            "targets": torch.zeros(size, dtype=torch.long),
+        }
+        for e in range(n)
+    ]
 
 
 def test_a_student_step_mixes_nodes_of_several_pooled_graphs():
@@ -76,7 +90,9 @@ def test_a_student_step_mixes_nodes_of_several_pooled_graphs():
         # edges stay inside their graph: a ring shifted by the graph's offset
         src, dst = b["edges"]
         assert torch.equal(src // 4, dst // 4)
-        assert torch.equal(b["clients"][0, :, 0], b["x"][:, 0].div(100).floor())  # logits follow their nodes
+        assert torch.equal(
+            b["clients"][0, :, 0], b["x"][:, 0].div(100).floor()
+        )  # logits follow their nodes
     assert len({tuple(b["x"][::4, 0].tolist()) for b in batches}) > 1  # different graphs per step
 
 
@@ -100,11 +116,17 @@ def test_pool_probes_by_hand():
 
     def graph(teacher_classes, targets, student_classes):
         one_hot = torch.nn.functional.one_hot(torch.tensor(teacher_classes), 2).float()
-        return {"x": torch.nn.functional.one_hot(torch.tensor(student_classes), 2).float(), "edges": None,
-                "clients": torch.stack([one_hot, 3 * one_hot]), "targets": torch.tensor(targets)}
+        return {
+            "x": torch.nn.functional.one_hot(torch.tensor(student_classes), 2).float(),
+            "edges": None,
+            "clients": torch.stack([one_hot, 3 * one_hot]),
+            "targets": torch.tensor(targets),
+        }
 
-    pool = [graph([0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]),  # 2 of 4 hit; student agrees on 3
-            graph([1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 0, 1])]  # 4 of 4 hit; student agrees on 2
+    pool = [
+        graph([0, 0, 0, 0], [0, 0, 1, 1], [0, 0, 0, 1]),  # 2 of 4 hit; student agrees on 3
+        graph([1, 1, 1, 1], [1, 1, 1, 1], [1, 0, 0, 1]),
+    ]  # 4 of 4 hit; student agrees on 2
     strategy = DENSEStrategy.__new__(DENSEStrategy)
     probes = strategy.pool_probes(pool, lambda x, edges: x, 0.75, 2)
     assert probes == {"dense.teacher-fit": 0.5, "dense.pool-fit": 0.5, "dense.agreement": 5 / 8}
@@ -117,25 +139,42 @@ def test_pool_probes_by_hand():
             first = float(x[0, 0] == 0)  # graph 0's first node is class 0 for the student
             return torch.tensor([[first, 1 - first, -1.0]]).expand(x.size(0), 3)
 
-    assert strategy.pool_probes(pool, Student(), 0.75, 2)["dense.live-units"] == pytest.approx(2 / 3)
+    assert strategy.pool_probes(pool, Student(), 0.75, 2)["dense.live-units"] == pytest.approx(
+        2 / 3
+    )
 
 
 def test_one_round_sends_a_distilled_model_and_records_the_probes(flat, tmp_path, caplog):
     flat.update(SMALL, progress=True)
     with caplog.at_level(logging.INFO, logger="flwr"):
         summary = run_inprocess(flat)
-    epochs = [r.getMessage().split(",")[0] for r in caplog.records if "distillation: epoch" in r.getMessage()]
-    assert epochs == ["dense distillation: epoch 1/3", "dense distillation: epoch 2/3", "dense distillation: epoch 3/3"]
+    epochs = [
+        r.getMessage().split(",")[0]
+        for r in caplog.records
+        if "distillation: epoch" in r.getMessage()
+    ]
+    assert epochs == [
+        "dense distillation: epoch 1/3",
+        "dense distillation: epoch 2/3",
+        "dense distillation: epoch 3/3",
+    ]
     rec = rounds(tmp_path / "run")[0]
     probes = rec["probes"]
-    assert set(probes) == {"dense.teacher-fit", "dense.pool-fit", "dense.agreement", "dense.live-units"}
+    assert set(probes) == {
+        "dense.teacher-fit",
+        "dense.pool-fit",
+        "dense.agreement",
+        "dense.live-units",
+    }
     assert 0 <= probes["dense.agreement"]["mean"] <= 1
     assert 0 < summary["final"]["test_acc"] <= 1
     # the student is a fresh model, not the clients' average: FedAvg's one round differs
     plain = {k: v for k, v in flat.items() if not k.startswith("dense.")}
     fedavg = run_inprocess({**plain, "method": "fedavg", "out-dir": str(tmp_path / "fedavg")})
-    assert fedavg["final"]["test_acc"] != summary["final"]["test_acc"] or \
-        fedavg["final"]["test_loss"] != summary["final"]["test_loss"]
+    assert (
+        fedavg["final"]["test_acc"] != summary["final"]["test_acc"]
+        or fedavg["final"]["test_loss"] != summary["final"]["test_loss"]
+    )
 
 
 def test_dense_is_one_shot(flat):

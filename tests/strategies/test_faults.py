@@ -5,7 +5,9 @@ import math
 from pathlib import Path
 
 import pytest
+from faults import fail_partition
 from flwr.app import ConfigRecord, Error, Message, MetricRecord, RecordDict
+from run_records import rounds
 
 from fgl_flower.client_app import make_app
 from fgl_flower.clients.state import ClientState
@@ -14,8 +16,6 @@ from fgl_flower.inprocess import InProcessGrid
 from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 from fgl_flower.strategies.grid import ClientFailure, MeteredGrid
-from faults import fail_partition
-from run_records import rounds
 
 
 def _run(flat, mods, **overrides):
@@ -35,7 +35,9 @@ def test_a_round_goes_on_without_a_failed_client_which_comes_back_with_its_state
     assert [r["eval_clients"] for r in records] == [[0, 1, 2], [0, 2], [0, 1, 2]]
     # partition 1 trained in rounds 1 and 3, from the state it kept; the others in all three
     for partition, rounds_trained in ((0, 3), (1, 2), (2, 3)):
-        assert _adam_steps(ClientState(grid.context(partition).state)) == {rounds_trained * cfg.local_epochs}
+        assert _adam_steps(ClientState(grid.context(partition).state)) == {
+            rounds_trained * cfg.local_epochs
+        }
 
 
 def _adam_steps(state: ClientState) -> set[int]:
@@ -45,14 +47,17 @@ def _adam_steps(state: ClientState) -> set[int]:
     for name, dtype, shape in meta["layout"]:
         n = math.prod(shape)
         if name.endswith("/step"):
-            steps.add(int(packs[dtype][offsets[dtype]:offsets[dtype] + n].item()))
+            steps.add(int(packs[dtype][offsets[dtype] : offsets[dtype] + n].item()))
         offsets[dtype] += n
     return steps
 
 
 def test_more_failures_than_accepted_stop_the_run_naming_round_partition_and_cause(flat):
-    with pytest.raises(ClientFailure, match=r"(?s)Round 2: 1 of 3 clients failed.*accept-failures=0"
-                                            r".*partition 1: RuntimeError: injected fault"):
+    with pytest.raises(
+        ClientFailure,
+        match=r"(?s)Round 2: 1 of 3 clients failed.*accept-failures=0"
+        r".*partition 1: RuntimeError: injected fault",
+    ):
         _run(flat, [fail_partition(1, {2})], **{"num-rounds": 3})
 
 
@@ -85,8 +90,10 @@ class _Grid:
 def test_missing_and_superlink_error_replies_are_failures_of_their_partitions(messages):
     grid = MeteredGrid(_Grid(), accept_failures=2)
     grid.partitions = {10: 0, 11: 1, 12: 2}
-    msgs = [Message(RecordDict({"config": ConfigRecord()}), dst_node_id=n, message_type="train")
-            for n in (10, 11, 12)]
+    msgs = [
+        Message(RecordDict({"config": ConfigRecord()}), dst_node_id=n, message_type="train")
+        for n in (10, 11, 12)
+    ]
     replies = grid.send_and_receive(msgs, timeout=5)
     assert len(replies) == 1
     assert grid.failures == {1: "no reply within 5 s (round-timeout)", 2: "Error: Node Unavailable"}
@@ -103,20 +110,30 @@ class _ClaimingGrid:
         replies = []
         for m in messages:
             m.metadata.__dict__["_message_id"] = f"m{m.metadata.dst_node_id}"
-            named = {10: {"partition-id": 0}, 11: {"partition-id": 0}, 12: {}}[m.metadata.dst_node_id]
-            replies.append(Message(RecordDict({"metrics": MetricRecord({"train_loss": 1.0, **named})}), reply_to=m))
+            named = {10: {"partition-id": 0}, 11: {"partition-id": 0}, 12: {}}[
+                m.metadata.dst_node_id
+            ]
+            replies.append(
+                Message(
+                    RecordDict({"metrics": MetricRecord({"train_loss": 1.0, **named})}), reply_to=m
+                )
+            )
         return replies
 
 
 def test_a_reply_belongs_to_the_partition_its_node_serves_not_the_one_it_names(messages):
     grid = MeteredGrid(_ClaimingGrid(), accept_failures=2)
     grid.partitions = {10: 0, 11: 1, 12: 2}  # what discovery found
-    msgs = [Message(RecordDict({"config": ConfigRecord()}), dst_node_id=n, message_type="train")
-            for n in (10, 11, 12)]
+    msgs = [
+        Message(RecordDict({"config": ConfigRecord()}), dst_node_id=n, message_type="train")
+        for n in (10, 11, 12)
+    ]
     replies = grid.send_and_receive(msgs, timeout=5)
     assert [r.metadata.src_node_id for r in replies] == [10]
-    assert grid.failures == {1: "refused: the reply claims partition 0, but its node serves partition 1",
-                             2: "refused: the reply names no partition-id"}
+    assert grid.failures == {
+        1: "refused: the reply claims partition 0, but its node serves partition 1",
+        2: "refused: the reply names no partition-id",
+    }
 
 
 def _diverging(flat, **overrides):
@@ -125,8 +142,11 @@ def _diverging(flat, **overrides):
 
 
 def test_a_diverging_client_stops_the_run_with_round_partition_and_cause(flat):
-    with pytest.raises(DivergedError, match=r"Round \d: non-finite values from partition \d: "
-                                            r".*lr=1e\+30.*on-nonfinite=skip"):
+    with pytest.raises(
+        DivergedError,
+        match=r"Round \d: non-finite values from partition \d: "
+        r".*lr=1e\+30.*on-nonfinite=skip",
+    ):
         _run(_diverging(flat), [])
     summary = json.loads(open(f"{flat['out-dir']}/summary.json").read())  # strict JSON
     assert "non-finite" in summary["stopped"]
@@ -135,6 +155,7 @@ def test_a_diverging_client_stops_the_run_with_round_partition_and_cause(flat):
 def test_skipped_nonfinite_clients_are_recorded_and_outputs_stay_strict_json(flat):
     """Only partition 0 diverges (its own learning rate is not configurable, so its
     uploads are poisoned by a mod); the others go on."""
+
     def poison(msg, context, call_next):
         reply = call_next(msg, context)
         if int(context.node_config["partition-id"]) == 0 and msg.metadata.message_type == "train":
@@ -155,9 +176,11 @@ def test_skipped_nonfinite_clients_are_recorded_and_outputs_stay_strict_json(fla
 def test_model_selection_ignores_rounds_with_nonfinite_metrics():
     from fgl_flower.results import summarize_rounds
 
-    records = [{"round": 1, "eval": {"val_loss": 0.9, "val_acc": 0.5}},
-               {"round": 2, "eval": {"val_loss": float("nan"), "val_acc": float("nan")}},
-               {"round": 3, "eval": {"val_loss": 0.7, "val_acc": 0.6}}]
+    records = [
+        {"round": 1, "eval": {"val_loss": 0.9, "val_acc": 0.5}},
+        {"round": 2, "eval": {"val_loss": float("nan"), "val_acc": float("nan")}},
+        {"round": 3, "eval": {"val_loss": 0.7, "val_acc": 0.6}},
+    ]
     assert summarize_rounds(records, "val_loss")["best_val"]["round"] == 3
     assert summarize_rounds(records, "val_acc")["best_val"]["round"] == 3
     assert "val_loss" not in summarize_rounds(records, "val_acc")["last"]  # a NaN in the tail
@@ -173,8 +196,14 @@ class _JoiningGrid:
         return self.live
 
     def send_and_receive(self, messages, timeout=None):
-        return [Message(RecordDict({"config": ConfigRecord({"partition-id": 1, "num-partitions": 2})}), reply_to=m)
-                for m in messages if m.metadata.dst_node_id == 12]
+        return [
+            Message(
+                RecordDict({"config": ConfigRecord({"partition-id": 1, "num-partitions": 2})}),
+                reply_to=m,
+            )
+            for m in messages
+            if m.metadata.dst_node_id == 12
+        ]
 
 
 def test_a_joining_node_takes_over_a_partition_only_when_its_node_is_gone(messages):

@@ -21,10 +21,17 @@ def test_sharing_variance_by_hand():
 
 
 def reply(pid: int, w: float, mean: list[float], n: float, extra: dict | None = None) -> Message:
-    arrays = {"backbone.w": torch.tensor([w]), "ffa.running_mean": torch.tensor(mean),
-              "ffa.running_std": torch.tensor([1.0, 1.0]), "ffa.sharing_var_mean": torch.ones(2),
-              "ffa.sharing_var_std": torch.ones(2), **(extra or {})}
-    content = RecordDict({ARRAYS: torch_record(arrays), METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n})})
+    arrays = {
+        "backbone.w": torch.tensor([w]),
+        "ffa.running_mean": torch.tensor(mean),
+        "ffa.running_std": torch.tensor([1.0, 1.0]),
+        "ffa.sharing_var_mean": torch.ones(2),
+        "ffa.sharing_var_std": torch.ones(2),
+        **(extra or {}),
+    }
+    content = RecordDict(
+        {ARRAYS: torch_record(arrays), METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n})}
+    )
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
@@ -39,8 +46,13 @@ def test_the_mean_with_the_sharing_variance(flat, messages, mode, expected):
     assert t["ffa.running_mean"].tolist() == [3.0, 1.0]  # averaged too, as the official server does
     assert t["ffa.sharing_var_mean"].tolist() == pytest.approx(expected)
     assert t["ffa.sharing_var_std"].tolist() == [0.0, 0.0]
-    assert list(t) == ["backbone.w", "ffa.running_mean", "ffa.running_std", "ffa.sharing_var_mean",
-                       "ffa.sharing_var_std"]
+    assert list(t) == [
+        "backbone.w",
+        "ffa.running_mean",
+        "ffa.running_std",
+        "ffa.sharing_var_mean",
+        "ffa.sharing_var_std",
+    ]
 
 
 def test_one_client_leaves_the_variance_as_it_was(flat, messages):
@@ -55,8 +67,13 @@ def test_a_batch_norm_running_mean_is_only_averaged(flat, messages):
     and no ``sharing_var_mean`` key is made up for it."""
     flat.update({"method": "fedfa", "model": "acmgcn"})
     s = FedFAStrategy(parse_run_config(flat))
-    out, _ = s.aggregate_train(1, [reply(0, 1.0, [0.0, 1.0], 1.0, {"bn.running_mean": torch.tensor([2.0])}),
-                                   reply(1, 4.0, [4.0, 1.0], 1.0, {"bn.running_mean": torch.tensor([4.0])})])
+    out, _ = s.aggregate_train(
+        1,
+        [
+            reply(0, 1.0, [0.0, 1.0], 1.0, {"bn.running_mean": torch.tensor([2.0])}),
+            reply(1, 4.0, [4.0, 1.0], 1.0, {"bn.running_mean": torch.tensor([4.0])}),
+        ],
+    )
     t = record_torch(out)
     assert t["bn.running_mean"].tolist() == [3.0]
     assert "bn.sharing_var_mean" not in t

@@ -3,7 +3,15 @@ case, who receives which model, and the probes of the selection."""
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fedgta import STATISTICS
@@ -28,12 +36,18 @@ def test_the_sets_of_a_hand_worked_case():
 
 
 def reply(pid: int, w: float, moments: np.ndarray, confidence: float) -> Message:
-    content = RecordDict({
-        ARRAYS: ArrayRecord({"conv.weight": Array(np.array([w], dtype=np.float32))}),
-        METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 10.0}),
-        STATISTICS: ArrayRecord({"moments": Array(moments.astype(np.float32)),
-                                 "confidence": Array(np.array([confidence], dtype=np.float32))}),
-    })
+    content = RecordDict(
+        {
+            ARRAYS: ArrayRecord({"conv.weight": Array(np.array([w], dtype=np.float32))}),
+            METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 10.0}),
+            STATISTICS: ArrayRecord(
+                {
+                    "moments": Array(moments.astype(np.float32)),
+                    "confidence": Array(np.array([confidence], dtype=np.float32)),
+                }
+            ),
+        }
+    )
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
@@ -47,7 +61,9 @@ def strategy(flat, messages):
 
 def test_confidence_weighted_averages_over_each_clients_set(strategy):
     weights, confidence = [1.0, 2.0, 4.0], [1.0, 3.0, 6.0]
-    models, _ = strategy.aggregate_train(1, [reply(p, weights[p], MOMENTS[p], confidence[p]) for p in range(3)])
+    models, _ = strategy.aggregate_train(
+        1, [reply(p, weights[p], MOMENTS[p], confidence[p]) for p in range(3)]
+    )
     got = [array_numpy(models[f"client{p}.conv.weight"])[0] for p in range(3)]
     # sets {0, 2}, {1, 2}, {0, 1, 2} weighted by the confidences
     assert got[0] == pytest.approx((1 * 1 + 6 * 4) / 7, rel=1e-6)
@@ -61,16 +77,21 @@ def test_confidence_weighted_averages_over_each_clients_set(strategy):
 
 
 def test_each_client_receives_its_own_model_and_an_untrained_one_nothing(strategy):
-    models, _ = strategy.aggregate_train(1, [reply(p, float(p + 1), MOMENTS[p], 1.0) for p in range(3)])
+    models, _ = strategy.aggregate_train(
+        1, [reply(p, float(p + 1), MOMENTS[p], 1.0) for p in range(3)]
+    )
     strategy.select([0, 3])  # client 3 has not trained yet: it keeps its seeded model
-    for kind, configure in ((MessageType.TRAIN, strategy.configure_train),
-                            (MessageType.EVALUATE, strategy.configure_evaluate)):
+    for kind, configure in (
+        (MessageType.TRAIN, strategy.configure_train),
+        (MessageType.EVALUATE, strategy.configure_evaluate),
+    ):
         messages = list(configure(2, models, ConfigRecord(), None))
         assert [m.metadata.dst_node_id for m in messages] == [100, 103]
         assert all(m.metadata.message_type == kind for m in messages)
         assert list(messages[0].content[ARRAYS].keys()) == ["conv.weight"]
         assert array_numpy(messages[0].content[ARRAYS]["conv.weight"])[0] == pytest.approx(
-            array_numpy(models["client0.conv.weight"])[0])
+            array_numpy(models["client0.conv.weight"])[0]
+        )
         assert len(messages[1].content[ARRAYS]) == 0
     # a later round keeps the models of the clients that did not train in it
     models, _ = strategy.aggregate_train(2, [reply(p, 9.0, MOMENTS[p], 1.0) for p in (1, 2)])

@@ -23,23 +23,38 @@ def test_greedy_matching_takes_the_most_similar_pair_first():
     assert match_types(E[[1, 2, 0]], E).tolist() == [1, 2, 0]  # a rotation is found exactly
     # greedy is neither the best total (Hungarian: [1, 0], 1.0 against 0.65) nor a per-type
     # argmax ([0, 0]): the best pair (type 0, centre 0) is fixed first
-    t0, t1 = [0.6, 0.5, 0.39 ** 0.5], [0.5, 0.05, 0.7475 ** 0.5]
+    t0, t1 = [0.6, 0.5, 0.39**0.5], [0.5, 0.05, 0.7475**0.5]
     assert match_types(torch.tensor([t0, t1]), E[:2]).tolist() == [0, 1]
 
 
-def reply(pid: int, centroids: torch.Tensor, channels: list[float], feature: float, n: float,
-          counts: list[float]) -> Message:
-    arrays = {"feature1.weight": torch.tensor([feature]), "classifier.weight": torch.tensor([feature])}
+def reply(
+    pid: int,
+    centroids: torch.Tensor,
+    channels: list[float],
+    feature: float,
+    n: float,
+    counts: list[float],
+) -> Message:
+    arrays = {
+        "feature1.weight": torch.tensor([feature]),
+        "classifier.weight": torch.tensor([feature]),
+    }
     arrays.update({f"channels.{k}.proj.weight": torch.tensor([w]) for k, w in enumerate(channels)})
     arrays["centroids"] = centroids
-    content = RecordDict({ARRAYS: torch_record(arrays),
-                          METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n}),
-                          CENTROIDS: torch_record({"train-counts": torch.tensor(counts, dtype=torch.float64)})})
+    content = RecordDict(
+        {
+            ARRAYS: torch_record(arrays),
+            METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n}),
+            CENTROIDS: torch_record({"train-counts": torch.tensor(counts, dtype=torch.float64)}),
+        }
+    )
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
 def strategy(flat, alignment="matched") -> FedLitStrategy:
-    flat.update({"method": "fedlit", "num-clients": 8, "fedlit.num-types": 3, "fedlit.alignment": alignment})
+    flat.update(
+        {"method": "fedlit", "num-clients": 8, "fedlit.num-types": 3, "fedlit.alignment": alignment}
+    )
     return FedLitStrategy(parse_run_config(flat))
 
 
@@ -60,7 +75,9 @@ def test_each_global_channel_averages_the_client_types_matched_to_it(flat, messa
     # centre 0 <- B's type 2 (30), centre 1 <- B's type 0 (10), centre 2 <- B's type 1 (20)
     assert channels(models) == [15.5, 6.0, 11.5]
     t = record_torch(models)
-    assert float(t["global.feature1.weight"][0]) == pytest.approx(2.5)  # weighted by the sizes 1 : 3
+    assert float(t["global.feature1.weight"][0]) == pytest.approx(
+        2.5
+    )  # weighted by the sizes 1 : 3
     assert torch.allclose(t["global.centroids"], E)  # both clients' matched centroids coincide
     assert t["client1.alignment"].tolist() == [1, 2, 0]
     # client 1 receives, for its type k, the channel and centre of global type (k + 1) mod 3
@@ -95,15 +112,30 @@ def test_round_one_falls_back_to_the_initial_channel_the_clients_started_from(fl
     flat.update({"method": "fedlit", "num-clients": 2, "hidden": 4, "fedlit.num-types": 2})
     cfg = parse_run_config(flat)
     with cpu_seeded(cfg.seed):
-        start = build_fedlit(3, 2, 4, 2, cfg.num_layers, cfg.dropout, 1, cfg.seed, cfg.model_init).state_dict()
+        start = build_fedlit(
+            3, 2, 4, 2, cfg.num_layers, cfg.dropout, 1, cfg.seed, cfg.model_init
+        ).state_dict()
     uploads = []
-    for pid in range(2):  # trained copies of the seeded model; type 1 holds no training node anywhere
+    for pid in range(
+        2
+    ):  # trained copies of the seeded model; type 1 holds no training node anywhere
         sd = {k: v + 1.0 + pid for k, v in start.items() if k != "initialized"}
         sd["centroids"] = torch.eye(2, 8)
-        uploads.append(Message(content=RecordDict({
-            ARRAYS: torch_record(sd), METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0}),
-            CENTROIDS: torch_record({"train-counts": torch.tensor([3.0, 0.0], dtype=torch.float64)})}),
-            dst_node_id=1, message_type=MessageType.TRAIN))
+        uploads.append(
+            Message(
+                content=RecordDict(
+                    {
+                        ARRAYS: torch_record(sd),
+                        METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0}),
+                        CENTROIDS: torch_record(
+                            {"train-counts": torch.tensor([3.0, 0.0], dtype=torch.float64)}
+                        ),
+                    }
+                ),
+                dst_node_id=1,
+                message_type=MessageType.TRAIN,
+            )
+        )
     models = record_torch(FedLitStrategy(cfg).aggregate_train(1, uploads)[0])
     for key in (k for k in start if k.startswith("channels.1.")):
         assert torch.equal(models[f"global.{key}"], start[key])
@@ -111,7 +143,9 @@ def test_round_one_falls_back_to_the_initial_channel_the_clients_started_from(fl
         assert torch.allclose(models[f"global.{key}"], start[key] + 1.5)
 
 
-def test_an_unaligned_client_gets_the_global_order_and_an_absent_one_keeps_its_alignment(flat, messages):
+def test_an_unaligned_client_gets_the_global_order_and_an_absent_one_keeps_its_alignment(
+    flat, messages
+):
     s = strategy(flat)
     s.aggregate_train(1, [reply(*A), reply(*B)])
     models, _ = s.aggregate_train(2, [reply(*A)])  # client 1 not sampled

@@ -29,24 +29,43 @@ def test_global_synthetic_weights_permuted_slots_per_class():
     assert out[:, :, 0].tolist() == [[0.5 * 1 + 0.5 * 10, 0.5 * 0 + 0.5 * 11], [12.0, 13.0]]
 
 
-def reply(pid: int, syn_value: float, rates: list[float], gen_value: float | None, k: int = 2, upload=True) -> Message:
+def reply(
+    pid: int, syn_value: float, rates: list[float], gen_value: float | None, k: int = 2, upload=True
+) -> Message:
     c = len(rates)
-    content = RecordDict({
-        ARRAYS: torch_record({"embedder.w": torch.tensor([syn_value])}) if upload else ArrayRecord(),
-        METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0}),
-    })
+    content = RecordDict(
+        {
+            ARRAYS: torch_record({"embedder.w": torch.tensor([syn_value])})
+            if upload
+            else ArrayRecord(),
+            METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: 1.0}),
+        }
+    )
     if upload:
-        content[SYNTHETIC] = torch_record({"syn-head": torch.full((c * k, 3), syn_value),
-                                           "syn-tail": torch.zeros(c * k, 3),
-                                           "class-rate": torch.tensor(rates, dtype=torch.float64)})
+        content[SYNTHETIC] = torch_record(
+            {
+                "syn-head": torch.full((c * k, 3), syn_value),
+                "syn-tail": torch.zeros(c * k, 3),
+                "class-rate": torch.tensor(rates, dtype=torch.float64),
+            }
+        )
     if gen_value is not None:
-        content[GENERATOR] = torch_record({"fc.weight": torch.full((2, 2), gen_value), "fc.bias": torch.full((2,), gen_value)})
+        content[GENERATOR] = torch_record(
+            {"fc.weight": torch.full((2, 2), gen_value), "fc.bias": torch.full((2,), gen_value)}
+        )
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
 def strategy(flat, **options) -> FedLoGStrategy:
-    flat.update({"method": "fedlog", "model": "graphsage", "fedlog.num-proto": 2, "num-rounds": 3,
-                 **{f"fedlog.{k}": v for k, v in options.items()}})
+    flat.update(
+        {
+            "method": "fedlog",
+            "model": "graphsage",
+            "fedlog.num-proto": 2,
+            "num-rounds": 3,
+            **{f"fedlog.{k}": v for k, v in options.items()},
+        }
+    )
     s = FedLoGStrategy(parse_run_config(flat))
     s.node_ids = [7]  # one selected node to send to
     return s
@@ -55,7 +74,9 @@ def strategy(flat, **options) -> FedLoGStrategy:
 def test_aggregation_builds_the_global_nodes_and_the_class_generators_once(flat, messages):
     s = strategy(flat)
     mean, _ = s.aggregate_train(1, [reply(0, 1.0, [1.0, 0.0], 2.0), reply(1, 3.0, [1.0, 3.0], 6.0)])
-    assert record_torch(mean)["embedder.w"].tolist() == [2.0]  # FedAvg's mean of the reported weights
+    assert record_torch(mean)["embedder.w"].tolist() == [
+        2.0
+    ]  # FedAvg's mean of the reported weights
     # (each client reports 1 under FedLoG's default agg-weight = uniform: the code's plain mean)
     # class 0: (1 + 3) / 2; class 1: client 1 only
     assert s.global_x[:, 0].tolist() == [2.0, 2.0, 3.0, 3.0] and s.global_y.tolist() == [0, 0, 1, 1]
@@ -83,8 +104,13 @@ def test_each_client_s_slots_are_permuted(flat, messages):
     s = strategy(flat, **{"num-proto": 6})
     slots = torch.arange(12.0).view(12, 1).expand(12, 3)
     msg = reply(0, 0.0, [1.0, 0.0], None, k=6)
-    msg.content[SYNTHETIC] = torch_record({"syn-head": slots.clone(), "syn-tail": slots.clone(),
-                                           "class-rate": torch.tensor([1.0, 0.0], dtype=torch.float64)})
+    msg.content[SYNTHETIC] = torch_record(
+        {
+            "syn-head": slots.clone(),
+            "syn-tail": slots.clone(),
+            "class-rate": torch.tensor([1.0, 0.0], dtype=torch.float64),
+        }
+    )
     s.aggregate_train(1, [msg])
     order = s.global_x[:6, 0].tolist()
     assert sorted(order) == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0] and order != sorted(order)

@@ -5,7 +5,15 @@ import math
 
 import numpy as np
 import pytest
-from flwr.app import Array, ArrayRecord, ConfigRecord, Message, MessageType, MetricRecord, RecordDict
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Message,
+    MessageType,
+    MetricRecord,
+    RecordDict,
+)
 
 from fgl_flower.methods.fedpub import EMBEDDING
 from fgl_flower.parse import parse_run_config
@@ -22,8 +30,8 @@ def test_the_weights_of_a_hand_worked_case():
     sim, alpha = personalization_weights(EMB, tau=2.0)
     assert np.allclose(sim, [[1, 0, c], [0, 1, c], [c, c, 1]])
     e = math.e
-    row0 = np.array([e ** 2, 1.0, e ** (2 * c)])
-    row2 = np.array([e ** (2 * c), e ** (2 * c), e ** 2])
+    row0 = np.array([e**2, 1.0, e ** (2 * c)])
+    row2 = np.array([e ** (2 * c), e ** (2 * c), e**2])
     assert np.allclose(alpha[0], row0 / row0.sum())
     assert np.allclose(alpha[2], row2 / row2.sum())
     _, cosine = personalization_weights(EMB, tau=2.0, norm="cosine")
@@ -33,11 +41,13 @@ def test_the_weights_of_a_hand_worked_case():
 
 
 def reply(pid: int, w: float, emb: np.ndarray, n: float) -> Message:
-    content = RecordDict({
-        ARRAYS: ArrayRecord({"conv1.lin.weight": Array(np.array([w], dtype=np.float32))}),
-        METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n}),
-        EMBEDDING: ArrayRecord({"embedding": Array(emb.astype(np.float32))}),
-    })
+    content = RecordDict(
+        {
+            ARRAYS: ArrayRecord({"conv1.lin.weight": Array(np.array([w], dtype=np.float32))}),
+            METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n}),
+            EMBEDDING: ArrayRecord({"embedding": Array(emb.astype(np.float32))}),
+        }
+    )
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
@@ -91,4 +101,6 @@ def test_cosine_weights_that_sum_to_zero_or_less_stop_the_run():
     from fgl_flower.errors import FGLError
 
     with pytest.raises(FGLError, match="agg-norm=exp"):
-        personalization_weights(np.array([[1.0, 0.0], [-1.0, 0.1], [-1.0, -0.1]]), tau=1.0, norm="cosine")
+        personalization_weights(
+            np.array([[1.0, 0.0], [-1.0, 0.1], [-1.0, -0.1]]), tau=1.0, norm="cosine"
+        )

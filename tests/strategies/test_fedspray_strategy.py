@@ -12,16 +12,21 @@ from fgl_flower.strategies.fedspray import FedSprayStrategy, align_proxies
 
 def test_align_proxies_is_class_ratio_weighted_mean_by_hand():
     # 3 clients, 3 classes, d_s = 2; class 2 appears on no client.
-    proxies = np.array([
-        [[1.0, 2.0], [10.0, 10.0], [5.0, 5.0]],
-        [[3.0, 4.0], [0.0, 0.0], [7.0, 7.0]],
-        [[0.0, 0.0], [20.0, 40.0], [9.0, 9.0]],
-    ], dtype=np.float32)
+    proxies = np.array(
+        [
+            [[1.0, 2.0], [10.0, 10.0], [5.0, 5.0]],
+            [[3.0, 4.0], [0.0, 0.0], [7.0, 7.0]],
+            [[0.0, 0.0], [20.0, 40.0], [9.0, 9.0]],
+        ],
+        dtype=np.float32,
+    )
     ratios = np.array([[0.75, 0.25, 0.0], [0.5, 0.0, 0.0], [0.0, 1.0, 0.0]])
     previous = np.full((3, 2), -1.0, dtype=np.float32)
     out = align_proxies(proxies, ratios, previous)
     # class 0: (0.75*[1,2] + 0.5*[3,4]) / 1.25 ; class 1: (0.25*[10,10] + 1*[20,40]) / 1.25
-    np.testing.assert_allclose(out[0], [(0.75 * 1 + 0.5 * 3) / 1.25, (0.75 * 2 + 0.5 * 4) / 1.25], rtol=1e-6)
+    np.testing.assert_allclose(
+        out[0], [(0.75 * 1 + 0.5 * 3) / 1.25, (0.75 * 2 + 0.5 * 4) / 1.25], rtol=1e-6
+    )
     np.testing.assert_allclose(out[1], [(2.5 + 20) / 1.25, (2.5 + 40) / 1.25], rtol=1e-6)
     np.testing.assert_array_equal(out[2], [-1.0, -1.0])  # nobody has class 2: kept
     assert out.dtype == np.float32
@@ -34,13 +39,24 @@ def test_align_proxies_rejects_mismatched_shapes():
 
 def _reply(pid, n, encoder, S, ratio):
     return Message(
-        content=RecordDict({
-            "arrays": ArrayRecord({k: Array(np.asarray(v, np.float32)) for k, v in encoder.items()}),
-            "proxies": ArrayRecord({"S": Array(np.asarray(S, np.float32)),
-                                    "class-ratio": Array(np.asarray(ratio, np.float32))}),
-            "metrics": MetricRecord({"partition-id": pid, "num-examples": float(n), "train_loss": 1.0}),
-        }),
-        dst_node_id=1, message_type="train",
+        content=RecordDict(
+            {
+                "arrays": ArrayRecord(
+                    {k: Array(np.asarray(v, np.float32)) for k, v in encoder.items()}
+                ),
+                "proxies": ArrayRecord(
+                    {
+                        "S": Array(np.asarray(S, np.float32)),
+                        "class-ratio": Array(np.asarray(ratio, np.float32)),
+                    }
+                ),
+                "metrics": MetricRecord(
+                    {"partition-id": pid, "num-examples": float(n), "train_loss": 1.0}
+                ),
+            }
+        ),
+        dst_node_id=1,
+        message_type="train",
     )
 
 
@@ -74,11 +90,14 @@ def test_zero_proxies_ablation_never_aggregates_proxies(messages):
     assert strategy.proxies is None
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("variant", "bogus", "variant"),
-    ("confidence", 1.5, "confidence"),
-    ("proxy-dim", 0, "proxy-dim"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("variant", "bogus", "variant"),
+        ("confidence", 1.5, "confidence"),
+        ("proxy-dim", 0, "proxy-dim"),
+    ],
+)
 def test_bad_options_fail_when_parsing_the_config(key, value, match):
     flat = load_app_defaults()
     flat.update({"method": "fedspray", f"fedspray.{key}": value})

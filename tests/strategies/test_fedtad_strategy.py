@@ -37,7 +37,14 @@ def test_distillation_pulls_the_global_model_towards_the_reliable_client(flat):
     def distance_to(model):
         x = torch.randn(200, 6, generator=torch.Generator().manual_seed(3))
         with torch.no_grad():
-            return float((s.global_model(x, torch.empty(2, 0, dtype=torch.long)) - model(x, torch.empty(2, 0, dtype=torch.long))).abs().mean())
+            return float(
+                (
+                    s.global_model(x, torch.empty(2, 0, dtype=torch.long))
+                    - model(x, torch.empty(2, 0, dtype=torch.long))
+                )
+                .abs()
+                .mean()
+            )
 
     before = distance_to(reliable), distance_to(other)
     s.distill(1, torch.tensor([[1.0, 1.0], [0.0, 0.0]]), [reliable, other])
@@ -50,7 +57,9 @@ def test_distillation_pulls_the_global_model_towards_the_reliable_client(flat):
 
 def test_always_dropout_is_seeded_and_changes_the_distillation(flat):
     def distilled(always: bool) -> dict:
-        cfg = dict(flat, method="fedtad", model="mlp", dropout=0.5, **{"fedtad.always-dropout": always})
+        cfg = dict(
+            flat, method="fedtad", model="mlp", dropout=0.5, **{"fedtad.always-dropout": always}
+        )
         s = FedTADStrategy(parse_run_config(cfg))
         s._build((6, 2))
         torch.manual_seed(0)

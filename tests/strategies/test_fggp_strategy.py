@@ -40,5 +40,11 @@ def test_class_clusters_average_each_class_coarsest_partition():
 def test_the_memory_is_a_fifo_of_unit_prototypes():
     mem, cls = enqueue(None, None, np.array([[3.0, 4.0]]), np.array([0]), capacity=3)
     assert np.allclose(mem, [[0.6, 0.8]]) and cls.tolist() == [0]
-    mem, cls = enqueue(mem, cls, np.array([[1.0, 0.0], [0.0, 2.0], [5.0, 0.0]]), np.array([1, 2, 1]), capacity=3)
-    assert np.allclose(mem, [[1, 0], [0, 1], [1, 0]]) and cls.tolist() == [1, 2, 1]  # the oldest left
+    mem, cls = enqueue(
+        mem, cls, np.array([[1.0, 0.0], [0.0, 2.0], [5.0, 0.0]]), np.array([1, 2, 1]), capacity=3
+    )
+    assert np.allclose(mem, [[1, 0], [0, 1], [1, 0]]) and cls.tolist() == [
+        1,
+        2,
+        1,
+    ]  # the oldest left

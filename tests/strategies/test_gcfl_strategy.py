@@ -18,8 +18,12 @@ from fgl_flower.strategies.gcfl import GCFLStrategy, dtw, dtw_distances, min_cut
 
 
 def reply(pid: int, w: np.ndarray, n: float = 10.0, **metrics) -> Message:
-    content = RecordDict({ARRAYS: ArrayRecord({"w": Array(w.astype(np.float32))}),
-                          METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n, **metrics})})
+    content = RecordDict(
+        {
+            ARRAYS: ArrayRecord({"w": Array(w.astype(np.float32))}),
+            METRICS: MetricRecord({PARTITION_ID: pid, NUM_EXAMPLES: n, **metrics}),
+        }
+    )
     return Message(content=content, dst_node_id=1, message_type=MessageType.TRAIN)
 
 
@@ -55,7 +59,9 @@ def test_opposite_updates_split_the_cluster_by_min_cut(strategy):
     assert strategy.splits == [{"cluster": 0, "kept": [0, 1], "new_cluster": 1, "moved": [2, 3]}]
     c0 = arrays["cluster0.w"].numpy()  # each side averages its own uploads, weighted
     np.testing.assert_allclose(c0, base + (10 * ups[0] + 30 * ups[1]) / 40, rtol=1e-6)
-    np.testing.assert_allclose(arrays["cluster1.w"].numpy(), base + (ups[2] + ups[3]) / 2, rtol=1e-6)
+    np.testing.assert_allclose(
+        arrays["cluster1.w"].numpy(), base + (ups[2] + ups[3]) / 2, rtol=1e-6
+    )
 
 
 @pytest.mark.parametrize("case", ["too early", "agreeing", "small updates", "missing client"])
@@ -98,8 +104,16 @@ def test_a_run_splits_and_resumes_with_its_clusters(flat, tmp_path):
     from faults import interrupted
     from run_records import digest
 
-    flat.update({"method": "gcfl", "num-clients": 4, "num-rounds": 5, "gcfl.split-after": 1,
-                 "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})  # synthetic data: a node task
+    flat.update(
+        {
+            "method": "gcfl",
+            "num-clients": 4,
+            "num-rounds": 5,
+            "gcfl.split-after": 1,
+            "gcfl.eps1-node": 100.0,
+            "gcfl.eps2-node": 0.0,
+        }
+    )  # synthetic data: a node task
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     records = rounds(tmp_path / "whole")
     assert records[0]["clusters"] == [[0, 1, 2, 3]]
@@ -117,6 +131,7 @@ def test_a_run_splits_and_resumes_with_its_clusters(flat, tmp_path):
 
 # -- GCFL+: DTW distances of gradient-norm sequences ---------------------------------------
 
+
 def test_dtw_of_hand_worked_sequences():
     """C[i,j] = (a_i - b_j)^2 + min(C[i-1,j-1], C[i-1,j], C[i,j-1]), distance sqrt(C[n,m])."""
     # a = (1, 3, 4), b = (2, 2, 5): squared differences [[1, 1, 16], [1, 1, 4], [4, 4, 1]],
@@ -126,21 +141,39 @@ def test_dtw_of_hand_worked_sequences():
     assert dtw([0, 0, 1], [0, 1, 1]) == 0.0  # a shifted step aligns (Euclidean: 1)
     assert dtw([0, 1, 2], [0, 2]) == pytest.approx(1.0)  # unequal lengths
     d = dtw_distances(np.array([[1, 3, 4], [2, 2, 5], [1, 3, 4]]))
-    np.testing.assert_allclose(d, [[0, np.sqrt(3), 0], [np.sqrt(3), 0, np.sqrt(3)], [0, np.sqrt(3), 0]])
+    np.testing.assert_allclose(
+        d, [[0, np.sqrt(3), 0], [np.sqrt(3), 0, np.sqrt(3)], [0, np.sqrt(3), 0]]
+    )
     # standardized: only the trend counts (a sequence and its double coincide)
-    assert dtw_distances(np.array([[1.0, 2, 3], [2, 4, 6]]), standardize=True)[0, 1] == pytest.approx(0.0)
+    assert dtw_distances(np.array([[1.0, 2, 3], [2, 4, 6]]), standardize=True)[
+        0, 1
+    ] == pytest.approx(0.0)
 
 
 @pytest.fixture
 def plus(flat, messages):
-    flat.update({"method": "gcfl", "num-clients": 4, "gcfl.variant": "gcfl+", "gcfl.seq-length": 5,
-                 "gcfl.eps1-node": 0.05, "gcfl.eps2-node": 0.1})
+    flat.update(
+        {
+            "method": "gcfl",
+            "num-clients": 4,
+            "gcfl.variant": "gcfl+",
+            "gcfl.seq-length": 5,
+            "gcfl.eps1-node": 0.05,
+            "gcfl.eps2-node": 0.1,
+        }
+    )
     return GCFLStrategy(parse_run_config(flat))
 
 
 #: Gradient norms: clients 0, 1 rise, clients 2, 3 fall.
-SEQUENCES = np.array([[1.0, 2.0, 3.0, 4.0, 5.0], [1.1, 2.1, 2.9, 4.2, 5.0],
-                      [5.0, 4.0, 3.0, 2.0, 1.0], [5.0, 4.1, 3.0, 1.9, 1.1]])
+SEQUENCES = np.array(
+    [
+        [1.0, 2.0, 3.0, 4.0, 5.0],
+        [1.1, 2.1, 2.9, 4.2, 5.0],
+        [5.0, 4.0, 3.0, 2.0, 1.0],
+        [5.0, 4.1, 3.0, 1.9, 1.1],
+    ]
+)
 
 
 def plus_reply(pid: int, w: np.ndarray, rnd: int) -> Message:
@@ -177,16 +210,22 @@ def test_gcfl_plus_splits_by_the_dtw_of_the_sequences(plus, entries):
 def test_gcfl_plus_update_sequences_and_bad_options(flat, messages):
     """``sequence = "update"`` records the norm of dW (from round 2 on); bad values of the
     new options are refused by name."""
-    flat.update({"method": "gcfl", "num-clients": 2, "gcfl.variant": "gcfl+", "gcfl.sequence": "update"})
+    flat.update(
+        {"method": "gcfl", "num-clients": 2, "gcfl.variant": "gcfl+", "gcfl.sequence": "update"}
+    )
     s = GCFLStrategy(parse_run_config(flat))
     s.aggregate_train(1, [reply(p, np.zeros(4)) for p in range(2)])
     assert s.seq_count.tolist() == [0, 0]
     s.aggregate_train(2, [reply(p, np.full(4, 0.5 * (p + 1))) for p in range(2)])
     assert s.seq_count.tolist() == [1, 1]
     np.testing.assert_allclose(s.seqs[:, -1], [1.0, 2.0])  # |dW| from the cluster model 0
-    for key, value, match in [("gcfl.variant", "gcfl++", "gcfl.variant"), ("gcfl.sequence", "loss", "gcfl.sequence"),
-                              ("gcfl.eps1-node", -0.1, "gcfl.eps1-node"), ("gcfl.eps2-node", -1.0, "gcfl.eps2-node"),
-                              ("gcfl.seq-length", 0, "gcfl.seq-length")]:
+    for key, value, match in [
+        ("gcfl.variant", "gcfl++", "gcfl.variant"),
+        ("gcfl.sequence", "loss", "gcfl.sequence"),
+        ("gcfl.eps1-node", -0.1, "gcfl.eps1-node"),
+        ("gcfl.eps2-node", -1.0, "gcfl.eps2-node"),
+        ("gcfl.seq-length", 0, "gcfl.seq-length"),
+    ]:
         with pytest.raises(ConfigError, match=match):
             check_config(parse_run_config({**flat, key: value}))
 
@@ -200,8 +239,18 @@ def test_thresholds_by_task(flat):
 def test_a_gcfl_plus_run_reports_gradient_norms_and_its_cluster_count(flat, tmp_path):
     """A whole run: the clients report their gradient norms, GCFL+ splits, and every round
     records the number of clusters as the server's probe ``clusters``."""
-    flat.update({"method": "gcfl", "num-clients": 4, "num-rounds": 4, "gcfl.variant": "gcfl+",
-                 "gcfl.split-after": 1, "gcfl.seq-length": 2, "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})
+    flat.update(
+        {
+            "method": "gcfl",
+            "num-clients": 4,
+            "num-rounds": 4,
+            "gcfl.variant": "gcfl+",
+            "gcfl.split-after": 1,
+            "gcfl.seq-length": 2,
+            "gcfl.eps1-node": 100.0,
+            "gcfl.eps2-node": 0.0,
+        }
+    )
     run_inprocess(flat)
     records = rounds(tmp_path / "run")
     assert all(len(r["seq_norms"]) == 4 and min(r["seq_norms"].values()) > 0 for r in records)
@@ -217,8 +266,18 @@ def test_a_gcfl_plus_run_resumes_with_its_sequences(flat, tmp_path):
     from faults import interrupted
     from run_records import digest
 
-    flat.update({"method": "gcfl", "num-clients": 6, "num-rounds": 6, "gcfl.variant": "gcfl+",
-                 "gcfl.split-after": 1, "gcfl.seq-length": 3, "gcfl.eps1-node": 100.0, "gcfl.eps2-node": 0.0})
+    flat.update(
+        {
+            "method": "gcfl",
+            "num-clients": 6,
+            "num-rounds": 6,
+            "gcfl.variant": "gcfl+",
+            "gcfl.split-after": 1,
+            "gcfl.seq-length": 3,
+            "gcfl.eps1-node": 100.0,
+            "gcfl.eps2-node": 0.0,
+        }
+    )
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     records = rounds(tmp_path / "whole")
     assert [r["round"] for r in records if "splits" in r] == [3, 6]  # 3 entries, emptied, 3 more
@@ -227,10 +286,13 @@ def test_a_gcfl_plus_run_resumes_with_its_sequences(flat, tmp_path):
     run_inprocess({**flat, "resume": True})
     assert digest(tmp_path / "resumed") == digest(tmp_path / "whole")
     resumed = rounds(tmp_path / "resumed")
-    assert [(r["clusters"], r.get("splits")) for r in resumed] == [(r["clusters"], r.get("splits")) for r in records]
+    assert [(r["clusters"], r.get("splits")) for r in resumed] == [
+        (r["clusters"], r.get("splits")) for r in records
+    ]
 
 
 # -- real node data: the node thresholds fire ----------------------------------------------
+
 
 @pytest.mark.parametrize("variant", ["gcfl", "gcfl+"])
 def test_gcfl_splits_on_chameleon_with_the_node_thresholds(data_root, tmp_path, variant):
@@ -241,24 +303,47 @@ def test_gcfl_splits_on_chameleon_with_the_node_thresholds(data_root, tmp_path, 
     from fgl_flower.app_defaults import load_app_defaults
 
     flat = load_app_defaults()
-    flat.update({"method": "gcfl", "gcfl.variant": variant, "dataset": "chameleon", "partition": "metis",
-                 "num-clients": 7, "num-rounds": 48, "model": "gcn-concat", "hidden": 64,
-                 "num-layers": 2, "dropout": 0.5, "lr": 0.005, "weight-decay": 5e-4, "local-epochs": 1,
-                 "split-mode": "five-group", "eval-weight": "client", "data.undirected": True,
-                 "data-root": str(data_root), "progress": False, "out-dir": str(tmp_path / "run")})
+    flat.update(
+        {
+            "method": "gcfl",
+            "gcfl.variant": variant,
+            "dataset": "chameleon",
+            "partition": "metis",
+            "num-clients": 7,
+            "num-rounds": 48,
+            "model": "gcn-concat",
+            "hidden": 64,
+            "num-layers": 2,
+            "dropout": 0.5,
+            "lr": 0.005,
+            "weight-decay": 5e-4,
+            "local-epochs": 1,
+            "split-mode": "five-group",
+            "eval-weight": "client",
+            "data.undirected": True,
+            "data-root": str(data_root),
+            "progress": False,
+            "out-dir": str(tmp_path / "run"),
+        }
+    )
     run_inprocess(flat)
     records = rounds(tmp_path / "run")
     splits = [r["round"] for r in records if "splits" in r]
     assert splits, "GCFL never split on Chameleon with the node thresholds"
     assert splits[0] > 20  # not before split-after (measured: round 47)
-    assert records[0]["probes"]["clusters"]["mean"] == 1.0 and records[-1]["probes"]["clusters"]["mean"] >= 2
+    assert (
+        records[0]["probes"]["clusters"]["mean"] == 1.0
+        and records[-1]["probes"]["clusters"]["mean"] >= 2
+    )
 
 
 def test_the_other_tasks_thresholds_stop_the_run_instead_of_being_ignored(flat):
     from fgl_flower.methods.gcfl import check_config
 
     flat.update({"method": "gcfl", "gcfl.eps1": 0.01})  # synthetic: a node task
-    with pytest.raises(ConfigError, match="gcfl.eps1: for graph-level datasets only.*gcfl.eps1-node"):
+    with pytest.raises(
+        ConfigError, match="gcfl.eps1: for graph-level datasets only.*gcfl.eps1-node"
+    ):
         check_config(parse_run_config(flat))
     flat.update({"gcfl.eps1": 0.05, "gcfl.eps2-node": 1.0})
     check_config(parse_run_config(flat))  # the node pair is the one that applies

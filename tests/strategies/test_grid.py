@@ -20,15 +20,25 @@ def _arrays(rng, shapes, dup: bool = False) -> ArrayRecord:
 def _contents(seed: int) -> list[RecordDict]:
     rng = np.random.default_rng(seed)
     shapes = [(1433, 16), (16,), (16, 7), (7,)]
-    metrics = MetricRecord({"train_loss": float(rng.random()), "partition-id": int(rng.integers(1000))})
+    metrics = MetricRecord(
+        {"train_loss": float(rng.random()), "partition-id": int(rng.integers(1000))}
+    )
     same = _arrays(rng, [(3, 3)])
     return [
         RecordDict({"arrays": _arrays(rng, shapes), "metrics": metrics}),
-        RecordDict({"arrays": _arrays(rng, shapes, dup=True), "config": ConfigRecord({"a": "x" * seed})}),
-        RecordDict({"a": same, "b": same, "c": ArrayRecord(), "d": ArrayRecord()}),  # shared children
+        RecordDict(
+            {"arrays": _arrays(rng, shapes, dup=True), "config": ConfigRecord({"a": "x" * seed})}
+        ),
+        RecordDict(
+            {"a": same, "b": same, "c": ArrayRecord(), "d": ArrayRecord()}
+        ),  # shared children
         RecordDict({"arrays": ArrayRecord(), "metrics": MetricRecord()}),
-        RecordDict({"arrays": _arrays(rng, [(int(rng.integers(1, 50)), 4), (2, 2, 2)]),
-                    "proxies": _arrays(rng, [(7, 8)])}),
+        RecordDict(
+            {
+                "arrays": _arrays(rng, [(int(rng.integers(1, 50)), 4), (2, 2, 2)]),
+                "proxies": _arrays(rng, [(7, 8)]),
+            }
+        ),
         RecordDict(),
     ]
 
@@ -38,9 +48,11 @@ def test_identical_children_are_counted_once_in_a_layout_seen_before():
     a, b = np.zeros(5, np.float32), np.ones(5, np.float32)
     distinct = ArrayRecord({"x": Array(a), "y": Array(b)})
     shared = ArrayRecord({"x": Array(a), "y": Array(a.copy())})
-    for content in (RecordDict({"r": distinct, "s": shared}),   # distinct records
-                    RecordDict({"r": shared, "s": shared}),     # the same record twice
-                    RecordDict({"r": distinct, "s": distinct})):
+    for content in (
+        RecordDict({"r": distinct, "s": shared}),  # distinct records
+        RecordDict({"r": shared, "s": shared}),  # the same record twice
+        RecordDict({"r": distinct, "s": distinct}),
+    ):
         assert sizer.size(content) == payload_bytes(content)
 
 
@@ -70,8 +82,11 @@ def test_a_federation_of_another_size_stops_at_once_with_the_fix(flat):
 
     flat["num-clients"] = 5
     t0 = time.monotonic()
-    with pytest.raises(ConfigError, match=r"num-partitions=2 .* num-clients=5.*--run-config "
-                                          r"num-clients=2.*num-supernodes=5"):
+    with pytest.raises(
+        ConfigError,
+        match=r"num-partitions=2 .* num-clients=5.*--run-config "
+        r"num-clients=2.*num-supernodes=5",
+    ):
         run(InProcessGrid(flat, 2), parse_run_config(flat))
     assert time.monotonic() - t0 < 10
 
@@ -113,7 +128,9 @@ def _count_queries(grid):
     return seen
 
 
-def test_many_clients_are_mapped_by_registration_order_and_checked_when_first_addressed(flat, monkeypatch):
+def test_many_clients_are_mapped_by_registration_order_and_checked_when_first_addressed(
+    flat, monkeypatch
+):
     """From LAZY_DISCOVERY_MIN clients on, only the ends and the sampled nodes are asked for
     their partition; the numbers equal discovery by asking every node."""
     from fgl_flower.inprocess import InProcessGrid
@@ -122,8 +139,10 @@ def test_many_clients_are_mapped_by_registration_order_and_checked_when_first_ad
     from fgl_flower.strategies import grid as grid_module
 
     flat.update({"num-clients": 8, "fraction-train": 0.25, "num-rounds": 2})
-    every = run(InProcessGrid({**flat, "out-dir": flat["out-dir"] + "-every"}, 8),
-                parse_run_config({**flat, "out-dir": flat["out-dir"] + "-every"}))
+    every = run(
+        InProcessGrid({**flat, "out-dir": flat["out-dir"] + "-every"}, 8),
+        parse_run_config({**flat, "out-dir": flat["out-dir"] + "-every"}),
+    )
     monkeypatch.setattr(grid_module, "LAZY_DISCOVERY_MIN", 4)
     lazy_grid = InProcessGrid(flat, 8)
     asked = _count_queries(lazy_grid)
@@ -133,15 +152,19 @@ def test_many_clients_are_mapped_by_registration_order_and_checked_when_first_ad
     assert asked[:2] == [0, 7] and len(asked) == len(set(asked)) < 8  # each node once, not all
 
 
-def test_a_registration_order_that_is_not_the_partition_order_falls_back_to_asking_all(flat, monkeypatch):
+def test_a_registration_order_that_is_not_the_partition_order_falls_back_to_asking_all(
+    flat, monkeypatch
+):
     from fgl_flower.inprocess import InProcessGrid
     from fgl_flower.parse import parse_run_config
     from fgl_flower.server_app import run
     from fgl_flower.strategies import grid as grid_module
 
     flat.update({"num-clients": 8, "fraction-train": 0.25, "num-rounds": 2})
-    every = run(InProcessGrid({**flat, "out-dir": flat["out-dir"] + "-every"}, 8),
-                parse_run_config({**flat, "out-dir": flat["out-dir"] + "-every"}))
+    every = run(
+        InProcessGrid({**flat, "out-dir": flat["out-dir"] + "-every"}, 8),
+        parse_run_config({**flat, "out-dir": flat["out-dir"] + "-every"}),
+    )
     monkeypatch.setattr(grid_module, "LAZY_DISCOVERY_MIN", 4)
     shuffled = InProcessGrid(flat, 8)
     shuffled.registration = [0, 2, 1, 4, 3, 6, 5, 7]  # ends right, the middle swapped

@@ -8,7 +8,13 @@ from run_records import rounds
 from fgl_flower.errors import ConfigError
 from fgl_flower.inprocess import run_inprocess
 from fgl_flower.methods.opfgl import CondenseOptions
-from fgl_flower.models.opfgl import LinkPredictor, aligned_share, condense, propagate_dense, synthetic_class_sizes
+from fgl_flower.models.opfgl import (
+    LinkPredictor,
+    aligned_share,
+    condense,
+    propagate_dense,
+    synthetic_class_sizes,
+)
 from fgl_flower.parse import parse_run_config
 from fgl_flower.strategies.opfgl import clear_sum, hre_share, pooled_statistics
 
@@ -37,8 +43,10 @@ def test_hre_share_is_added_over_labelled_nodes_of_the_summed_uploads():
 
 def test_pooled_statistics_from_sums_equal_eq9_and_central_statistics():
     rng = np.random.default_rng(0)
-    clients = [(torch.from_numpy(rng.normal(size=(n, 4)) + k), torch.from_numpy(rng.integers(0, 3, n)))
-               for k, n in enumerate((30, 12, 50))]
+    clients = [
+        (torch.from_numpy(rng.normal(size=(n, 4)) + k), torch.from_numpy(rng.integers(0, 3, n)))
+        for k, n in enumerate((30, 12, 50))
+    ]
     stats = pooled_statistics(clear_sum([_client_sums(x, y, 3) for x, y in clients]))
     for c in range(3):
         parts = [x[y == c] for x, y in clients if (y == c).sum() >= 2]
@@ -60,7 +68,10 @@ def test_pooled_statistics_from_sums_equal_eq9_and_central_statistics():
 
 
 def test_server_sees_only_sums():
-    a = {k: torch.rand(3, 2) if k.startswith("s") else torch.rand(3) for k in ("cnt", "present", "orig_cnt", "s1", "s2", "hre")}
+    a = {
+        k: torch.rand(3, 2) if k.startswith("s") else torch.rand(3)
+        for k in ("cnt", "present", "orig_cnt", "s1", "s2", "hre")
+    }
     b = {k: torch.rand_like(v) for k, v in a.items()}
     total = clear_sum([a, b])
     swapped = clear_sum([{k: a[k] + b[k] for k in a}])  # what a SecAgg protocol would output
@@ -85,16 +96,27 @@ def test_link_predictor_pairs_equal_concatenated_mlp_and_adjacency_is_valid():
 
 def test_pseudo_graph_matches_aggregated_class_statistics():
     rng = np.random.default_rng(1)
-    clients = [(torch.from_numpy(rng.normal(loc=c % 3, scale=0.5, size=(40, 6))),
-                torch.from_numpy(rng.integers(0, 2, 40))) for c in range(2)]
+    clients = [
+        (
+            torch.from_numpy(rng.normal(loc=c % 3, scale=0.5, size=(40, 6))),
+            torch.from_numpy(rng.integers(0, 2, 40)),
+        )
+        for c in range(2)
+    ]
     # statistics of [X || A^X] as a client would upload them (here: arbitrary 12-dim rows)
     stats = pooled_statistics(clear_sum([_client_sums(x, y, 2) for x, y in clients]))
     sizes = synthetic_class_sizes(stats, per_class=1, rate=0.1)  # ceil(0.1 * ~40) nodes
     assert sizes == [int(np.ceil(0.1 * float(o))) for o in stats.orig_count]
     seen: list[tuple[int, float]] = []
-    graph = condense(stats, sizes, num_features=3, opts=CondenseOptions(steps=1500, lr_feat=0.05,
-                     smoothness_alpha=0.0), generator_seed=0,
-                     progress=lambda t, loss: seen.append((t, loss)), progress_every=500)
+    graph = condense(
+        stats,
+        sizes,
+        num_features=3,
+        opts=CondenseOptions(steps=1500, lr_feat=0.05, smoothness_alpha=0.0),
+        generator_seed=0,
+        progress=lambda t, loss: seen.append((t, loss)),
+        progress_every=500,
+    )
     assert graph.losses[-1] < 0.05 * graph.losses[0]
     assert seen == [(t, graph.losses[t]) for t in (0, 500, 1000, 1500)]
     w = torch.zeros(graph.y.numel(), graph.y.numel())
@@ -108,10 +130,21 @@ def test_pseudo_graph_matches_aggregated_class_statistics():
 
 @pytest.fixture
 def opfgl_flat(flat):
-    flat.update({"method": "opfgl", "num-rounds": 1, "split-mode": "stratified", "split": "0.2,0.4,0.4",
-                 "dropout": 0.0, "opfgl.condense-steps": 30, "opfgl.max-steps": 200,
-                 "opfgl.eval-every": 50, "opfgl.patience": 2, "opfgl.topk": 1,
-                 "eval-weight": "client-size"})
+    flat.update(
+        {
+            "method": "opfgl",
+            "num-rounds": 1,
+            "split-mode": "stratified",
+            "split": "0.2,0.4,0.4",
+            "dropout": 0.0,
+            "opfgl.condense-steps": 30,
+            "opfgl.max-steps": 200,
+            "opfgl.eval-every": 50,
+            "opfgl.patience": 2,
+            "opfgl.topk": 1,
+            "eval-weight": "client-size",
+        }
+    )
     return flat
 
 
@@ -124,7 +157,9 @@ def test_one_shot_one_upload_one_download_per_client(opfgl_flat, tmp_path):
     # the statistics request and the metric reply carry no payload beyond a few config values
     assert stats["bytes_down"] < 1000 * 3 and pers["bytes_up"] < 2000 * 3
     # (the metric reply also carries the four client probes)
-    assert stats["bytes_up"] > 10 * stats["bytes_down"] and pers["bytes_down"] > 2 * pers["bytes_up"]
+    assert (
+        stats["bytes_up"] > 10 * stats["bytes_down"] and pers["bytes_down"] > 2 * pers["bytes_up"]
+    )
     assert rec["messages_down"] == rec["messages_up"] == 6  # request+graph down, stats+metrics up
     assert set(rec["clients"]) == {"0", "1", "2"}
     assert "global_test_acc" in rec["eval"] and 0 <= summary["final"]["test_f1_all"] <= 1
@@ -136,13 +171,20 @@ def test_client_size_weighting_uses_node_counts(opfgl_flat, tmp_path):
     run_inprocess(opfgl_flat)
     (rec,) = rounds(tmp_path / "run")
     clients = rec["clients"].values()
-    expect = sum(c["num-local"] * c["test_acc"] for c in clients) / sum(c["num-local"] for c in clients)
+    expect = sum(c["num-local"] * c["test_acc"] for c in clients) / sum(
+        c["num-local"] for c in clients
+    )
     assert rec["eval"]["test_acc"] == pytest.approx(expect)
 
 
-@pytest.mark.parametrize("bad, msg", [({"num-rounds": 3}, "num-rounds=1"),
-                                      ({"opfgl.variant": "x"}, "variant"),
-                                      ({"opfgl.lp-alpha": 2.0}, "lp-alpha")])
+@pytest.mark.parametrize(
+    "bad, msg",
+    [
+        ({"num-rounds": 3}, "num-rounds=1"),
+        ({"opfgl.variant": "x"}, "variant"),
+        ({"opfgl.lp-alpha": 2.0}, "lp-alpha"),
+    ],
+)
 def test_bad_options_fail_before_start(opfgl_flat, bad, msg):
     with pytest.raises(ConfigError, match=msg):
         parse_run_config(dict(opfgl_flat, **bad))
@@ -150,7 +192,9 @@ def test_bad_options_fail_before_start(opfgl_flat, bad, msg):
 
 def test_paper_variant_is_selectable_and_differs(opfgl_flat, tmp_path):
     official = run_inprocess(opfgl_flat)
-    paper = run_inprocess(dict(opfgl_flat, **{"opfgl.variant": "paper", "out-dir": str(tmp_path / "p")}))
+    paper = run_inprocess(
+        dict(opfgl_flat, **{"opfgl.variant": "paper", "out-dir": str(tmp_path / "p")})
+    )
     assert paper["final"]["test_acc"] != official["final"]["test_acc"]
 
 
@@ -158,11 +202,15 @@ def test_aligned_share_counts_the_pseudo_nodes_of_classes_with_statistics():
     """With rate = 0 a class nobody sent statistics for still gets its node (it stays noise):
     the client-side coverage cannot see that, pseudo.aligned does."""
     rng = np.random.default_rng(0)
-    clients = [(torch.from_numpy(rng.normal(size=(20, 6))), torch.from_numpy(rng.integers(0, 2, 20)))
-               for _ in range(2)]  # classes 0 and 1 only; class 2 nowhere
+    clients = [
+        (torch.from_numpy(rng.normal(size=(20, 6))), torch.from_numpy(rng.integers(0, 2, 20)))
+        for _ in range(2)
+    ]  # classes 0 and 1 only; class 2 nowhere
     stats = pooled_statistics(clear_sum([_client_sums(x, y, 3) for x, y in clients]))
     sizes = synthetic_class_sizes(stats, per_class=2, rate=0.0)
     assert sizes == [2, 2, 2]
     labels = torch.repeat_interleave(torch.arange(3), torch.tensor(sizes))
     assert aligned_share(stats, labels) == pytest.approx(2 / 3)
-    assert aligned_share(stats, labels[labels < 2]) == 1.0 and aligned_share(stats, labels[:0]) == 0.0
+    assert (
+        aligned_share(stats, labels[labels < 2]) == 1.0 and aligned_share(stats, labels[:0]) == 0.0
+    )

@@ -16,9 +16,15 @@ from fgl_flower.parse import parse_run_config
 @pytest.mark.parametrize("method", list(METHODS))
 def test_interrupted_and_resumed_equals_uninterrupted(flat, method, tmp_path, request):
     for_method(flat, method, request)
-    flat.update({"num-rounds": 4, "fraction-train": 0.67,
-                 **({"fedavg.finetune-epochs": 1} if method == "fedavg" else {}), **NEEDS.get(method, {}),
-                 **({"fraction-train": 1.0} if method == "opfgl" else {})})
+    flat.update(
+        {
+            "num-rounds": 4,
+            "fraction-train": 0.67,
+            **({"fedavg.finetune-epochs": 1} if method == "fedavg" else {}),
+            **NEEDS.get(method, {}),
+            **({"fraction-train": 1.0} if method == "opfgl" else {}),
+        }
+    )
     assert_resume_equals_uninterrupted(flat, tmp_path, partition=0 if method == "opfgl" else 1)
 
 
@@ -34,15 +40,19 @@ def assert_resume_equals_uninterrupted(flat: dict, tmp_path, partition: int) -> 
 
 
 def test_resume_from_an_older_checkpoint_with_checkpoint_every(flat, tmp_path):
-    flat.update({"method": "fedavg", "num-rounds": 5, "checkpoint-every": 2,
-                 "keep-optimizer-state": True})
+    flat.update(
+        {"method": "fedavg", "num-rounds": 5, "checkpoint-every": 2, "keep-optimizer-state": True}
+    )
     run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
     flat["out-dir"] = str(tmp_path / "resumed")
     interrupted(flat, fail_round=4)  # the server's checkpoint is round 2
     # partition 0 trained round 4 before partition 1 failed: a file the resume must ignore
     checkpoints = client_dir(tmp_path / "resumed" / "checkpoint", 0)
     assert sorted(p.name for p in checkpoints.iterdir()) == [
-        "round-000002.records", "round-000003.records", "round-000004.records"]
+        "round-000002.records",
+        "round-000003.records",
+        "round-000004.records",
+    ]
     run_inprocess({**flat, "resume": True})
     assert digest(tmp_path / "resumed") == digest(tmp_path / "whole")
 
@@ -74,7 +84,10 @@ def test_a_new_run_in_a_used_folder_starts_without_the_old_client_checkpoints(fl
     """Files of an earlier run must never be taken for this run's state on resume."""
     folder = client_dir(tmp_path / "run" / "checkpoint", 0)
     run_inprocess({**flat, "num-rounds": 4})
-    assert sorted(p.name for p in folder.iterdir()) == ["round-000003.records", "round-000004.records"]
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "round-000003.records",
+        "round-000004.records",
+    ]
     run_inprocess({**flat, "num-rounds": 1, "seed": 1})
     assert sorted(p.name for p in folder.iterdir()) == ["round-000001.records"]
 
@@ -101,7 +114,9 @@ def test_client_checkpoints_are_private_and_apart_from_the_results_which_are_not
     assert mode(folder) == mode(folder.parent) == 0o700
     assert {mode(p) for p in folder.iterdir()} == {0o600}
     written = [p for p in run.rglob("*") if p.is_file()]
-    assert {"config.json", "summary.json", "rounds.jsonl", "server.records"} <= {p.name for p in written}
+    assert {"config.json", "summary.json", "rounds.jsonl", "server.records"} <= {
+        p.name for p in written
+    }
     assert {p.name: mode(p) for p in written} == {p.name: 0o644 for p in written}
 
 
@@ -123,8 +138,12 @@ def test_checkpoint_files_round_trip_and_a_truncated_one_is_refused(tmp_path):
 
     from fgl_flower.checkpoint import read_records, write_records
 
-    state = RecordDict({"m": ArrayRecord({"w": Array(np.arange(6, dtype=np.float32).reshape(2, 3))}),
-                        "meta": ConfigRecord({"json": "{}", "n": 3})})
+    state = RecordDict(
+        {
+            "m": ArrayRecord({"w": Array(np.arange(6, dtype=np.float32).reshape(2, 3))}),
+            "meta": ConfigRecord({"json": "{}", "n": 3}),
+        }
+    )
     path = tmp_path / "x.records"
     write_records(path, state)
     back = read_records(path)
@@ -135,10 +154,13 @@ def test_checkpoint_files_round_trip_and_a_truncated_one_is_refused(tmp_path):
         read_records(path)
 
 
-@pytest.mark.parametrize("method,options", [
-    ("fedpub", {"model": "acmgcn", "hidden": 16, "fedpub.backbone": "model"}),
-    ("fedstar", {"fedstar.feature-conv": "acm"}),
-])
+@pytest.mark.parametrize(
+    "method,options",
+    [
+        ("fedpub", {"model": "acmgcn", "hidden": 16, "fedpub.backbone": "model"}),
+        ("fedstar", {"fedstar.feature-conv": "acm"}),
+    ],
+)
 def test_resume_of_the_acmgcn_variants(flat, method, options, tmp_path):
     """S2FGL's Table 1 variants (FED-PUB's masks on ACM-GCN, FedStar's ACM-GCN feature
     channel): masks and personal channels come back from the client checkpoints."""

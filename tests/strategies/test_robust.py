@@ -19,8 +19,12 @@ from fgl_flower.strategies.fedavg import FedAvgStrategy
 
 
 def _records(*values):
-    return [ArrayRecord({"w": Array(np.array(v, dtype=np.float32)), "n": Array(np.array([3], dtype=np.int64))})
-            for v in values]
+    return [
+        ArrayRecord(
+            {"w": Array(np.array(v, dtype=np.float32)), "n": Array(np.array([3], dtype=np.int64))}
+        )
+        for v in values
+    ]
 
 
 HONEST = ([1.0, 0.0], [2.0, 1.0], [3.0, 2.0], [4.0, 3.0])
@@ -55,25 +59,40 @@ def test_krum_picks_an_honest_upload_and_multi_krum_averages_the_honest_ones():
     assert _w(robust.aggregate("krum", records, [1] * 5, 1)) == [2.0, 1.0]
     assert robust.selected_by("multi-krum", records, 1) == [0, 1, 2, 3]
     # the kept uploads' plain mean: a claimed size (here 5) buys nothing
-    assert _w(robust.aggregate("multi-krum", records, [1, 1, 1, 5, 1], 1)) == pytest.approx([2.5, 1.5])
+    assert _w(robust.aggregate("multi-krum", records, [1, 1, 1, 5, 1], 1)) == pytest.approx(
+        [2.5, 1.5]
+    )
 
 
 def test_the_methods_that_offer_it_average_through_fedavgs_rule():
     able = [name for name, spec in METHODS.items() if spec.robust_aggregation]
     assert {"fedavg", "fedprox", "fedstar", "feddense"} <= set(able)
     for name in able:
-        assert METHODS.get(name).strategy_class().aggregate_train is FedAvgStrategy.aggregate_train, name
+        assert (
+            METHODS.get(name).strategy_class().aggregate_train is FedAvgStrategy.aggregate_train
+        ), name
 
 
-@pytest.mark.parametrize(("more", "why"), [
-    ({"method": "gcfl"}, "gcfl's server does not average through the robust rules; methods that do: apfl, fedavg"),
-    ({"fedavg.dp-clip": 1.0, "agg-weight": "uniform"}, "the DP noise is sized for the mean"),
-    ({"fedavg.secure-aggregation": True}, "the server sees only the sum"),
-    ({"malicious-clients": -1}, "malicious-clients must be non-negative"),
-    ({"aggregation": "trimmed-mean", "accept-failures": 1},
-     "needs 3 uploads a round, but a round may keep only 2"),
-    ({"aggregation": "krum", "num-clients": 4}, "needs 5 uploads a round, but a round may keep only 4"),
-])
+@pytest.mark.parametrize(
+    ("more", "why"),
+    [
+        (
+            {"method": "gcfl"},
+            "gcfl's server does not average through the robust rules; methods that do: apfl, fedavg",
+        ),
+        ({"fedavg.dp-clip": 1.0, "agg-weight": "uniform"}, "the DP noise is sized for the mean"),
+        ({"fedavg.secure-aggregation": True}, "the server sees only the sum"),
+        ({"malicious-clients": -1}, "malicious-clients must be non-negative"),
+        (
+            {"aggregation": "trimmed-mean", "accept-failures": 1},
+            "needs 3 uploads a round, but a round may keep only 2",
+        ),
+        (
+            {"aggregation": "krum", "num-clients": 4},
+            "needs 5 uploads a round, but a round may keep only 4",
+        ),
+    ],
+)
 def test_combinations_it_cannot_serve_stop_before_training(flat, more, why):
     with pytest.raises(ConfigError, match=why):
         parse_run_config({**flat, "method": "fedavg", "aggregation": "median", **more})
@@ -81,7 +100,9 @@ def test_combinations_it_cannot_serve_stop_before_training(flat, more, why):
 
 
 def test_aggregation_names_its_choices(flat):
-    with pytest.raises(ConfigError, match="aggregation='avg': use one of 'mean', 'median', 'trimmed-mean'"):
+    with pytest.raises(
+        ConfigError, match="aggregation='avg': use one of 'mean', 'median', 'trimmed-mean'"
+    ):
         parse_run_config({**flat, "aggregation": "avg"})
 
 
@@ -90,7 +111,9 @@ def test_a_robust_rule_keeps_a_sign_flipping_client_from_the_model(flat, tmp_pat
     """One client of five uploads w0 - 10 dw from round 2 on: FedAvg's accuracy falls from 0.98
     to 0.51 in 6 rounds; Multi-Krum drops that client every round and stays at the clean run's;
     the median, pulled to one side by a client that is always on it, recovers part (0.71)."""
-    flat.update({"method": "fedavg", "num-rounds": 6, "num-clients": 5, "data.synthetic.num-nodes": 500})
+    flat.update(
+        {"method": "fedavg", "num-rounds": 6, "num-clients": 5, "data.synthetic.num-nodes": 500}
+    )
 
     def final(out, **more):
         run_flat = {**flat, **more, "out-dir": str(tmp_path / out)}

@@ -44,8 +44,7 @@ def test_partial_participation_trains_and_evaluates_the_sampled_clients(flat, tm
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if m != "opfgl"])
 def test_sampling_works_for_every_multi_round_method(flat, method, request):
     for_method(flat, method, request)
-    flat.update({"num-clients": 4, "num-rounds": 2, "fraction-train": 0.5,
-                 **NEEDS.get(method, {})})
+    flat.update({"num-clients": 4, "num-rounds": 2, "fraction-train": 0.5, **NEEDS.get(method, {})})
     assert run_inprocess(flat)["rounds_completed"] == flat["num-rounds"]
 
 
@@ -55,13 +54,16 @@ def test_one_shot_opfgl_refuses_partial_participation(flat):
         parse_run_config(flat)
 
 
-@pytest.mark.parametrize("key,value,match", [
-    ("fraction-train", 0.0, "fraction-train must be in"),
-    ("fraction-train", 1.5, "fraction-train must be in"),
-    ("min-train-clients", 9, "exceeds num-clients"),
-    ("cpus-per-client", 0, "cpus-per-client must be at least 1"),
-    ("gpus-per-client", -1.0, "gpus-per-client must be non-negative"),
-])
+@pytest.mark.parametrize(
+    "key,value,match",
+    [
+        ("fraction-train", 0.0, "fraction-train must be in"),
+        ("fraction-train", 1.5, "fraction-train must be in"),
+        ("min-train-clients", 9, "exceeds num-clients"),
+        ("cpus-per-client", 0, "cpus-per-client must be at least 1"),
+        ("gpus-per-client", -1.0, "gpus-per-client must be non-negative"),
+    ],
+)
 def test_bad_participation_and_resource_values(flat, key, value, match):
     with pytest.raises(ConfigError, match=match):
         parse_run_config(dict(flat, **{key: value}))
@@ -74,8 +76,15 @@ def test_fused_evaluation_gives_the_same_numbers(flat, method, fraction, tmp_pat
     if method == "opfgl" and fraction < 1:
         pytest.skip("one-shot")
     for_method(flat, method, request)
-    flat.update({"num-clients": 4, "num-rounds": 3, "fraction-train": fraction,
-                 **({"fedavg.finetune-epochs": 2} if method == "fedavg" else {}), **NEEDS.get(method, {})})
+    flat.update(
+        {
+            "num-clients": 4,
+            "num-rounds": 3,
+            "fraction-train": fraction,
+            **({"fedavg.finetune-epochs": 2} if method == "fedavg" else {}),
+            **NEEDS.get(method, {}),
+        }
+    )
     fused = run_inprocess(dict(flat, **{"out-dir": str(tmp_path / "f")}))
     plain = run_inprocess(dict(flat, **{"fused-evaluation": False, "out-dir": str(tmp_path / "p")}))
     for key in ("final", "best_val", "last"):
@@ -92,4 +101,7 @@ def test_fused_evaluation_gives_the_same_numbers(flat, method, fraction, tmp_pat
         assert evaluated == sum("eval" in r for r in b)
         assert sent[1] - sent[0] == (evaluated - 1) * per_round  # E - 1 evaluate batches fewer
         if strategy.prepare_round is FGLStrategy.prepare_round:  # no exchange but these
-            assert sent == [(num_rounds + 1) * per_round, 2 * num_rounds * per_round]  # R + 1 batches instead of 2R
+            assert sent == [
+                (num_rounds + 1) * per_round,
+                2 * num_rounds * per_round,
+            ]  # R + 1 batches instead of 2R

@@ -95,12 +95,20 @@ class Partitioner(abc.ABC):
         """What makes a client, for messages (e.g. "Louvain communities of >= 50 nodes")."""
         return "its natural clients"
 
-    def count_error(self, name: str, dataset: str, found: int, num_clients: int,
-                    opts: Mapping[str, Scalar | None]) -> ConfigError:
+    def count_error(
+        self,
+        name: str,
+        dataset: str,
+        found: int,
+        num_clients: int,
+        opts: Mapping[str, Scalar | None],
+    ) -> ConfigError:
         """The error for an explicit ``num_clients`` that differs from the ``found`` natural count."""
-        return ConfigError(f"{name} of {dataset!r} gives {found} clients ({self.natural_rule(opts)}), "
-                           f"not num-clients={num_clients}; set num-clients={found} or 0 (the natural "
-                           "count).")
+        return ConfigError(
+            f"{name} of {dataset!r} gives {found} clients ({self.natural_rule(opts)}), "
+            f"not num-clients={num_clients}; set num-clients={found} or 0 (the natural "
+            "count)."
+        )
 
 
 PARTITIONERS: Registry[type[Partitioner]] = Registry("partitioner")

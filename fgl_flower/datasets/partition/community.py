@@ -16,14 +16,20 @@ from fgl_flower.datasets.partition.base import PARTITIONERS, Partitioner, Partit
 from fgl_flower.errors import ConfigError
 
 _RESOLUTION = Option(float, 1.0, "Louvain resolution (higher = more, smaller communities)")
-_RNG = Option(str, "numpy", "'numpy' (networkx Louvain, seeded K-Means) or 'reference' "
-              "(the O-pFGL code's python-louvain + scikit-learn<1.3 draws from one RandomState)")
+_RNG = Option(
+    str,
+    "numpy",
+    "'numpy' (networkx Louvain, seeded K-Means) or 'reference' "
+    "(the O-pFGL code's python-louvain + scikit-learn<1.3 draws from one RandomState)",
+)
 _RNG_MODES = ("numpy", "reference")
 
 
 def _check_rng(name: str, opts: Mapping[str, Scalar | None]) -> None:
     if opts["rng"] not in _RNG_MODES:
-        raise ConfigError(f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}.")
+        raise ConfigError(
+            f"{name}: option rng must be one of {', '.join(_RNG_MODES)}; got {opts['rng']!r}."
+        )
 
 
 def _check_reference_louvain(name: str, opts: Mapping[str, Scalar | None]) -> None:
@@ -42,7 +48,10 @@ def louvain(inp: PartitionInput, resolution: float, seed: int) -> list[np.ndarra
     """Louvain communities (networkx), largest first (ties: smallest node id first)."""
     from networkx.algorithms.community import louvain_communities
 
-    comms = [np.array(sorted(c)) for c in louvain_communities(inp.graph, resolution=resolution, seed=seed)]
+    comms = [
+        np.array(sorted(c))
+        for c in louvain_communities(inp.graph, resolution=resolution, seed=seed)
+    ]
     return sorted(comms, key=lambda c: (-c.size, c[0]))
 
 
@@ -93,8 +102,9 @@ class LouvainTopK(Partitioner):
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
         comms = louvain(inp, float(opts["resolution"]), seed)  # type: ignore[arg-type]
-        _need_communities("louvain-topk", len(comms), num_clients,
-                          "use fewer clients or a higher resolution.")
+        _need_communities(
+            "louvain-topk", len(comms), num_clients, "use fewer clients or a higher resolution."
+        )
         return comms[:num_clients]
 
 
@@ -111,8 +121,12 @@ class LouvainGreedy(Partitioner):
     tasks = frozenset({"node"})
     options = {
         "resolution": _RESOLUTION,
-        "rng": Option(str, "numpy", "'numpy' (networkx Louvain) or 'reference' (the S2FGL/FLGo "
-                      "code's python-louvain, seeded by partition-seed)"),
+        "rng": Option(
+            str,
+            "numpy",
+            "'numpy' (networkx Louvain) or 'reference' (the S2FGL/FLGo "
+            "code's python-louvain, seeded by partition-seed)",
+        ),
     }
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
@@ -128,8 +142,9 @@ class LouvainGreedy(Partitioner):
             # FLGo sorts with np.argsort's default (unstable) kind, whose tie order depends on
             # the NumPy build and CPU; a stable sort keeps ties in community-id order.
             comms = sorted(python_louvain(inp, rng), key=len)
-        _need_communities("louvain", len(comms), num_clients,
-                          "use fewer clients or a higher resolution.")
+        _need_communities(
+            "louvain", len(comms), num_clients, "use fewer clients or a higher resolution."
+        )
         parts: list[list[np.ndarray]] = [[] for _ in range(num_clients)]
         sizes = np.zeros(num_clients, dtype=np.int64)
         for comm in comms:
@@ -140,7 +155,10 @@ class LouvainGreedy(Partitioner):
 
 
 def _kmeans_clients(
-    name: str, inp: PartitionInput, comms: list[np.ndarray], num_clients: int,
+    name: str,
+    inp: PartitionInput,
+    comms: list[np.ndarray],
+    num_clients: int,
     seed: int | np.random.RandomState,
 ) -> list[np.ndarray]:
     """O-pFGL step 4-5: K-Means (``n_init=10``) on the communities' normalised label histograms.
@@ -151,14 +169,17 @@ def _kmeans_clients(
     depends on.
     """
     comms = [c for c in comms if c.size]
-    _need_communities(name, len(comms), num_clients,
-                      "use fewer clients or raise num-communities.")
+    _need_communities(name, len(comms), num_clients, "use fewer clients or raise num-communities.")
     hist = np.stack([np.bincount(inp.y[c], minlength=inp.num_classes) for c in comms]).astype(float)
     hist /= hist.sum(axis=1, keepdims=True)
     from fgl_flower.datasets.partition.kmeans import kmeans_labels, legacy_kmeans_labels
 
     legacy = isinstance(seed, np.random.RandomState)
-    labels = legacy_kmeans_labels(hist, num_clients, seed) if legacy else kmeans_labels(hist, num_clients, seed)
+    labels = (
+        legacy_kmeans_labels(hist, num_clients, seed)
+        if legacy
+        else kmeans_labels(hist, num_clients, seed)
+    )
     parts = [[c for c, lab in zip(comms, labels) if lab == k] for k in range(num_clients)]
     if any(not p for p in parts):
         raise ConfigError(
@@ -169,7 +190,11 @@ def _kmeans_clients(
 
 
 def louvain_owners(
-    inp: PartitionInput, num_owners: int, delta: int, seed: int, resolution: float = 1.0,
+    inp: PartitionInput,
+    num_owners: int,
+    delta: int,
+    seed: int,
+    resolution: float = 1.0,
     rng: np.random.RandomState | None = None,
 ) -> list[np.ndarray]:
     """O-pFGL/OpenFGL Louvain+ steps 1-3: Louvain, chunk, then greedy fill of ``num_owners``.
@@ -194,7 +219,9 @@ def louvain_owners(
     if rng is not None:  # the reference orders them by smallest node id
         groups = sorted(python_louvain(inp, rng), key=lambda c: c[0])
     else:
-        groups = sorted(louvain(inp, resolution, seed), key=lambda c: c[0])  # python-louvain id order
+        groups = sorted(
+            louvain(inp, resolution, seed), key=lambda c: c[0]
+        )  # python-louvain id order
     # The reference cuts one chunk off a community and queues the rest at the end of the
     # group list, so chunks are created breadth-first: every community's first chunk, then
     # every second chunk, ... The stable sort below keeps that order among equal sizes, so
@@ -251,9 +278,17 @@ class LouvainPlus(Partitioner):
         self, inp: PartitionInput, num_clients: int, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
         rng = _reference_rng(opts, seed)
-        owners = louvain_owners(inp, int(opts["num-communities"]), int(opts["part-delta"]),  # type: ignore[arg-type]
-                                seed, float(opts["resolution"]), rng)  # type: ignore[arg-type]
-        return _kmeans_clients("louvain-plus", inp, owners, num_clients, seed if rng is None else rng)
+        owners = louvain_owners(
+            inp,
+            int(opts["num-communities"]),
+            int(opts["part-delta"]),  # type: ignore[arg-type]
+            seed,
+            float(opts["resolution"]),
+            rng,
+        )  # type: ignore[arg-type]
+        return _kmeans_clients(
+            "louvain-plus", inp, owners, num_clients, seed if rng is None else rng
+        )
 
 
 @PARTITIONERS.register("metis-plus")
@@ -302,14 +337,20 @@ class LouvainMerge(Partitioner):
     natural_clients = True
     options = {
         "resolution": _RESOLUTION,
-        "min-size": Option(int, 50, "smallest community that becomes a client; smaller ones are "
-                           "merged into a random large one"),
+        "min-size": Option(
+            int,
+            50,
+            "smallest community that becomes a client; smaller ones are "
+            "merged into a random large one",
+        ),
     }
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
         if int(opts["min-size"]) < 1 or float(opts["resolution"]) <= 0:  # type: ignore[arg-type]
-            raise ConfigError("louvain-merge: need min-size >= 1 and resolution > 0 "
-                              f"(got min-size={opts['min-size']}, resolution={opts['resolution']}).")
+            raise ConfigError(
+                "louvain-merge: need min-size >= 1 and resolution > 0 "
+                f"(got min-size={opts['min-size']}, resolution={opts['resolution']})."
+            )
 
     def natural_rule(self, opts: Mapping[str, Scalar | None]) -> str:
         return f"Louvain communities of >= {opts['min-size']} nodes at resolution {opts['resolution']:g}"
@@ -324,10 +365,11 @@ class LouvainMerge(Partitioner):
             raise ConfigError(
                 f"louvain-merge: no Louvain community of {inp.dataset!r} has >= {min_size} nodes "
                 f"(the largest has {comms[0].size if comms else 0}); lower "
-                "data.louvain-merge.min-size or the resolution.")
+                "data.louvain-merge.min-size or the resolution."
+            )
         owner = np.random.default_rng(seed).integers(len(large), size=len(comms) - len(large))
         parts = [[c] for c in large]
-        for comm, k in zip(comms[len(large):], owner):
+        for comm, k in zip(comms[len(large) :], owner):
             parts[int(k)].append(comm)
         return [np.sort(np.concatenate(p)) for p in parts]
 

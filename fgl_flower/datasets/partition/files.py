@@ -36,7 +36,9 @@ class FilesPartitioner(Partitioner):
         "prefix": Option(str, None, "file-name prefix (default: the dataset name)"),
     }
 
-    def _files(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> list[Path]:
+    def _files(
+        self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]
+    ) -> list[Path]:
         files = partition_files(opts["dir"], str(opts["prefix"] or dataset))  # type: ignore[arg-type]
         if len(files) != num_clients:
             raise ConfigError(
@@ -57,16 +59,20 @@ class FilesPartitioner(Partitioner):
         for f, ids in zip(files, parts):
             outside = ids[(ids < 0) | (ids >= n)]
             if outside.size:
-                raise ConfigError(f"partition 'files': {f} lists node ids outside [0, {n}) of "
-                                  f"{inp.dataset!r}: {outside[:5].tolist()}.")
+                raise ConfigError(
+                    f"partition 'files': {f} lists node ids outside [0, {n}) of "
+                    f"{inp.dataset!r}: {outside[:5].tolist()}."
+                )
         owner = np.full(n, -1)
         for k, ids in enumerate(parts):
             taken = ids[owner[ids] >= 0]
             if taken.size:
                 other = files[int(owner[taken[0]])]
-                raise ConfigError(f"partition 'files': {other.name} and {files[k].name} both list "
-                                  f"node(s) {np.unique(taken)[:5].tolist()}; each node belongs to "
-                                  "one client.")
+                raise ConfigError(
+                    f"partition 'files': {other.name} and {files[k].name} both list "
+                    f"node(s) {np.unique(taken)[:5].tolist()}; each node belongs to "
+                    "one client."
+                )
             owner[ids] = k
         return parts
 
@@ -78,8 +84,9 @@ def _node_ids(path: Path) -> np.ndarray:
             warnings.simplefilter("ignore", UserWarning)  # numpy warns about empty files
             values = np.loadtxt(path, ndmin=1)
     except ValueError as e:
-        raise ConfigError(f"partition 'files': {path} is not a list of node ids, one integer per "
-                          f"line ({e}).") from None
+        raise ConfigError(
+            f"partition 'files': {path} is not a list of node ids, one integer per line ({e})."
+        ) from None
     ids = values.astype(np.int64)
     if not np.array_equal(ids, values):
         raise ConfigError(f"partition 'files': {path} holds non-integer node ids.")
