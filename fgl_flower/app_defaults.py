@@ -117,17 +117,20 @@ def app_pyproject_text() -> str:
     )
 
 
-def load_app_defaults() -> dict[str, Scalar]:
-    """The app's ``[tool.flwr.app.config]`` defaults, flattened to dotted keys as Flower does."""
-    return _flatten(tomllib.loads(app_config_text())["tool"]["flwr"]["app"]["config"])
+def load_app_defaults(text: str | None = None) -> dict[str, Scalar]:
+    """The app's ``[tool.flwr.app.config]`` defaults (of ``text``, default
+    :func:`app_config_text`), flattened to dotted keys as Flower does."""
+    text = app_config_text() if text is None else text
+    return _flatten(tomllib.loads(text)["tool"]["flwr"]["app"]["config"])
 
 
 def describe_keys() -> list[tuple[str, Scalar, str]]:
     """``(key, default, meaning)`` of every run-config key, core keys first; the meaning is
     the key's comment in the app config, plus its choices."""
-    defaults = load_app_defaults()
+    text = app_config_text()
+    defaults = load_app_defaults(text)
     section, meanings = None, {}
-    for line in app_config_text().splitlines():
+    for line in text.splitlines():
         if m := re.match(r"\[tool\.flwr\.app\.config(?:\.([\w.-]+))?\]", line.strip()):
             section = m.group(1) or ""
             continue
