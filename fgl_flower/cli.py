@@ -344,6 +344,13 @@ def cmd_bench(args: argparse.Namespace) -> int:
         write_docs,
     )
 
+    if args.index and not args.files:
+        return _write_index()
+    if not args.files:
+        raise ConfigError(
+            "fgl bench: give experiment files (e.g. experiments/platform/results.toml), or "
+            "--index to rewrite the results index."
+        )
     exps = [load_experiment(f) for f in args.files]  # all validated before any run
     check_run_folders(exps)
     seeds = None
@@ -398,6 +405,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             written = write_docs(exps)
     if not args.dry_run:
         print("wrote " + ", ".join(map(str, written)))
+        if args.index:
+            return _write_index()
+    return 0
+
+
+def _write_index() -> int:
+    from fgl_flower.bench.claims import write_index
+
+    written = write_index(Path.cwd())
+    print("wrote " + ", ".join(str(p.relative_to(Path.cwd())) for p in written))
     return 0
 
 
@@ -592,10 +609,16 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("bench", help="run an experiment file's rows and seeds, write its table")
     p.add_argument(
         "files",
-        nargs="+",
+        nargs="*",
         metavar="FILE",
         help="experiment TOML(s), e.g. experiments/platform/results.toml; files "
         "with the same `doc` are written as sections of one document",
+    )
+    p.add_argument(
+        "--index",
+        action="store_true",
+        help="(also) rewrite the results index docs/results/README.md and its figures from "
+        "experiments/*/claims.toml and the run records (run from the repository root)",
     )
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
     p.add_argument(

@@ -25,6 +25,8 @@ class Column:
     #: ``(point, key)``: the summary value it reads (``summary[point][key]``), for the
     #: columns of :func:`metric`; run records keep the values some column reads.
     point: tuple[str, str] | None = None
+    #: The value is a fraction shown in percent (points); otherwise a count shown as is.
+    percent: bool = True
 
     def render(self, runs: list[Mapping[str, Any]]) -> str:
         """The row's cell; a mean over fewer runs than the row has (runs without the value)
@@ -176,37 +178,63 @@ COLUMNS: dict[str, Column] = {
         first_round_reaching(0.65),
         _first_rounds,
         reads=("history",),
+        percent=False,
     ),
     "first65-curve": Column(
         "first round ≥ 65%, seed-mean curve",
         first_round_reaching(0.65),
         first_round_of_mean_curve(0.65),
         reads=("history",),
+        percent=False,
     ),
     "latent-nonempty": Column(
-        "latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f")
+        "latent rows non-empty (final)", _probe("latent.nonempty"), _plain(".2f"), percent=False
     ),
-    "latent-contrast": Column("latent contrast (final)", _probe("latent.contrast"), _plain(".2f")),
+    "latent-contrast": Column(
+        "latent contrast (final)", _probe("latent.contrast"), _plain(".2f"), percent=False
+    ),
     "latent-homophily": Column(
-        "latent homophily (final)", _probe("latent.homophily"), _plain(".2f")
+        "latent homophily (final)", _probe("latent.homophily"), _plain(".2f"), percent=False
     ),
-    "latent-hubs": Column("latent hub share (final)", _probe("latent.hubs"), _plain(".2f")),
-    "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f")),
-    "hre-share": Column("HRE nodes per labelled node", _probe("hre.share"), _plain(".2f")),
-    "epsilon": metric("ε spent (δ = 1e-5 unless noted)", "dp", "epsilon", _plain(".2f")),
-    "noise": metric("noise multiplier z", "dp", "noise_multiplier", _plain(".2f")),
-    "gflops": metric("GFLOPs /client/round", "resources", "gflops", _plain(".2f")),
+    "latent-hubs": Column(
+        "latent hub share (final)", _probe("latent.hubs"), _plain(".2f"), percent=False
+    ),
+    "clusters": Column("clusters (final)", _probe("clusters"), _plain(".1f"), percent=False),
+    "hre-share": Column(
+        "HRE nodes per labelled node", _probe("hre.share"), _plain(".2f"), percent=False
+    ),
+    "epsilon": metric(
+        "ε spent (δ = 1e-5 unless noted)", "dp", "epsilon", _plain(".2f"), percent=False
+    ),
+    "noise": metric("noise multiplier z", "dp", "noise_multiplier", _plain(".2f"), percent=False),
+    "gflops": metric("GFLOPs /client/round", "resources", "gflops", _plain(".2f"), percent=False),
     "mp-gflops": metric(
-        "message-passing GFLOPs /client/round", "resources", "mp_gflops", _plain(".2f")
+        "message-passing GFLOPs /client/round",
+        "resources",
+        "mp_gflops",
+        _plain(".2f"),
+        percent=False,
     ),
     "payload-kib": metric(
-        "payload KiB (4 B × shared params)", "resources", "payload_kib", _plain(".2f")
+        "payload KiB (4 B × shared params)",
+        "resources",
+        "payload_kib",
+        _plain(".2f"),
+        percent=False,
     ),
     "upload-bytes": metric(
-        "upload B /client/round (metered)", "resources", "upload_bytes", _plain(".0f")
+        "upload B /client/round (metered)",
+        "resources",
+        "upload_bytes",
+        _plain(".0f"),
+        percent=False,
     ),
-    "model-kib": metric("model KiB (client mean)", "resources", "model_kib", _plain(".2f")),
-    "shared-params": metric("shared params", "resources", "shared_params", _plain(".0f")),
+    "model-kib": metric(
+        "model KiB (client mean)", "resources", "model_kib", _plain(".2f"), percent=False
+    ),
+    "shared-params": metric(
+        "shared params", "resources", "shared_params", _plain(".0f"), percent=False
+    ),
 }
 
 
