@@ -60,6 +60,9 @@ FROM_PAGE = "†"
 
 INDEX = "docs/results/README.md"
 
+#: The claims file of an experiments folder.
+CLAIMS = "claims.toml"
+
 CLAIM_KEYS = {
     "claim",
     "row",
@@ -185,7 +188,9 @@ class _Pages:
         if name not in self._exps:
             path = self.folder / name
             if not path.exists():
-                known = ", ".join(sorted(p.name for p in self.folder.glob("*.toml")))
+                known = ", ".join(
+                    sorted(p.name for p in self.folder.glob("*.toml") if p.name != CLAIMS)
+                )
                 raise ConfigError(f"{where}: no experiment file {path}; here: {known}.")
             self._exps[name] = load_experiment(path, self.root)
         exp = self._exps[name]
@@ -356,7 +361,7 @@ def load_claims(path: Path, root: Path) -> Paper:
 
 def claims_files(root: Path) -> list[Path]:
     """Every ``experiments/*/claims.toml`` under ``root``."""
-    return sorted((root / "experiments").glob("*/claims.toml"))
+    return sorted((root / "experiments").glob(f"*/{CLAIMS}"))
 
 
 # --- rendering ---------------------------------------------------------------------------

@@ -4,7 +4,11 @@ FedTAD's pseudo-graph (:func:`fgl_flower.models.fedtad.knn_graph`), FGGP's augme
 (:func:`fgl_flower.models.fggp.knn_edges`) and S2FGL's spectral graph
 (:func:`fgl_flower.models.s2fgl.knn_cosine_graph`), and DENSE's generated graph through
 FedTAD's, each keep their own reading of the neighbours (self included or not, symmetrised,
-weighted) on top of :func:`cosine_topk`.
+weighted) on top of :func:`cosine_topk`. FedHERO's latent graph
+(:meth:`fgl_flower.models.fedhero.StructureLearner.knn`) is not one of them: its similarities
+are learned (weighted cosine, attention or GAT scores over several heads), computed in row
+blocks so that no ``[n, n]`` matrix is held, and its 0/1 edges carry a straight-through
+gradient.
 """
 
 from __future__ import annotations

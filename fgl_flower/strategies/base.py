@@ -2,25 +2,27 @@
 
 :class:`FGLStrategy` keeps Flower's narrow interface (``configure_train``,
 ``aggregate_train``, ``configure_evaluate``, ``aggregate_evaluate``, ``summary``) and
-runs it in :meth:`FGLStrategy.start`, whose loop adds the cross-cutting pieces: a
+runs it in :meth:`FGLStrategy.start`, a short loop of named steps over a
+:class:`~fgl_flower.strategies.run_state.RunState` (:meth:`~FGLStrategy.open_run`, then per
+round :meth:`~FGLStrategy.train_round`, :meth:`~FGLStrategy.evaluate_round`,
+:meth:`~FGLStrategy.save_checkpoint`), which adds the cross-cutting pieces: a
 :class:`~fgl_flower.strategies.grid.MeteredGrid` (bytes, deterministic reply order, node
-discovery by partition id), client sampling (``fraction-train``, from the run seed), fused
-evaluation, and a :class:`~fgl_flower.results.RunRecorder` (per-round records, summary,
-curves). A method overrides only the aggregation it changes; a one-shot or multi-phase
-method overrides :meth:`start`.
+discovery by partition id) whose every exchange is metered and screened
+(:mod:`~fgl_flower.strategies.exchange`), client sampling (``fraction-train``, from the run
+seed), fused evaluation, server checkpoints (:mod:`~fgl_flower.strategies.server_state`) and a
+:class:`~fgl_flower.results.RunRecorder` (per-round records, summary, curves). A method
+overrides only the aggregation it changes; a one-shot or multi-phase method overrides
+:meth:`start`, reusing :meth:`~FGLStrategy.open_run` and the exchange.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Callable, Iterable
 from logging import INFO, WARNING
 
-import numpy as np
 from flwr.app import (
-    Array,
     ArrayRecord,
     ConfigRecord,
     Message,
@@ -34,7 +36,7 @@ from flwr.supercore import log
 
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig
-from fgl_flower.errors import ConfigError, DivergedError
+from fgl_flower.errors import DivergedError
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.probes import PROBE, Probe, ProbeWatch, collect_probes, summarize_probe
 from fgl_flower.protocol import (
@@ -51,8 +53,10 @@ from fgl_flower.protocol import (
     SERVER_ROUND,
 )
 from fgl_flower.records import get_record, require_record
-from fgl_flower.results import RunRecorder, strict_json
-from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id, who
+from fgl_flower.results import RunRecorder
+from fgl_flower.strategies.exchange import exchange, failure_list
+from fgl_flower.strategies.grid import ClientFailure, MeteredGrid, reply_partition_id
+from fgl_flower.strategies.run_state import RunState
 from fgl_flower.strategies.sampling import sample_clients, sample_size
 from fgl_flower.strategies.screening import (
     Layout,
@@ -64,6 +68,7 @@ from fgl_flower.strategies.screening import (
     minority,
     weight_problem,
 )
+from fgl_flower.strategies.server_state import PENDING_ARRAYS, ServerState, pack_state, unpack_state
 
 #: Per-client evaluation metrics and the count each is weighted by.
 EVAL_METRICS = {
@@ -573,77 +578,29 @@ class FGLStrategy(Strategy):
     def checkpoint_records(
         self, server_round: int, arrays: ArrayRecord, pending: dict | None
     ) -> RecordDict:
-        """The server's state after ``server_round``: what :meth:`restore` needs."""
-        records = RecordDict({ARRAYS: arrays})
-        kinds = {}
-        for name in self.checkpointed:
-            value = getattr(self, name)
-            if value is not None:
-                kinds[name] = "numpy" if isinstance(value, np.ndarray) else "torch"
-                records[f"strategy.{name}"] = ArrayRecord(
-                    {
-                        "value": Array(
-                            np.asarray(
-                                value if kinds[name] == "numpy" else value.detach().cpu().numpy()
-                            )
-                        )
-                    }
-                )
-        pending = None if pending is None else {k: v for k, v in pending.items() if k != "_arrays"}
-        meta = {
-            "round": server_round,
-            "config": dict(self.cfg.raw),
-            "pending": pending,
-            "kinds": kinds,
-            "probes_dead": self.probe_watch.state(),
-        }
-        records[CONFIG] = ConfigRecord({"json": strict_json(meta)})
-        return records
+        """The server's state after ``server_round``: what :meth:`restore` needs (the global
+        ``arrays``, the :attr:`checkpointed` attributes, the config, the ``pending`` record,
+        the dead probes; :func:`~fgl_flower.strategies.server_state.pack_state`)."""
+        return pack_state(
+            ServerState(
+                round=server_round,
+                arrays=arrays,
+                config=dict(self.cfg.raw),
+                pending=pending,
+                attributes={name: getattr(self, name) for name in self.checkpointed},
+                probes_dead=self.probe_watch.state(),
+            )
+        )
 
     def restore(self, records: RecordDict) -> tuple[int, ArrayRecord, dict | None]:
-        """Load a checkpoint: ``(its round, the global arrays, the pending record)``."""
-        meta = json.loads(str(require_record(records, CONFIG, ConfigRecord)["json"]))
-        # keys that may change between the interrupted and the resumed run: where and on
-        # what it runs, and how it reacts to faults, not what it computes
-        ignored = {
-            "resume",
-            "out-dir",
-            "progress",
-            "round-timeout",
-            "accept-failures",
-            "data-root",
-            "device",
-            "cpus-per-client",
-            "gpus-per-client",
-            "reuse-clients",
-            "checkpoint-every",
-            "checkpoint-dir",
-        }
-        saved, now = meta["config"], dict(self.cfg.raw)
-        changed = sorted(
-            k for k in set(saved) | set(now) if k not in ignored and saved.get(k) != now.get(k)
-        )
-        if changed:
-            raise ConfigError(
-                "The checkpoint belongs to another config; differing keys: "
-                + ", ".join(
-                    f"{k} ({saved.get(k)!r} in the checkpoint, {now.get(k)!r} now)"
-                    for k in changed[:5]
-                )
-            )
-        for name, kind in meta["kinds"].items():
-            value = require_record(records, f"strategy.{name}", ArrayRecord)["value"].numpy()
-            if kind == "torch":
-                import torch  # only strategies whose state is a tensor have torch loaded
-
-                value = torch.from_numpy(value)
+        """Load a checkpoint of this run's config (else :class:`ConfigError`;
+        :func:`~fgl_flower.strategies.server_state.unpack_state`) into the strategy's
+        attributes and probe watch: ``(its round, the global arrays, the pending record)``."""
+        state = unpack_state(records, self.cfg.raw)
+        for name, value in state.attributes.items():
             setattr(self, name, value)
-        self.probe_watch.load_state(meta.get("probes_dead", []))
-        arrays = require_record(records, ARRAYS, ArrayRecord)
-        pending = meta["pending"]
-        if pending is not None:
-            pending["_arrays"] = arrays
-        return int(meta["round"]), arrays, pending
+        self.probe_watch.load_state(state.probes_dead)
+        return state.round, state.arrays, state.pending
 
     # -- the round loop --------------------------------------------------------------------
     def start(
@@ -665,135 +622,218 @@ class FGLStrategy(Strategy):
         ``checkpointer`` the server checkpoints its state after every ``checkpoint-every``
         rounds and the clients theirs after each train message; ``resume=true`` continues
         from the checkpoint, with the numbers of an uninterrupted run.
+
+        The steps: :meth:`open_run`, then for each round :meth:`train_round`,
+        :meth:`evaluate_round` (which records it, :meth:`record_evaluation`) and
+        :meth:`save_checkpoint`; every exchange of a round is a :meth:`round_exchange`.
         """
-        num_rounds = self.cfg.num_rounds if num_rounds is None else num_rounds
+        run = self.open_run(
+            grid,
+            initial_arrays,
+            num_rounds,
+            timeout,
+            train_config,
+            evaluate_config,
+            evaluate_fn,
+            recorder,
+            checkpointer,
+        )
+        for rnd in range(run.first_round, run.num_rounds + 1):
+            record, replies = self.train_round(run, rnd)
+            self.evaluate_round(run, record, replies)
+            self.save_checkpoint(run, rnd)
+        return run.result
+
+    def open_run(
+        self,
+        grid: Grid,
+        initial_arrays: ArrayRecord | None = None,
+        num_rounds: int | None = None,
+        timeout: float = 3600,
+        train_config: ConfigRecord | None = None,
+        evaluate_config: ConfigRecord | None = None,
+        evaluate_fn: Callable[[int, ArrayRecord], MetricRecord | None] | None = None,
+        recorder: RunRecorder | None = None,
+        checkpointer: Checkpointer | None = None,
+    ) -> RunState:
+        """The state a run starts with (:meth:`start`'s arguments): :meth:`connect`, the
+        initial arrays (:meth:`initial_arrays` unless given) and copies of the message
+        configs; then, with ``resume=true``, :meth:`resume_run`, else, with a
+        ``checkpointer``, a round-0 checkpoint; and whether evaluation is fused."""
         metered = self.connect(grid)
-        arrays = self.initial_arrays() if initial_arrays is None else initial_arrays
-        train_config = ConfigRecord(dict(train_config or {}))
-        evaluate_config = ConfigRecord(dict(evaluate_config or {}))
-        pending: dict | None = None  # a round whose evaluation rides in the next train batch
-        first_round = 1
-        if checkpointer is not None:
-            if self.cfg.resume:
-                done, arrays, pending = self.restore(checkpointer.load())
-                first_round = done + 1
-                train_config[RESUME_ROUND] = evaluate_config[RESUME_ROUND] = done
-                if recorder is not None:
-                    recorder.resume(pending["round"] if pending is not None else first_round)
-                log(
-                    INFO, "Resuming after round %d (checkpoint in %s)", done, checkpointer.directory
-                )
-            else:  # round 0: the run can be resumed (started again) from its first round on
-                checkpointer.save(self.checkpoint_records(0, arrays, None))
-        fused = (
+        run = RunState(
+            metered=metered,
+            arrays=self.initial_arrays() if initial_arrays is None else initial_arrays,
+            num_rounds=self.cfg.num_rounds if num_rounds is None else num_rounds,
+            timeout=timeout,
+            train_config=ConfigRecord(dict(train_config or {})),
+            evaluate_config=ConfigRecord(dict(evaluate_config or {})),
+            evaluate_fn=evaluate_fn,
+            recorder=recorder,
+            checkpointer=checkpointer,
+        )
+        if self.cfg.resume:
+            self.resume_run(run)
+        elif checkpointer is not None:  # round 0: the run can be resumed from its first round
+            self.save_checkpoint(run, 0)
+        run.fused = (
             self.evaluate_with_next_train
             and self.cfg.fused_evaluation
             and not self.evaluates_in_train
         )
-        result = Result()
-        result.arrays = arrays
-        lost_nodes = False  # a client failed since the last look for new nodes
+        run.result.arrays = run.arrays
+        return run
 
-        def finish(record: dict, eval_replies: list[Message] | None) -> None:
-            """Record the round with its evaluation (``None``: a round not evaluated, whose
-            record has no ``eval`` and no client's)."""
-            rnd = record["round"]
-            eval_metrics = (
-                None if eval_replies is None else self.aggregate_evaluate(rnd, eval_replies)
+    def resume_run(self, run: RunState) -> None:
+        """Continue ``run`` after the round of its checkpointer's checkpoint (``resume=true``;
+        without a checkpointer there is none, and the run starts at round 1): the server's
+        state back (:meth:`restore`), the recorder's later rounds dropped, and every message
+        of the run carrying :data:`~fgl_flower.protocol.RESUME_ROUND`, so each client first
+        restores its own checkpoint."""
+        if run.checkpointer is None:
+            return
+        done, run.arrays, run.pending = self.restore(run.checkpointer.load())
+        run.first_round = done + 1
+        run.train_config[RESUME_ROUND] = run.evaluate_config[RESUME_ROUND] = done
+        if run.recorder is not None:
+            run.recorder.resume(
+                run.pending["round"] if run.pending is not None else run.first_round
             )
-            per_client = self.eval_client_metrics(eval_replies or [])
-            if eval_replies is not None:
-                record["eval"] = dict(eval_metrics or {})
-            record["eval_clients"] = sorted(per_client)  # those sampled that replied
-            record["clients"] = {str(k): v for k, v in per_client.items()}
-            self.record_probes(record, eval_replies or [])
-            self.watch_probes(record)
-            round_arrays = record.pop("_arrays")  # the global arrays after this round
-            if (
-                eval_replies is not None
-                and evaluate_fn is not None
-                and (res := evaluate_fn(rnd, round_arrays)) is not None
-            ):
-                record["server_eval"] = dict(res)
-                result.evaluate_metrics_serverapp[rnd] = res
-            if eval_metrics is not None:
-                result.evaluate_metrics_clientapp[rnd] = eval_metrics
-            if recorder is not None:
-                recorder.record_round(record)
+        log(INFO, "Resuming after round %d (checkpoint in %s)", done, run.checkpointer.directory)
 
-        def exchange(record: dict, messages: Iterable[Message]) -> list[Message]:
-            t0 = time.perf_counter()
-            metered.reset()
-            messages = list(messages)
-            try:
-                replies = metered.send_and_receive(messages, timeout=timeout)
-                record["time_s"] = record.get("time_s", 0.0) + time.perf_counter() - t0
-                for key in ("bytes_up", "bytes_down", "messages_up", "messages_down"):
-                    record[key] = record.get(key, 0) + getattr(metered, key)
-                replies = self.drop_nonfinite(record, replies)
-                replies = metered.refuse(replies, self.screen(record["round"], messages, replies))
-            except ClientFailure as e:
-                raise ClientFailure(f"Round {record['round']}: {e}") from None
-            if metered.failures:
-                nonlocal lost_nodes
-                lost_nodes = True
-                record.setdefault("failures", {}).update(
-                    {str(p): why for p, why in metered.failures.items()}
-                )
-                log(
-                    WARNING,
-                    "Round %d: %d client(s) failed, going on with the others: %s",
-                    record["round"],
-                    len(metered.failures),
-                    "; ".join(f"{who(p)}: {why}" for p, why in metered.failures.items()),
-                )
-            return replies
+    def train_round(self, run: RunState, rnd: int) -> tuple[dict, list[Message]]:
+        """Round ``rnd`` up to its evaluation: a look for new nodes if a client failed, the
+        clients sampled (:meth:`train_clients`), :meth:`prepare_round`, the train batch
+        (which brings the pending round's evaluation, recorded then), :meth:`finish_round`
+        and :meth:`aggregate_train` into the new global arrays. Returns the round's record
+        (its global arrays under ``_arrays`` until recorded) and the train replies."""
+        record: dict = {"round": rnd}
+        if run.lost_nodes:  # a client's node may have come back under a new id
+            self.nodes = run.metered.rediscover(self.nodes, self.cfg.num_clients, run.timeout)
+            run.lost_nodes = False
+        clients = self.train_clients(rnd)
+        self.select(clients)
+        config = run.train_config
+        if run.pending is not None:
+            config = ConfigRecord({**run.train_config, EVALUATE_ROUND: run.pending["round"]})
 
-        for rnd in range(first_round, num_rounds + 1):
-            record: dict = {"round": rnd}
-            if lost_nodes:  # a client's node may have come back under a new id
-                self.nodes = metered.rediscover(self.nodes, self.cfg.num_clients, timeout)
-                lost_nodes = False
-            clients = self.train_clients(rnd)
-            self.select(clients)
-            config = train_config
-            if pending is not None:
-                config = ConfigRecord({**train_config, EVALUATE_ROUND: pending["round"]})
-            self.prepare_round(rnd, train_config, lambda messages: exchange(record, messages))
-            replies = exchange(record, self.configure_train(rnd, arrays, config, metered))
-            self.finish_round(rnd, replies, lambda messages: exchange(record, messages))
-            if pending is not None:
-                finish(pending, evaluation_replies(replies))
-                pending = None
-            if resources := client_resources(replies):
-                record["resources"] = resources
-            t_server = time.perf_counter()
-            new_arrays, train_metrics = self.aggregate_train(rnd, replies)
-            record["server_time_s"] = (
-                time.perf_counter() - t_server
-            )  # aggregation, and any server-side training
-            if new_arrays is not None:
-                arrays = result.arrays = new_arrays
-            record["train"] = dict(train_metrics or {})
-            record["train_clients"] = clients
-            record.update(self.round_record(rnd))
-            self.record_probes(record, replies, self.server_probes(rnd))
-            record["_arrays"] = arrays
-            if train_metrics is not None:
-                result.train_metrics_clientapp[rnd] = train_metrics
-            if not self.evaluates(rnd):
-                finish(record, None)
-            elif self.evaluates_in_train:
-                finish(record, replies)
-            elif fused and rnd < num_rounds:
-                pending = record
-            else:  # a separate evaluate batch, on the clients that train next
-                eval_clients = self.train_clients(rnd + 1)
-                self.select(eval_clients)
-                eval_replies = exchange(
-                    record, self.configure_evaluate(rnd, arrays, evaluate_config, metered)
-                )
-                finish(record, eval_replies)
-            if checkpointer is not None and checkpointer.due(rnd, num_rounds):
-                checkpointer.save(self.checkpoint_records(rnd, arrays, pending))
-        return result
+        def send(messages: Iterable[Message]) -> list[Message]:
+            return self.round_exchange(run, record, messages)
+
+        self.prepare_round(rnd, run.train_config, send)
+        replies = send(self.configure_train(rnd, run.arrays, config, run.metered))
+        self.finish_round(rnd, replies, send)
+        if run.pending is not None:
+            self.record_evaluation(run, run.pending, evaluation_replies(replies))
+            run.pending = None
+        if resources := client_resources(replies):
+            record["resources"] = resources
+        t_server = time.perf_counter()
+        new_arrays, train_metrics = self.aggregate_train(rnd, replies)
+        # aggregation, and any server-side training
+        record["server_time_s"] = time.perf_counter() - t_server
+        if new_arrays is not None:
+            run.arrays = run.result.arrays = new_arrays
+        record["train"] = dict(train_metrics or {})
+        record["train_clients"] = clients
+        record.update(self.round_record(rnd))
+        self.record_probes(record, replies, self.server_probes(rnd))
+        record[PENDING_ARRAYS] = run.arrays
+        if train_metrics is not None:
+            run.result.train_metrics_clientapp[rnd] = train_metrics
+        return record, replies
+
+    def round_exchange(
+        self, run: RunState, record: dict, messages: Iterable[Message]
+    ) -> list[Message]:
+        """One exchange of ``record``'s round (:func:`~fgl_flower.strategies.exchange.exchange`):
+        the replies without the non-finite ones (:meth:`drop_nonfinite`) and those
+        :meth:`screen` refuses. Its time and traffic are added to the record; failed clients
+        go to its ``failures``, are logged, and make the next round look for new nodes."""
+        rnd = record["round"]
+        done = exchange(
+            run.metered,
+            messages,
+            lambda sent, replies: self.screen(rnd, sent, replies),
+            timeout=run.timeout,
+            prefix=f"Round {rnd}: ",
+            received=lambda replies: self.drop_nonfinite(record, replies),
+        )
+        record["time_s"] = record.get("time_s", 0.0) + done.time_s
+        for key, value in done.traffic.items():
+            record[key] = record.get(key, 0) + value
+        if done.failures:
+            run.lost_nodes = True
+            record.setdefault("failures", {}).update(
+                {str(p): why for p, why in done.failures.items()}
+            )
+            log(
+                WARNING,
+                "Round %d: %d client(s) failed, going on with the others: %s",
+                rnd,
+                len(done.failures),
+                failure_list(done.failures),
+            )
+        return done.replies
+
+    def evaluate_round(self, run: RunState, record: dict, replies: list[Message]) -> None:
+        """The evaluation of ``record``'s round (train ``replies``), then its record
+        (:meth:`record_evaluation`): none if :meth:`evaluates` says so; the train replies'
+        own (:attr:`evaluates_in_train`); with fused evaluation, the next round's train
+        replies (the record waits in ``run.pending``; the last round has no next one); else
+        a separate evaluate batch on the clients that train next."""
+        rnd = record["round"]
+        if not self.evaluates(rnd):
+            self.record_evaluation(run, record, None)
+        elif self.evaluates_in_train:
+            self.record_evaluation(run, record, replies)
+        elif run.fused and rnd < run.num_rounds:
+            run.pending = record
+        else:  # a separate evaluate batch, on the clients that train next
+            eval_clients = self.train_clients(rnd + 1)
+            self.select(eval_clients)
+            eval_replies = self.round_exchange(
+                run,
+                record,
+                self.configure_evaluate(rnd, run.arrays, run.evaluate_config, run.metered),
+            )
+            self.record_evaluation(run, record, eval_replies)
+
+    def record_evaluation(
+        self, run: RunState, record: dict, eval_replies: list[Message] | None
+    ) -> None:
+        """Record the round with its evaluation (``None``: a round not evaluated, whose
+        record has no ``eval`` and no client's): the aggregated and per-client metrics,
+        the probes (watched), the server-side evaluation of its global arrays, into the
+        run's result and recorder."""
+        rnd = record["round"]
+        eval_metrics = None if eval_replies is None else self.aggregate_evaluate(rnd, eval_replies)
+        per_client = self.eval_client_metrics(eval_replies or [])
+        if eval_replies is not None:
+            record["eval"] = dict(eval_metrics or {})
+        record["eval_clients"] = sorted(per_client)  # those sampled that replied
+        record["clients"] = {str(k): v for k, v in per_client.items()}
+        self.record_probes(record, eval_replies or [])
+        self.watch_probes(record)
+        round_arrays = record.pop(PENDING_ARRAYS)  # the global arrays after this round
+        if (
+            eval_replies is not None
+            and run.evaluate_fn is not None
+            and (res := run.evaluate_fn(rnd, round_arrays)) is not None
+        ):
+            record["server_eval"] = dict(res)
+            run.result.evaluate_metrics_serverapp[rnd] = res
+        if eval_metrics is not None:
+            run.result.evaluate_metrics_clientapp[rnd] = eval_metrics
+        if run.recorder is not None:
+            run.recorder.record_round(record)
+
+    def save_checkpoint(self, run: RunState, server_round: int) -> None:
+        """Checkpoint the server's state after ``server_round`` (:meth:`checkpoint_records`)
+        if the run has a checkpointer and it is due (``checkpoint-every``, the last round);
+        round 0 is the start (:meth:`open_run`)."""
+        checkpointer = run.checkpointer
+        if checkpointer is not None and (
+            server_round == 0 or checkpointer.due(server_round, run.num_rounds)
+        ):
+            checkpointer.save(self.checkpoint_records(server_round, run.arrays, run.pending))

@@ -52,7 +52,9 @@ from fgl_flower.results import RunRecorder
 from fgl_flower.secagg.server import SecAggPlusSettings, secure_sum
 from fgl_flower.seeds import derive_seed
 from fgl_flower.strategies.base import FGLStrategy, client_metrics
-from fgl_flower.strategies.grid import ClientFailure, who
+from fgl_flower.strategies.exchange import TRAFFIC, exchange, failure_list
+from fgl_flower.strategies.grid import ClientFailure
+from fgl_flower.strategies.run_state import RunState
 from fgl_flower.strategies.screening import counts_problem
 
 
@@ -250,43 +252,25 @@ class OPFGLStrategy(FGLStrategy):
         checkpointer: Checkpointer | None = None,
     ) -> Result:
         """The one shot: statistics up, pseudo-graph down. It has no round to resume
-        after, so ``resume=true`` runs it again from the start (same numbers)."""
-        if recorder is not None and self.cfg.resume:
-            recorder.resume(1)
-        if checkpointer is not None:  # what --resume needs to start it again
-            checkpointer.save(self.checkpoint_records(0, ArrayRecord(), None))
-        metered = self.connect(grid)
+        after, so ``resume=true`` runs it again from the start (same numbers;
+        :meth:`resume_run`). Each exchange is a phase (:meth:`phase_exchange`)."""
+        run = self.open_run(grid, timeout=timeout, recorder=recorder, checkpointer=checkpointer)
         config = ConfigRecord({SERVER_ROUND: 1})
         phases: dict[str, dict[str, float]] = {}
         failures: dict[str, str] = {}
 
-        def exchange(name: str, messages: list[Message]) -> list[Message]:
-            t = time.perf_counter()
-            metered.reset()
-            try:
-                replies = metered.send_and_receive(messages, timeout=timeout)
-                replies = metered.refuse(replies, self.screen(1, messages, replies))
-            except ClientFailure as e:
-                raise ClientFailure(f"O-pFGL {name} phase: {e}") from None
-            phases[name] = {
-                "time_s": time.perf_counter() - t,
-                "bytes_down": metered.bytes_down,
-                "bytes_up": metered.bytes_up,
-                "messages_down": metered.messages_down,
-                "messages_up": metered.messages_up,
-            }
-            failures.update({str(p): f"{name}: {why}" for p, why in metered.failures.items()})
-            return replies
+        def phase(name: str, messages: list[Message]) -> list[Message]:
+            return self.phase_exchange(run, name, messages, phases, failures)
 
         t0 = time.perf_counter()
-        total = self.sum_statistics(RecordDict({CONFIG: config}), exchange)
+        total = self.sum_statistics(RecordDict({CONFIG: config}), phase)
         if self.refused:  # masked statistics left out of the sum: failed clients too
             failures.update({str(p): f"stats: refused: {why}" for p, why in self.refused.items()})
             log(
                 WARNING,
                 "O-pFGL: %d client(s)' masked statistics refused: %s",
                 len(self.refused),
-                "; ".join(f"{who(p)}: {why}" for p, why in self.refused.items()),
+                failure_list(self.refused),
             )
             if len(failures) > self.cfg.accept_failures:
                 raise ClientFailure(
@@ -306,17 +290,16 @@ class OPFGLStrategy(FGLStrategy):
                 "y": graph.y,
             }
         )
-        replies = exchange(
+        replies = phase(
             "personalize",
             self.broadcast(RecordDict({PSEUDO_GRAPH: download, CONFIG: config}), MessageType.TRAIN),
         )
         eval_metrics = self.aggregate_evaluate(1, replies)
         added, correct = (float(v) for v in total[HRE])
-        traffic = ("bytes_up", "bytes_down", "messages_up", "messages_down")
         record = {
             "round": 1,
             "time_s": time.perf_counter() - t0,
-            **{k: sum(p.get(k, 0) for p in phases.values()) for k in traffic},
+            **{k: sum(p.get(k, 0) for p in phases.values()) for k in TRAFFIC},
             # the protocol's payloads: statistics up, pseudo-graph down (one each per client)
             "upload": {
                 "messages": phases["stats"]["messages_up"],
@@ -354,6 +337,42 @@ class OPFGLStrategy(FGLStrategy):
         self.watch_probes(record)
         if recorder is not None:
             recorder.record_round(record)
-        result = Result()
-        result.evaluate_metrics_clientapp[1] = eval_metrics
-        return result
+        run.result.evaluate_metrics_clientapp[1] = eval_metrics
+        return run.result
+
+    def resume_run(self, run: RunState) -> None:
+        """The one shot has no round to resume after: ``resume=true`` runs it again from the
+        start, with the recorder's rounds dropped, after a round-0 checkpoint as a new run's
+        (what a later ``resume=true`` needs to start it again)."""
+        if run.recorder is not None:
+            run.recorder.resume(1)
+        self.save_checkpoint(run, 0)
+
+    def phase_exchange(
+        self,
+        run: RunState,
+        name: str,
+        messages: list[Message],
+        phases: dict[str, dict[str, float]],
+        failures: dict[str, str],
+    ) -> list[Message]:
+        """One exchange of the one shot, phase ``name``
+        (:func:`~fgl_flower.strategies.exchange.exchange`; its replies screened as round 1's,
+        non-finite metrics left to the screening): its time and traffic go to
+        ``phases[name]``, its failed clients to ``failures`` (``"<name>: why"``)."""
+        done = exchange(
+            run.metered,
+            messages,
+            lambda sent, replies: self.screen(1, sent, replies),
+            timeout=run.timeout,
+            prefix=f"O-pFGL {name} phase: ",
+        )
+        phases[name] = {
+            "time_s": done.time_s,
+            "bytes_down": done.traffic["bytes_down"],
+            "bytes_up": done.traffic["bytes_up"],
+            "messages_down": done.traffic["messages_down"],
+            "messages_up": done.traffic["messages_up"],
+        }
+        failures.update({str(p): f"{name}: {why}" for p, why in done.failures.items()})
+        return done.replies
