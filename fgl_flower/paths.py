@@ -24,7 +24,23 @@ def app_dir() -> Path:
     dest = Path(tempfile.mkdtemp(prefix="fgl-app-"))
     atexit.register(shutil.rmtree, dest, True)
     (dest / "pyproject.toml").write_text(app_pyproject_text(), encoding="utf-8")
-    shutil.copytree(
-        package, dest / package.name, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-    )
+    shutil.copytree(package, dest / package.name, ignore=_not_in_the_bundle)
+    (dest / STAGED).touch()  # holds the bundle's files only: flwr run may read it as it is
     return dest
+
+
+#: Marks an app folder that holds the files of its app bundle and nothing else (what
+#: :func:`app_dir` writes), so that :func:`fgl_flower.runtime.bundle.staged_app` need not
+#: copy them again.
+STAGED = ".fgl-staged"
+
+
+def _not_in_the_bundle(folder: str, names: list[str]) -> set[str]:
+    """The names under ``folder`` that the app bundle leaves out (its ``fab-include``:
+    ``fgl_flower/**/*.py`` and ``*.toml``): caches, templates, data files."""
+    return {
+        name
+        for name in names
+        if name == "__pycache__"
+        or (not (Path(folder) / name).is_dir() and not name.endswith((".py", ".toml")))
+    }

@@ -77,6 +77,15 @@ def benchmark_data_root() -> Path:
     return REPO.parent / "shared" / "data"
 
 
+@pytest.fixture(autouse=True)
+def _no_curves_png(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Drawing ``curves.png`` is most of a small in-process run's time (0.40 of 0.65 s, with
+    matplotlib): runs in this process skip it, unless the test is marked ``curves`` (those
+    that look at it; runs in Flower's own processes and notebooks still draw it)."""
+    if request.node.get_closest_marker("curves") is None:
+        monkeypatch.setattr("fgl_flower.results.plot_curves", lambda *args, **kwargs: None)
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """Raw benchmark files (:func:`benchmark_data_root`)."""

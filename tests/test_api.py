@@ -237,6 +237,7 @@ def test_a_method_registered_at_run_time_runs_in_process_only(tmp_path, monkeypa
     }
 
 
+@pytest.mark.curves
 def test_a_run_leaves_matplotlibs_backend_alone(tmp_path, monkeypatch):
     """curves.png is drawn without pyplot: a notebook's inline backend stays in place."""
     import matplotlib

@@ -40,10 +40,15 @@ def literal_root(pattern: str) -> str:
 def staged_app(app_dir: Path, dest: Path) -> Path:
     """``dest`` filled with the files of ``app_dir``'s FAB (copies, not links: Flower skips
     links), or ``app_dir`` itself where a ``fab-include`` pattern may match anywhere or
-    none is set (then every file is a candidate and Flower's walk is needed)."""
+    none is set (then every file is a candidate and Flower's walk is needed), or where it
+    holds its bundle's files only already (marked :data:`~fgl_flower.paths.STAGED`)."""
     import pathspec
 
     from fgl_flower.app_defaults import read_toml
+    from fgl_flower.paths import STAGED
+
+    if (app_dir / STAGED).exists():  # fgl_flower.paths.app_dir's: the bundle's files only
+        return app_dir
 
     app = read_toml(app_dir / "pyproject.toml").get("tool", {}).get("flwr", {}).get("app", {})
     patterns = [str(p) for p in app.get("fab-include", [])]

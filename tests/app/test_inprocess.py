@@ -11,6 +11,7 @@ from fgl_flower.parse import parse_run_config
 from fgl_flower.server_app import run
 
 
+@pytest.mark.curves
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if "node" in s.tasks])
 def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
     flat.update({"method": method, "num-rounds": 1, **NEEDS.get(method, {})})

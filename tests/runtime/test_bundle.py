@@ -6,7 +6,7 @@ import zipfile
 import pytest
 from flwr.cli.build import build_fab_from_disk
 
-from fgl_flower.paths import app_dir
+from fgl_flower.paths import STAGED, app_dir
 from fgl_flower.runtime.bundle import literal_root, staged_app
 
 PYPROJECT = """\
@@ -77,9 +77,14 @@ def test_literal_roots():
     assert literal_root("pkg/") == "pkg"
 
 
-def test_this_app_is_staged_with_its_package_only(tmp_path):
-    staged = staged_app(app_dir(), tmp_path / "staged")
-    assert staged != app_dir()
+def test_this_app_is_its_package_only_and_is_not_staged_again(tmp_path):
+    """``app_dir()`` writes the bundle's files only (marked), so staging hands it over as it
+    is, not copied a second time."""
+    app = app_dir()
+    staged = staged_app(app, tmp_path / "staged")
+    assert staged == app and not (tmp_path / "staged").exists()
     assert (staged / "fgl_flower" / "client_app.py").is_file()
-    assert sorted(p.name for p in staged.iterdir()) == ["fgl_flower", "pyproject.toml"]
+    assert sorted(p.name for p in staged.iterdir()) == [STAGED, "fgl_flower", "pyproject.toml"]
     assert (staged / "fgl_flower" / "run_config.toml").is_file()
+    files = [p for p in (staged / "fgl_flower").rglob("*") if p.is_file()]
+    assert files and all(p.suffix in (".py", ".toml") for p in files)

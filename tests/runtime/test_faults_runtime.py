@@ -31,8 +31,9 @@ def _rounds_so_far(out: Path) -> list[dict]:
     return rounds(out) if (out / "rounds.jsonl").exists() else []
 
 
-def faulty_app(tmp: Path) -> Path:
-    """This package's app whose ClientApp raises in partition 1's round-2 train message."""
+def faulty_app(tmp: Path, faults: str = "fail_partition(1, {2})") -> Path:
+    """This package's app whose ClientApp raises as the ``faults`` mods of
+    ``tests/faults.py`` say (default: in partition 1's round-2 train message)."""
     app = tmp / "faulty-app"
     app.mkdir()
     pyproject = (app_dir() / "pyproject.toml").read_text()
@@ -47,22 +48,9 @@ def faulty_app(tmp: Path) -> Path:
     (app / "faulty_client.py").write_text(
         "from faults import fail_partition\n"
         "from fgl_flower.client_app import make_app\n\n"
-        "app = make_app([fail_partition(1, {2})])\n"
+        f"app = make_app([{faults}])\n"
     )
     return app
-
-
-@pytest.mark.slow
-def test_simulation_goes_on_without_a_client_that_raises(flat, tmp_path):
-    out = tmp_path / "sim"
-    code = run_simulation(
-        faulty_app(tmp_path), {**flat, "num-rounds": 3, "out-dir": str(out)}, 3, timeout=600
-    )
-    assert code == 0
-    records = rounds(out)
-    assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"], []]
-    assert "injected fault (partition 1, round 2)" in records[1]["failures"]["1"]
-    assert records[2]["eval_clients"] == [0, 1, 2]
 
 
 def _cmdline(proc: psutil.Process) -> list[str]:
@@ -108,20 +96,36 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
 
 
 @pytest.mark.slow
-def test_simulation_resumes_an_interrupted_run_with_the_same_numbers(flat, tmp_path):
-    """A personalized method (Local: each client's model lives only in its state) stopped
-    by a failure in round 2, resumed in a new `flwr run`: clients restore their checkpoints."""
-    from fgl_flower.inprocess import run_inprocess
+def test_simulation_goes_on_without_a_failed_client_and_resumes_after_too_many(flat, tmp_path):
+    """In a `flwr run` simulation partition 1 raises in round 2 (one failure, accepted:
+    the run goes on without it) and partitions 1 and 2 raise in round 3 (more than
+    ``accept-failures = 1``: the run stops). A new `flwr run` resumes it from its last
+    checkpoint, the clients restoring theirs (Local: each client's model lives only in its
+    state), with the numbers of an in-process run in which only round 2's failure happened."""
+    from faults import fail_partition
 
-    flat = {**flat, "method": "local", "num-rounds": 3, "accept-failures": 0}
-    whole = run_inprocess({**flat, "out-dir": str(tmp_path / "whole")})
+    from fgl_flower.client_app import make_app
+    from fgl_flower.inprocess import InProcessGrid
+    from fgl_flower.parse import parse_run_config
+    from fgl_flower.server_app import run
+
+    flat = {**flat, "method": "local", "num-rounds": 3}
+    cfg = parse_run_config({**flat, "out-dir": str(tmp_path / "whole")})
+    grid = InProcessGrid(flat, 3, client_app=make_app([fail_partition(1, {2})]))
+    whole = run(grid, cfg)
     out = tmp_path / "resumed"
-    assert run_simulation(faulty_app(tmp_path), {**flat, "out-dir": str(out)}, 3, timeout=600) != 0
-    assert [r["round"] for r in rounds(out)] == [1]
+    app = faulty_app(tmp_path, "fail_partition(1, {2, 3}), fail_partition(2, {3})")
+    assert run_simulation(app, {**flat, "out-dir": str(out)}, 3, timeout=600) != 0
+    records = rounds(out)
+    assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"]]
+    assert "injected fault (partition 1, round 2)" in records[1]["failures"]["1"]
     assert (
         run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=600)
         == 0
     )
+    records = rounds(out)
+    assert [r["round"] for r in records] == [1, 2, 3]
+    assert records[2]["eval_clients"] == [0, 1, 2] and "failures" not in records[2]
     resumed = json.loads((out / "summary.json").read_text())
     for key in NUMBERS:
         assert resumed[key] == whole[key]
