@@ -24,13 +24,16 @@ from typing import Any
 
 from fgl_flower.config import CHOICES, Scalar
 
+#: What the app bundle (FAB) holds: the package's Python and TOML files.
+FAB_INCLUDE = ("fgl_flower/**/*.py", "fgl_flower/**/*.toml")
+
 #: The Flower app's fixed tables (publisher, what the bundle holds, the two components).
-APP_TABLES = """\
+APP_TABLES = f"""\
 [tool.flwr.app]
 publisher = "fgl-flower"
 # The app bundle (FAB) that every SuperNode unpacks for each message: the package only,
 # not the tests, docs and experiments.
-fab-include = ["fgl_flower/**/*.py", "fgl_flower/**/*.toml"]
+fab-include = [{", ".join(f'"{p}"' for p in FAB_INCLUDE)}]
 
 [tool.flwr.app.components]
 serverapp = "fgl_flower.server_app:app"

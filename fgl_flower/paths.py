@@ -36,11 +36,21 @@ STAGED = ".fgl-staged"
 
 
 def _not_in_the_bundle(folder: str, names: list[str]) -> set[str]:
-    """The names under ``folder`` that the app bundle leaves out (its ``fab-include``:
-    ``fgl_flower/**/*.py`` and ``*.toml``): caches, templates, data files."""
+    """The names under ``folder`` that the app bundle leaves out (files no pattern of
+    :data:`~fgl_flower.app_defaults.FAB_INCLUDE` matches; caches): templates, data files."""
+    import pathspec
+
+    from fgl_flower.app_defaults import FAB_INCLUDE
+
+    spec = pathspec.PathSpec.from_lines("gitwildmatch", FAB_INCLUDE)
+    package = Path(__file__).resolve().parent
+    here = Path(folder)
     return {
         name
         for name in names
         if name == "__pycache__"
-        or (not (Path(folder) / name).is_dir() and not name.endswith((".py", ".toml")))
+        or (
+            not (here / name).is_dir()
+            and not spec.match_file(f"{package.name}/{(here / name).relative_to(package)}")
+        )
     }

@@ -8,16 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from fgl_flower.bench import load_experiment, write_docs
-from fgl_flower.bench.claims import (
-    INDEX,
-    Estimate,
-    claims_files,
-    draw,
-    load_claims,
-    render_index,
-    render_paper,
-)
+from fgl_flower.bench import COLUMNS, load_experiment, write_docs
+from fgl_flower.bench.claims import INDEX, claims_files, load_claims, render_index, render_paper
+from fgl_flower.bench.figures import draw
+from fgl_flower.bench.stats import Estimate
 from fgl_flower.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -192,10 +186,40 @@ def test_figure_is_drawn(tmp_path):
 
 
 def test_unpaired_difference_is_welch():
-    a = Estimate.from_mean_std(82.0, 1.633, 3)
-    b = Estimate.from_mean_std(77.0, 1.414, 3)
-    d = a.minus(b)
-    assert d.mean == pytest.approx(5.0) and d.low < 5.0 < d.high and d.from_page
+    from scipy.stats import ttest_ind
+
+    a, b = [80.0, 82.0, 84.0], [75.0, 78.0, 78.0]
+    d = Estimate.of(a).minus(Estimate.of(b))
+    want = ttest_ind(a, b, equal_var=False).confidence_interval(0.95)
+    assert d.mean == pytest.approx(5.0) and d.from_page
+    assert (d.low, d.high) == pytest.approx((want.low, want.high))
+    # from a page's mean ± population std the same interval follows
+    paged = Estimate.from_mean_std(82.0, statistics.pstdev(a), 3).minus(
+        Estimate.from_mean_std(statistics.fmean(b), statistics.pstdev(b), 3)
+    )
+    assert (paged.low, paged.high) == pytest.approx((want.low, want.high))
+
+
+def test_kept_cells_of_fewer_runs_and_of_other_spreads(tmp_path):
+    """A kept "m ± s (k of N runs)" is over k runs; a cell whose ± is not the spread over runs
+    (FedStar's std) takes the runs' std from its own column, or gives no interval."""
+    from fgl_flower.bench import claims
+
+    folder = _folder(tmp_path, with_runs=())
+    exp = load_experiment(folder / "table.toml", tmp_path)
+    pages = claims._Pages(folder, tmp_path)
+    row = exp.rows[0]
+    cells = {
+        COLUMNS["acc"].header: "82.00 ± 2.00 (2 of 3 runs)",
+        COLUMNS["acc-paper"].header: "82.00 ± 9.00",
+        COLUMNS["acc-paper-runstd"].header: "1.00",
+        "seeds": "3/3 †",
+    }
+    pages._kept[exp.doc] = type("K", (), {"cells": lambda self, c, s, h: [cells[x] for x in h]})()
+    fewer = claims._level(pages, exp, row, "acc", "here")
+    assert fewer.n == 2 and fewer.high == pytest.approx(82.0 + 12.706 * 2 * 2**0.5 / 2**0.5, 1e-3)
+    fedstar = claims._level(pages, exp, row, "acc-paper", "here")
+    assert fedstar.high - fedstar.mean == pytest.approx(4.303 * (1.5**0.5) / 3**0.5, 1e-3)
 
 
 def test_the_committed_index_is_what_its_claims_render():

@@ -83,10 +83,10 @@ from fgl_flower.bench.render import (
     kept_lines,
     paired_differences,
     render,
-    t_interval,
     write_docs,
 )
 from fgl_flower.bench.runner import run_experiment
+from fgl_flower.bench.stats import t_interval
 
 __all__ = [
     "COLUMNS",

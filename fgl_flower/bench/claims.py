@@ -2,8 +2,9 @@
 95 % interval, a verdict in a few words, and a figure (``fgl bench --index``).
 
 A claims file (``experiments/<paper>/claims.toml``) says what a paper claims and which rows
-of its experiment files measure it; every number of "ours" is computed from those rows' run
-records (or, for a row whose runs predate records, from its kept line on the results page)::
+of its experiment files measure it; every number of "ours" is computed from those rows' runs,
+as the results pages read them (a run folder on this machine, else its record beside the
+page; for a row whose runs predate records, its kept line on the page)::
 
     paper = "FedSpray (KDD 2024)"
     results = "docs/results/fedspray.md"    # the full tables (repository-relative)
@@ -27,7 +28,9 @@ difference. A claim may read a script's records instead of bench rows: ``records
 
 Ours: the mean over seeds and the Student-t 95 % interval of the mean (of the paired
 differences, for a difference). A row without records shows its kept line's mean, and the
-interval that its mean ± population std over n seeds implies (marked :data:`FROM_PAGE`); a
+interval that its mean ± population std over n seeds implies (marked :data:`FROM_PAGE`;
+none for a column whose cell shows another spread, unless :data:`RUN_STD` names where the
+page keeps that std); a
 difference involving one is the page's paired line where it has one, else the difference of
 the two means with Welch's interval (not paired, so wider than a paired one).
 """
@@ -36,10 +39,8 @@ from __future__ import annotations
 
 import fnmatch
 import json
-import math
 import re
-import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -47,8 +48,10 @@ from typing import Any
 from fgl_flower.app_defaults import read_toml
 from fgl_flower.bench.columns import COLUMNS
 from fgl_flower.bench.experiment import Experiment, Row, doc_command, load_experiment
+from fgl_flower.bench.figures import draw, plotted
 from fgl_flower.bench.records import collect, load_records, records_path
-from fgl_flower.bench.render import Kept, kept_lines, paired_differences, t_interval
+from fgl_flower.bench.render import Kept, kept_lines, paired_differences
+from fgl_flower.bench.stats import Estimate
 from fgl_flower.errors import ConfigError
 from fgl_flower.results import atomic_write_text
 
@@ -77,51 +80,7 @@ CLAIM_KEYS = {
     "value",
     "scale",
 }
-FILE_KEYS = {"paper", "results", "method", "about", "order", "claim", "figure"}
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """Ours for one metric of a claim, in points: the mean over seeds and its 95 %
-    interval (``None`` below two seeds); ``values`` the per-seed values where known."""
-
-    mean: float
-    low: float | None
-    high: float | None
-    n: int
-    from_page: bool = False
-    sd: float | None = None  # sample std over seeds (for a difference of two levels)
-
-    @classmethod
-    def of(cls, values: Sequence[float]) -> Estimate:
-        ci = t_interval(list(values))
-        sd = statistics.stdev(values) if len(values) > 1 else None
-        return cls(statistics.fmean(values), *(ci or (None, None)), len(values), sd=sd)
-
-    @classmethod
-    def from_mean_std(cls, mean: float, pstd: float, n: int) -> Estimate:
-        """The t-interval that a mean and population std over ``n`` seeds imply."""
-        if n < 2:
-            return cls(mean, None, None, n, True)
-        from scipy.stats import t
-
-        sd = pstd * math.sqrt(n / (n - 1))
-        half = t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-        return cls(mean, mean - half, mean + half, n, True, sd)
-
-    def minus(self, other: Estimate) -> Estimate:
-        """The difference of two levels not paired by seed: Welch's 95 % interval."""
-        mean = self.mean - other.mean
-        if self.sd is None or other.sd is None:
-            return Estimate(mean, None, None, min(self.n, other.n), True)
-        from scipy.stats import t
-
-        va, vb = self.sd**2 / self.n, other.sd**2 / other.n
-        if va + vb == 0:
-            return Estimate(mean, mean, mean, min(self.n, other.n), True)
-        df = (va + vb) ** 2 / (va**2 / (self.n - 1) + vb**2 / (other.n - 1))
-        half = t.ppf(0.975, df) * math.sqrt(va + vb)
-        return Estimate(mean, mean - half, mean + half, min(self.n, other.n), True)
+FILE_KEYS = {"paper", "results", "method", "about", "order", "claim"}
 
 
 @dataclass
@@ -215,7 +174,11 @@ class _Pages:
         return self._kept[exp.doc]
 
 
-_MEAN_STD = re.compile(r"^([-+]?\d+(?:\.\d+)?)(?: ± (\d+(?:\.\d+)?)|$)")
+_MEAN_STD = re.compile(r"^([-+]?\d+(?:\.\d+)?)(?: ± (\d+(?:\.\d+)?))?(?: \((\d+) of \d+ runs\))?$")
+
+#: Columns whose cell shows another spread than the population std over runs: where a
+#: kept line holds that std (for an interval), by the column that shows it.
+RUN_STD = {"acc-paper": "acc-paper-runstd"}
 
 
 def _level(pages: _Pages, exp: Experiment, row: Row, metric: str, where: str) -> Estimate:
@@ -225,17 +188,27 @@ def _level(pages: _Pages, exp: Experiment, row: Row, metric: str, where: str) ->
     if values:
         return Estimate.of(values)
     key = (doc_command(exp, row), exp.seeds)
-    cells = pages.kept(exp).cells(*key, [column.header, "seeds"])
+    std_header = COLUMNS[RUN_STD[metric]].header if metric in RUN_STD else column.header
+    cells = pages.kept(exp).cells(*key, [column.header, "seeds", std_header])
     match = _MEAN_STD.match(cells[0]) if cells else None
     if not match:
         raise ConfigError(
             f"{where}: row {row.slug} of {exp.source} has no runs, no records and no kept "
             f"{column.header!r} on {exp.doc}: run it (fgl bench {exp.source})."
         )
-    n = int(cells[1].removesuffix(FROM_PAGE).strip().partition("/")[0])
-    if match[2] is None:  # a count shown as its mean only
-        return Estimate(float(match[1]), None, None, n, True)
-    return Estimate.from_mean_std(float(match[1]), float(match[2]), n)
+    n = int(match[3] or cells[1].removesuffix(FROM_PAGE).strip().partition("/")[0])
+    mean = float(match[1])
+    if metric in RUN_STD:  # the cell's ± is not over runs; the runs' std is its own column
+        std = re.match(r"^(\d+(?:\.\d+)?)$", cells[2])
+        return Estimate.from_mean_std(mean, float(std[1]), n) if std else _bare(mean, n)
+    if match[2] is None or column.cell is not None:  # a count, or a cell of its own kind
+        return _bare(mean, n)
+    return Estimate.from_mean_std(mean, float(match[2]), n)
+
+
+def _bare(mean: float, n: int) -> Estimate:
+    """A page's mean without an interval (its cell shows no spread over runs)."""
+    return Estimate(mean, None, None, n, from_page=True)
 
 
 _PER_SEED = re.compile(r"(\d+): ([-+]?\d+(?:\.\d+)?)")
@@ -404,7 +377,7 @@ def render_paper(paper: Paper) -> str:
     if paper.method:
         links += f" · [method]({_rel(paper.method)})"
     lines = [f"## {paper.title}", "", f"{links}. {paper.about}".strip(), ""]
-    if any(claim.paper is not None for claim in paper.claims):
+    if any(plotted(claim) for claim in paper.claims):
         lines += [
             f"![{paper.title}: ours against the paper, 95 % intervals]({figure_name(paper)})",
             "",
@@ -433,8 +406,8 @@ HEADER = f"""# Results: what reproduces
 Per paper its headline claims: the paper's number, ours (the mean over seeds; a difference of
 two methods with its 95 % t-interval in brackets, paired by seed), and a verdict in a few words;
 the footnotes and method pages say why. Accuracies are in points; "a / b" pairs follow the claim
-(e.g. overall / minority). The figure above each table shows every number in points with its
-interval. {FROM_PAGE}: from a kept line of the results page (runs that predate run records): a
+(e.g. overall / minority). The figure above each table shows every claim in points that has
+the paper's number, with its interval. {FROM_PAGE}: from a kept line of the results page (runs that predate run records): a
 level's interval from its mean ± std; a difference without the page's per-seed line is the
 difference of the two means with Welch's interval (unpaired, so wider). Generated by
 `fgl bench --index` from `experiments/*/claims.toml` and the run records; do not edit by hand.
@@ -447,77 +420,6 @@ def render_index(papers: list[Paper]) -> str:
 
 def figure_name(paper: Paper) -> str:
     return f"{paper.key}-claims.svg"
-
-
-def draw(paper: Paper, path: Path) -> bool:
-    """The paper's figure (``False``, nothing drawn, if no claim has a paper number). Top
-    panel, levels: ours minus the paper's number with its 95 % interval (the paper at 0).
-    Bottom panel, differences (a method minus another, paired by seed): the paper's
-    difference (open diamond) and ours with its interval, 0 marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    panels: dict[bool, list[tuple[str, float, Estimate]]] = {False: [], True: []}
-    for claim in paper.claims:
-        if claim.paper is None or not all(_percent(m) for m in claim.metrics):
-            continue  # the figure's axes are in points
-        for metric, value, est in zip(claim.metrics, claim.paper, claim.ours):
-            label = _short(claim.text) + (f" · {metric}" if len(claim.metrics) > 1 else "")
-            panels[claim.difference].append((label, value, est))
-    used = [(diff, items) for diff, items in panels.items() if items]
-    if not used:
-        return False
-    matplotlib.rcParams["svg.hashsalt"] = "fgl-flower"  # the same SVG for the same numbers
-    matplotlib.rcParams["svg.fonttype"] = "none"  # text as text: small, searchable
-    heights = [len(items) + 1 for _, items in used]
-    fig, axes = plt.subplots(
-        len(used),
-        1,
-        figsize=(9, 0.5 + 0.26 * sum(heights) + 0.5 * len(used)),
-        gridspec_kw={"height_ratios": heights},
-        squeeze=False,
-    )
-    for ax, (diff, items) in zip(axes[:, 0], used):
-        ys = list(range(len(items)))[::-1]
-        shift = 0.0
-        for y, (_, value, est) in zip(ys, items):
-            shift = 0.0 if diff else value  # levels: ours minus the paper's
-            if est.low is not None:
-                ax.plot([est.low - shift, est.high - shift], [y, y], color="tab:blue", lw=2)
-            face = "white" if est.from_page else "tab:blue"
-            ax.plot(est.mean - shift, y, "o", mec="tab:blue", mfc=face, ms=5)
-            if diff:
-                ax.plot(value, y, "D", mfc="none", mec="black", ms=6)
-        ax.axvline(0, color="black" if not diff else "grey", lw=0.8, ls="--" if not diff else "-")
-        ax.set_yticks(ys, [label for label, _, _ in items], fontsize=7)
-        ax.set_ylim(-0.7, len(items) - 0.3)
-        ax.grid(axis="x", alpha=0.3)
-        ax.set_xlabel(
-            "a method minus another (points): paper ◇, ours ● (paired by seed; ○ unpaired, †)"
-            if diff
-            else "ours minus the paper's number (points; the paper at the dashed line; ○ †)",
-            fontsize=8,
-        )
-        ax.tick_params(axis="x", labelsize=7)
-    fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp")
-    kind = path.suffix.lstrip(".")  # svg (the index's), png to look at
-    fig.savefig(tmp, format=kind, metadata={"Date": None} if kind == "svg" else None, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
-    return True
-
-
-def _percent(metric: str) -> bool:
-    """Whether a claim's metric is in points (a column in percent, or a script's value)."""
-    return COLUMNS[metric].percent if metric in COLUMNS else True
-
-
-def _short(text: str, width: int = 60) -> str:
-    text = re.sub(r"\s*\((?:Tables?|Fig\.|Figure|§)[^)]*\)$", "", text)  # stays in the table
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def write_index(root: Path, figures: bool = True) -> list[Path]:

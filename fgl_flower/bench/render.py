@@ -14,6 +14,7 @@ from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.bench.columns import COLUMNS, Column
 from fgl_flower.bench.experiment import Experiment, _command_key, doc_command, doc_sections
 from fgl_flower.bench.records import Records, collect, records_lock, records_path, sync_records
+from fgl_flower.bench.stats import t_interval
 from fgl_flower.results import atomic_write_text
 
 GENERATED = (
@@ -251,21 +252,12 @@ def render(
 def paired_differences(
     runs: list[Mapping[str, Any]], base: list[Mapping[str, Any]], column: Column
 ) -> dict[int, float]:
-    """``seed -> value(run) - value(base run)`` over the seeds both have (in points)."""
+    """``seed -> value(run) - value(base run)`` over the seeds both have (in points; a count
+    column's values as they are)."""
     mine = {int(r["seed"]): v for r in runs if (v := column.value(r)) is not None}
     theirs = {int(r["seed"]): v for r in base if (v := column.value(r)) is not None}
-    return {s: 100 * (mine[s] - theirs[s]) for s in sorted(mine.keys() & theirs.keys())}
-
-
-def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
-    """The ``level`` Student-t confidence interval of the mean (``None`` below 2 values)."""
-    if len(values) < 2:
-        return None
-    from scipy.stats import t
-
-    half = t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
-    mean = statistics.fmean(values)
-    return mean - half, mean + half
+    scale = 100 if column.percent else 1
+    return {s: scale * (mine[s] - theirs[s]) for s in sorted(mine.keys() & theirs.keys())}
 
 
 def _signed(x: float) -> str:

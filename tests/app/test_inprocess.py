@@ -32,6 +32,7 @@ def test_one_round_smoke_every_method_node_task(flat, method, tmp_path):
     assert record["bytes_up"] > 0 and record["bytes_down"] > 0
 
 
+@pytest.mark.curves
 @pytest.mark.parametrize("method", [m for m, s in METHODS.items() if "graph" in s.tasks])
 def test_one_round_smoke_every_method_graph_task(flat, method, data_root):
     flat.update(

@@ -9,6 +9,7 @@ from pathlib import Path
 import psutil
 import pytest
 from run_records import NUMBERS, rounds
+from toy_flower_app import assert_no_flower_processes_under
 
 from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.paths import app_dir
@@ -97,11 +98,12 @@ def test_deployment_finishes_without_a_killed_supernode(flat, tmp_path):
 
 @pytest.mark.slow
 def test_simulation_goes_on_without_a_failed_client_and_resumes_after_too_many(flat, tmp_path):
-    """In a `flwr run` simulation partition 1 raises in round 2 (one failure, accepted:
-    the run goes on without it) and partitions 1 and 2 raise in round 3 (more than
-    ``accept-failures = 1``: the run stops). A new `flwr run` resumes it from its last
-    checkpoint, the clients restoring theirs (Local: each client's model lives only in its
-    state), with the numbers of an in-process run in which only round 2's failure happened."""
+    """In a `flwr run` simulation partition 1 raises in round 2 (one failure, accepted: the
+    run goes on without it, and the same node serves round 3) and partitions 0 and 2 raise in
+    round 4 (more than ``accept-failures = 1``: the run stops, leaving no process behind). A
+    new `flwr run` resumes it from its last checkpoint, the clients restoring theirs (Local:
+    each client's model lives only in its state), with the numbers of an in-process run in
+    which only round 2's failure happened."""
     from faults import fail_partition
 
     from fgl_flower.client_app import make_app
@@ -109,23 +111,26 @@ def test_simulation_goes_on_without_a_failed_client_and_resumes_after_too_many(f
     from fgl_flower.parse import parse_run_config
     from fgl_flower.server_app import run
 
-    flat = {**flat, "method": "local", "num-rounds": 3}
+    flat = {**flat, "method": "local", "num-rounds": 4}
     cfg = parse_run_config({**flat, "out-dir": str(tmp_path / "whole")})
-    grid = InProcessGrid(flat, 3, client_app=make_app([fail_partition(1, {2})]))
-    whole = run(grid, cfg)
-    out = tmp_path / "resumed"
-    app = faulty_app(tmp_path, "fail_partition(1, {2, 3}), fail_partition(2, {3})")
-    assert run_simulation(app, {**flat, "out-dir": str(out)}, 3, timeout=600) != 0
-    records = rounds(out)
-    assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"]]
-    assert "injected fault (partition 1, round 2)" in records[1]["failures"]["1"]
-    assert (
-        run_simulation(app_dir(), {**flat, "out-dir": str(out), "resume": True}, 3, timeout=600)
-        == 0
+    whole = run(InProcessGrid(flat, 3, client_app=make_app([fail_partition(1, {2})])), cfg)
+    out, work = tmp_path / "resumed", tmp_path / "work"
+    app = faulty_app(
+        tmp_path, "fail_partition(1, {2}), fail_partition(0, {4}), fail_partition(2, {4})"
     )
+    config = {**flat, "out-dir": str(out)}
+    assert run_simulation(app, config, 3, workdir=work, timeout=600) != 0
+    assert_no_flower_processes_under(work)
     records = rounds(out)
-    assert [r["round"] for r in records] == [1, 2, 3]
-    assert records[2]["eval_clients"] == [0, 1, 2] and "failures" not in records[2]
+    assert [sorted(r.get("failures", {})) for r in records] == [[], ["1"], []]
+    assert "injected fault (partition 1, round 2)" in records[1]["failures"]["1"]
+    assert records[2]["eval_clients"] == [0, 1, 2]  # partition 1's node serves round 3
+    code = run_simulation(app_dir(), {**config, "resume": True}, 3, workdir=work, timeout=600)
+    assert code == 0
+    assert_no_flower_processes_under(work)
+    records = rounds(out)
+    assert [r["round"] for r in records] == [1, 2, 3, 4]
+    assert all("failures" not in r and r["eval_clients"] == [0, 1, 2] for r in records[2:])
     resumed = json.loads((out / "summary.json").read_text())
     for key in NUMBERS:
         assert resumed[key] == whole[key]

@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from toy_flower_app import flower_processes_under
+from toy_flower_app import assert_no_flower_processes_under
 
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.runtime import (
@@ -25,10 +25,7 @@ TRICKY = "a \"quoted\" \\ value with spaces, 'single' and unicode é"
 
 
 def _assert_clean(tmp_path: Path) -> None:
-    deadline = time.monotonic() + 5  # processes exit asynchronously after SIGTERM/SIGKILL
-    while (left := flower_processes_under(tmp_path)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert left == []
+    assert_no_flower_processes_under(tmp_path)
 
 
 @pytest.mark.slow

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 from pathlib import Path
 
 import psutil
@@ -117,3 +118,12 @@ def flower_processes_under(path: Path) -> list[str]:
         if mentions and alive:
             found.append(f"{proc.pid}: {text[:160]}")
     return found
+
+
+def assert_no_flower_processes_under(path: Path, grace: float = 5.0) -> None:
+    """No Flower/Ray process of a run under ``path`` is left (they exit asynchronously after
+    SIGTERM/SIGKILL: ``grace`` seconds for that)."""
+    deadline = time.monotonic() + grace
+    while (left := flower_processes_under(path)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert left == []

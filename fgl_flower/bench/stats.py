@@ -1,0 +1,66 @@
+"""The statistics of the results tables and the index: the Student-t interval of a mean over
+seeds, and :class:`Estimate` (a mean with its interval, also from a page's mean ± std, and the
+difference of two unpaired means by Welch's interval)."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
+    """The ``level`` Student-t confidence interval of the mean (``None`` below 2 values)."""
+    if len(values) < 2:
+        return None
+    from scipy.stats import t
+
+    half = t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    mean = statistics.fmean(values)
+    return mean - half, mean + half
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A mean over seeds with its 95 % interval (``None`` below two seeds), ``n`` seeds,
+    ``sd`` their sample std where known; ``from_page`` if it was read from a results page's
+    kept line rather than computed from the runs."""
+
+    mean: float
+    low: float | None
+    high: float | None
+    n: int
+    from_page: bool = False
+    sd: float | None = None  # sample std over seeds (for a difference of two levels)
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Estimate:
+        ci = t_interval(list(values))
+        sd = statistics.stdev(values) if len(values) > 1 else None
+        return cls(statistics.fmean(values), *(ci or (None, None)), len(values), sd=sd)
+
+    @classmethod
+    def from_mean_std(cls, mean: float, pstd: float, n: int) -> Estimate:
+        """The t-interval that a mean and population std over ``n`` seeds imply."""
+        if n < 2:
+            return cls(mean, None, None, n, True)
+        from scipy.stats import t
+
+        sd = pstd * math.sqrt(n / (n - 1))
+        half = t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        return cls(mean, mean - half, mean + half, n, True, sd)
+
+    def minus(self, other: Estimate) -> Estimate:
+        """The difference of two levels not paired by seed: Welch's 95 % interval."""
+        mean = self.mean - other.mean
+        if self.sd is None or other.sd is None:
+            return Estimate(mean, None, None, min(self.n, other.n), True)
+        from scipy.stats import t
+
+        va, vb = self.sd**2 / self.n, other.sd**2 / other.n
+        if va + vb == 0:
+            return Estimate(mean, mean, mean, min(self.n, other.n), True)
+        df = (va + vb) ** 2 / (va**2 / (self.n - 1) + vb**2 / (other.n - 1))
+        half = t.ppf(0.975, df) * math.sqrt(va + vb)
+        return Estimate(mean, mean - half, mean + half, min(self.n, other.n), True)
