@@ -6,6 +6,7 @@ from __future__ import annotations
 import atexit
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 
@@ -24,7 +25,7 @@ def app_dir() -> Path:
     dest = Path(tempfile.mkdtemp(prefix="fgl-app-"))
     atexit.register(shutil.rmtree, dest, True)
     (dest / "pyproject.toml").write_text(app_pyproject_text(), encoding="utf-8")
-    shutil.copytree(package, dest / package.name, ignore=_not_in_the_bundle)
+    shutil.copytree(package, dest / package.name, ignore=_not_in_the_bundle(package))
     (dest / STAGED).touch()  # holds the bundle's files only: flwr run may read it as it is
     return dest
 
@@ -35,22 +36,26 @@ def app_dir() -> Path:
 STAGED = ".fgl-staged"
 
 
-def _not_in_the_bundle(folder: str, names: list[str]) -> set[str]:
-    """The names under ``folder`` that the app bundle leaves out (files no pattern of
-    :data:`~fgl_flower.app_defaults.FAB_INCLUDE` matches; caches): templates, data files."""
+def _not_in_the_bundle(package: Path) -> Callable[[str, list[str]], set[str]]:
+    """A ``copytree`` filter of ``package``: the names under a folder that the app bundle
+    leaves out (files no pattern of :data:`~fgl_flower.app_defaults.FAB_INCLUDE` matches;
+    caches): templates, data files."""
     import pathspec
 
     from fgl_flower.app_defaults import FAB_INCLUDE
 
     spec = pathspec.PathSpec.from_lines("gitwildmatch", FAB_INCLUDE)
-    package = Path(__file__).resolve().parent
-    here = Path(folder)
-    return {
-        name
-        for name in names
-        if name == "__pycache__"
-        or (
-            not (here / name).is_dir()
-            and not spec.match_file(f"{package.name}/{(here / name).relative_to(package)}")
-        )
-    }
+
+    def ignored(folder: str, names: list[str]) -> set[str]:
+        here = Path(folder)
+        return {
+            name
+            for name in names
+            if name == "__pycache__"
+            or (
+                not (here / name).is_dir()
+                and not spec.match_file(f"{package.name}/{(here / name).relative_to(package)}")
+            )
+        }
+
+    return ignored

@@ -317,9 +317,9 @@ def test_paired_rows_show_per_seed_differences_and_a_t_interval(tmp_path):
 
 
 def test_a_difference_that_rounds_to_zero_has_no_sign():
-    from fgl_flower.bench.render import _signed
+    from fgl_flower.bench.render import signed
 
-    assert [_signed(x) for x in (-0.004, 0.004, 0.0, -0.006, 1.5)] == [
+    assert [signed(x) for x in (-0.004, 0.004, 0.0, -0.006, 1.5)] == [
         "0.00",
         "0.00",
         "0.00",

@@ -50,7 +50,7 @@ from fgl_flower.bench.columns import COLUMNS
 from fgl_flower.bench.experiment import Experiment, Row, doc_command, load_experiment
 from fgl_flower.bench.figures import draw, plotted
 from fgl_flower.bench.records import collect, load_records, records_path
-from fgl_flower.bench.render import Kept, kept_lines, paired_differences
+from fgl_flower.bench.render import Kept, kept_lines, paired_differences, signed
 from fgl_flower.bench.stats import Estimate
 from fgl_flower.errors import ConfigError
 from fgl_flower.results import atomic_write_text
@@ -183,8 +183,7 @@ RUN_STD = {"acc-paper": "acc-paper-runstd"}
 
 def _level(pages: _Pages, exp: Experiment, row: Row, metric: str, where: str) -> Estimate:
     column = COLUMNS[metric]
-    scale = 100 if column.percent else 1
-    values = [scale * v for r in pages.runs(exp, row) if (v := column.value(r)) is not None]
+    values = [column.scale * v for r in pages.runs(exp, row) if (v := column.value(r)) is not None]
     if values:
         return Estimate.of(values)
     key = (doc_command(exp, row), exp.seeds)
@@ -340,9 +339,9 @@ def claims_files(root: Path) -> list[Path]:
 # --- rendering ---------------------------------------------------------------------------
 
 
-def _num(x: float, signed: bool) -> str:
-    text = f"{x:+.2f}" if signed else f"{x:.2f}"
-    return "0.00" if text.lstrip("+-") == "0.00" else text
+def _num(x: float, difference: bool) -> str:
+    """Two decimals, a difference with its sign (:func:`~fgl_flower.bench.render.signed`)."""
+    return signed(x) if difference else signed(x).lstrip("+")
 
 
 def _ours_cell(claim: Claim) -> str:

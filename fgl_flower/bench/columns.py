@@ -28,6 +28,11 @@ class Column:
     #: The value is a fraction shown in percent (points); otherwise a count shown as is.
     percent: bool = True
 
+    @property
+    def scale(self) -> int:
+        """What a value is multiplied by to be shown: 100 (points) or 1 (a count)."""
+        return 100 if self.percent else 1
+
     def render(self, runs: list[Mapping[str, Any]]) -> str:
         """The row's cell; a mean over fewer runs than the row has (runs without the value)
         says over how many."""

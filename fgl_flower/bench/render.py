@@ -256,11 +256,10 @@ def paired_differences(
     column's values as they are)."""
     mine = {int(r["seed"]): v for r in runs if (v := column.value(r)) is not None}
     theirs = {int(r["seed"]): v for r in base if (v := column.value(r)) is not None}
-    scale = 100 if column.percent else 1
-    return {s: scale * (mine[s] - theirs[s]) for s in sorted(mine.keys() & theirs.keys())}
+    return {s: column.scale * (mine[s] - theirs[s]) for s in sorted(mine.keys() & theirs.keys())}
 
 
-def _signed(x: float) -> str:
+def signed(x: float) -> str:
     """``x`` in points with its sign, two decimals; a value that rounds to zero is "0.00"."""
     text = f"{x:+.2f}"
     return "0.00" if text[1:] == "0.00" else text
@@ -305,9 +304,9 @@ def paired_table(
                         row.label,
                         base.label,
                         COLUMNS[key].header,
-                        ", ".join(f"{s}: {_signed(d)}" for s, d in diffs.items()) or "—",
-                        _signed(statistics.fmean(values)) if values else "—",
-                        f"[{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "—",
+                        ", ".join(f"{s}: {signed(d)}" for s, d in diffs.items()) or "—",
+                        signed(statistics.fmean(values)) if values else "—",
+                        f"[{signed(ci[0])}, {signed(ci[1])}]" if ci else "—",
                         str(len(values)),
                     ]
                 )

@@ -10,13 +10,20 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 
+def half_width(standard_error: float, df: float, level: float = 0.95) -> float:
+    """Half the ``level`` Student-t interval for a ``standard_error`` with ``df`` degrees of
+    freedom."""
+    from scipy.stats import t
+
+    return t.ppf(0.5 + level / 2, df) * standard_error
+
+
 def t_interval(values: list[float], level: float = 0.95) -> tuple[float, float] | None:
     """The ``level`` Student-t confidence interval of the mean (``None`` below 2 values)."""
     if len(values) < 2:
         return None
-    from scipy.stats import t
-
-    half = t.ppf(0.5 + level / 2, len(values) - 1) * statistics.stdev(values) / len(values) ** 0.5
+    n = len(values)
+    half = half_width(statistics.stdev(values) / n**0.5, n - 1, level)
     mean = statistics.fmean(values)
     return mean - half, mean + half
 
@@ -45,10 +52,8 @@ class Estimate:
         """The t-interval that a mean and population std over ``n`` seeds imply."""
         if n < 2:
             return cls(mean, None, None, n, True)
-        from scipy.stats import t
-
         sd = pstd * math.sqrt(n / (n - 1))
-        half = t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+        half = half_width(sd / math.sqrt(n), n - 1)
         return cls(mean, mean - half, mean + half, n, True, sd)
 
     def minus(self, other: Estimate) -> Estimate:
@@ -56,11 +61,9 @@ class Estimate:
         mean = self.mean - other.mean
         if self.sd is None or other.sd is None:
             return Estimate(mean, None, None, min(self.n, other.n), True)
-        from scipy.stats import t
-
         va, vb = self.sd**2 / self.n, other.sd**2 / other.n
         if va + vb == 0:
             return Estimate(mean, mean, mean, min(self.n, other.n), True)
         df = (va + vb) ** 2 / (va**2 / (self.n - 1) + vb**2 / (other.n - 1))
-        half = t.ppf(0.975, df) * math.sqrt(va + vb)
+        half = half_width(math.sqrt(va + vb), df)
         return Estimate(mean, mean - half, mean + half, min(self.n, other.n), True)

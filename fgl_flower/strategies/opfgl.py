@@ -367,12 +367,6 @@ class OPFGLStrategy(FGLStrategy):
             timeout=run.timeout,
             prefix=f"O-pFGL {name} phase: ",
         )
-        phases[name] = {
-            "time_s": done.time_s,
-            "bytes_down": done.traffic["bytes_down"],
-            "bytes_up": done.traffic["bytes_up"],
-            "messages_down": done.traffic["messages_down"],
-            "messages_up": done.traffic["messages_up"],
-        }
+        phases[name] = {"time_s": done.time_s, **done.traffic}
         failures.update({str(p): f"{name}: {why}" for p, why in done.failures.items()})
         return done.replies

@@ -24,10 +24,6 @@ from fgl_flower.runtime.simulation import local_superlinks
 TRICKY = "a \"quoted\" \\ value with spaces, 'single' and unicode é"
 
 
-def _assert_clean(tmp_path: Path) -> None:
-    assert_no_flower_processes_under(tmp_path)
-
-
 @pytest.mark.slow
 def test_simulation_runs_ends_when_the_results_are_written_and_cleans_up(
     toy_app: Path, tmp_path: Path
@@ -56,7 +52,7 @@ def test_simulation_runs_ends_when_the_results_are_written_and_cleans_up(
     assert result["message"] == TRICKY
     assert "Successfully started run" in log.getvalue()
     assert local_superlinks(tmp_path / "work" / "flwr-home") == []
-    _assert_clean(tmp_path)
+    assert_no_flower_processes_under(tmp_path)
 
 
 @pytest.mark.slow
@@ -66,7 +62,7 @@ def test_simulation_failing_serverapp_is_nonzero(toy_app: Path, tmp_path: Path) 
     rc = run_simulation(toy_app, {"fail": True}, 2, workdir=work, stream=log, timeout=600)
     assert rc != 0
     assert "toy ServerApp failure" in log.getvalue()
-    _assert_clean(tmp_path)
+    assert_no_flower_processes_under(tmp_path)
 
 
 @pytest.mark.slow
@@ -98,7 +94,7 @@ def test_deployment_runs_and_cleans_up(toy_app: Path, tmp_path: Path) -> None:
     assert result["rounds"] == [[0, 1], [0, 1]]
     assert result["message"] == TRICKY
     assert (tmp_path / "work" / "superlink.log").is_file()
-    _assert_clean(tmp_path)
+    assert_no_flower_processes_under(tmp_path)
 
 
 def test_run_config_toml_quoting(tmp_path: Path) -> None:
@@ -149,7 +145,7 @@ def test_superlink_start_failure_is_reported(
     with pytest.raises(LaunchError, match=expected) as info:
         run_deployment(toy_app, {}, 2, workdir=tmp_path / "work")
     assert "\n" not in str(info.value)
-    _assert_clean(tmp_path)
+    assert_no_flower_processes_under(tmp_path)
 
 
 def test_a_local_superlink_that_starts_too_slowly_is_started_again(
