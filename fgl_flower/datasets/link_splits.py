@@ -120,16 +120,15 @@ def split_edges(
     perm = keys[rng.permutation(keys.size)]
     m = keys.size
     a, b = int(r_tr * m), int((r_tr + r_va) * m)
-    parts = {"train": perm[:a], "validation": perm[a:b], "test": perm[b:]}
-    for (name, part), ratio in zip(parts.items(), (r_tr, r_va, r_te)):
+    tr, va, te = perm[:a], perm[a:b], perm[b:]
+    for name, part, ratio in (("test", te, r_te), ("validation", va, r_va), ("train", tr, r_tr)):
         if ratio > 0 and part.size == 0:
             raise ConfigError(
                 f"client subgraph too small for link prediction: {m} undirected edges "
-                f"({n} nodes) leave the {name} split empty at ratios "
-                f"{(r_tr, r_va, r_te)}; use fewer clients (larger subgraphs) or a larger "
-                f"{name} ratio."
+                f"({n} nodes) leave the {name} split empty at ratios {(r_tr, r_va, r_te)} "
+                f"(it needs {_min_edges((r_tr, r_va, r_te))} edges); use fewer clients "
+                f"(larger subgraphs) or a larger {name} ratio."
             )
-    tr, va, te = parts.values()
     wanted = neg_ratio * (va.size + te.size)
     available = n * (n - 1) // 2 - m
     if wanted > available:
@@ -250,6 +249,16 @@ def _draw_keys(n: int, excl: np.ndarray, count: int, draw: _NumpyDraw | _TorchDr
         keys = keys[~np.isin(keys, got)]
         got = np.concatenate([got, keys[:need]])
     return got
+
+
+def _min_edges(ratios: tuple[float, float, float]) -> str:
+    """The fewest edges for which every part with a positive ratio is non-empty."""
+    for m in range(1, 100_001):
+        a, b = int(ratios[0] * m), int((ratios[0] + ratios[1]) * m)
+        sizes = (a, b - a, m - b)
+        if all(size > 0 or r == 0 for size, r in zip(sizes, ratios)):
+            return f"at least {m}"
+    return "more than 100000"
 
 
 def _to_edges(keys: np.ndarray, n: int) -> Tensor:
