@@ -164,8 +164,8 @@ class RunResult:
 def run(
     method: str = "fedavg",
     *,
-    dataset: str | None = None,
-    partition: str | None = None,
+    dataset: str | Path | Any = None,
+    partition: str | Any = None,
     clients: int | None = None,
     rounds: int | None = None,
     backend: str = "inprocess",
@@ -180,8 +180,12 @@ def run(
     Args:
         method: A registered method (``fgl methods``), including one registered in this
             process with :func:`~fgl_flower.methods.register_method` (in-process only).
-        dataset: As ``fgl run --dataset`` (the app default if None).
-        partition: As ``fgl run --partition``.
+        dataset: As ``fgl run --dataset`` (a catalog name or a dataset file; the app
+            default if None), or a graph object: a PyG ``Data`` (node tasks) or a list or
+            PyG dataset of ``Data`` (graph tasks), stored once in the cache by its content
+            (docs/own-data.md).
+        partition: As ``fgl run --partition``, or an array of one client id per node
+            (graph): the ``assign`` partition (``clients`` 0 or the ids' count).
         clients: As ``fgl run --clients``.
         rounds: As ``fgl run --rounds``.
         backend: ``"inprocess"`` (the clients one after another in this process),
@@ -203,15 +207,8 @@ def run(
 
     if backend not in ENGINES:
         raise ConfigError(f"backend={backend!r}: use one of {', '.join(ENGINES)}.")
-    overrides = _flatten(
-        {
-            "method": method,
-            "dataset": dataset,
-            "partition": partition,
-            "clients": clients,
-            "rounds": rounds,
-            **options,
-        }
+    overrides = _flatten(_data_keys(dataset, partition)) | _flatten(
+        {"method": method, "clients": clients, "rounds": rounds, **options}
     )
     overrides.setdefault("progress", verbose)
     flat = flat_config(overrides, out=out)
@@ -233,6 +230,28 @@ def run(
         ):
             execute(cfg, backend, stream=stream)
     return RunResult.load(out_dir)
+
+
+def _data_keys(dataset: Any, partition: Any) -> dict[str, Any]:
+    """The ``dataset`` and ``partition`` arguments as run-config keys: a name or path as
+    given; a graph object stored in the cache by its content
+    (:func:`~fgl_flower.datasets.objects.store_object`); an array of client ids as the
+    file stored in the cache (:func:`~fgl_flower.datasets.partition.assign.store_assignment`),
+    which :func:`~fgl_flower.launch.flat_config` turns into the ``assign`` partition."""
+    keys: dict[str, Any] = {"dataset": dataset, "partition": partition}
+    if isinstance(dataset, Path):
+        keys["dataset"] = str(dataset)
+    elif dataset is not None and not isinstance(dataset, str):
+        from fgl_flower.datasets.objects import store_object
+
+        keys["dataset"] = str(store_object(dataset))
+    if isinstance(partition, Path):
+        keys["partition"] = str(partition)
+    elif partition is not None and not isinstance(partition, str):
+        from fgl_flower.datasets.partition.assign import store_assignment
+
+        keys["partition"] = str(store_assignment(partition))
+    return keys
 
 
 def load_result(out_dir: str | Path) -> RunResult:
@@ -377,8 +396,8 @@ class Partition:
 
 
 def partition(
-    dataset: str | None = None,
-    partition: str | None = None,
+    dataset: str | Path | Any = None,
+    partition: str | Any = None,
     clients: int | None = None,
     **options: Any,
 ) -> Partition:
@@ -390,7 +409,7 @@ def partition(
     from fgl_flower.parse import parse_run_config
 
     flat = flat_config(
-        _flatten({"dataset": dataset, "partition": partition, "clients": clients, **options})
+        _flatten(_data_keys(dataset, partition)) | _flatten({"clients": clients, **options})
     )
     cfg = parse_run_config(flat)
     validate_data_config(cfg.data_config())

@@ -430,6 +430,7 @@ PARTITIONS = (
     "random",
     "dirichlet",
     "files",
+    "assign",
     "per-dataset",
 )
 
@@ -441,10 +442,14 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     d = load_app_defaults()
     p.add_argument("--method", help=f"method name (see `fgl methods`; default {d['method']})")
     p.add_argument(
-        "--dataset", help=f"dataset name or group (see `fgl datasets`; default {d['dataset']})"
+        "--dataset",
+        help=f"dataset name or group (see `fgl datasets`), or a .pt/.npz/.csv file "
+        f"(docs/own-data.md; default {d['dataset']})",
     )
     p.add_argument(
-        "--partition", help=f"partitioner: {', '.join(PARTITIONS)} (default {d['partition']})"
+        "--partition",
+        help=f"partitioner: {', '.join(PARTITIONS)}, or a .npy/.csv file of one client id "
+        f"per node (graph) (default {d['partition']})",
     )
     p.add_argument(
         "--clients",

@@ -83,9 +83,10 @@ FOLLOW_FEDERATION = -1
 #: (``model-init`` is checked against :data:`fgl_flower.models.INITS`).
 CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
     "split-mode": (
-        ("random", "stratified", "stratified-sequential", "five-group"),
+        ("random", "stratified", "stratified-sequential", "five-group", "official"),
         "per-client splits at random, per class, per class from one stream over the "
-        "clients, or five node groups of the whole graph rotated by split-fold",
+        "clients, five node groups of the whole graph rotated by split-fold, or the "
+        "split the dataset ships (OGB's, a user graph's masks)",
     ),
     "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
     "eval-weight": (

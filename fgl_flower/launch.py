@@ -62,6 +62,8 @@ def flat_config(
     from fgl_flower.app_defaults import load_app_defaults
     from fgl_flower.config import FOLLOW_FEDERATION
     from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS
+    from fgl_flower.datasets.files import is_file_reference
+    from fgl_flower.datasets.partition.assign import is_assignment_file
     from fgl_flower.datasets.resolve import task_of
     from fgl_flower.methods import METHODS, method_option_defaults
     from fgl_flower.models.registry import model_for_task
@@ -79,8 +81,17 @@ def flat_config(
             flat[key] = value
     if "dataset" not in overrides:  # the no-option demo: small where the method is long
         flat.update({key: value for key, value in spec.demo.items() if key not in overrides})
+    if is_assignment_file(str(flat["partition"])):  # --partition clients.npy: assign
+        flat["data.assign.file"] = flat["partition"]
+        flat["partition"] = "assign"
+        if "num-clients" not in overrides:
+            flat["num-clients"] = 0  # as many as the file names (an explicit count is checked)
     dataset = str(flat["dataset"])
-    if "model" not in overrides and (dataset in DATASETS or dataset in DATASET_GROUPS):
+    if is_file_reference(dataset):  # clients may run in another working directory
+        flat["dataset"] = dataset = str(Path(dataset).expanduser().resolve())
+    if "model" not in overrides and (
+        dataset in DATASETS or dataset in DATASET_GROUPS or is_file_reference(dataset)
+    ):
         flat["model"] = model_for_task(str(flat["model"]), task_of(dataset))
     if _is_group(str(flat["dataset"])):  # one client per member dataset
         if "partition" not in overrides:
@@ -97,7 +108,7 @@ def flat_config(
         flat["num-clients"] = OWN_FEDERATION_CLIENTS
     path = Path(out).expanduser().resolve() if out else default_out_dir(flat)
     flat["out-dir"] = str(path)
-    for key in ("data-root", "data.files.dir"):
+    for key in ("data-root", "data.files.dir", "data.assign.file", "data.nodes"):
         if flat.get(key):
             flat[key] = str(Path(str(flat[key])).expanduser().resolve())
     return flat
@@ -110,9 +121,12 @@ def _is_group(dataset: str) -> bool:
 
 
 def default_out_dir(flat: Mapping[str, Scalar]) -> Path:
-    """``./runs/<method>-<dataset>-<partition>-c<clients>-s<seed>-<time>``."""
+    """``./runs/<method>-<dataset>-<partition>-c<clients>-s<seed>-<time>`` (a dataset file:
+    its stem)."""
+    from fgl_flower.datasets.files import dataset_label
+
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    name = f"{flat['method']}-{flat['dataset']}-{flat['partition']}-c{flat['num-clients']}-s{flat['seed']}-{stamp}"
+    name = f"{flat['method']}-{dataset_label(str(flat['dataset']))}-{flat['partition']}-c{flat['num-clients']}-s{flat['seed']}-{stamp}"
     return (Path.cwd() / "runs" / name).resolve()
 
 

@@ -13,6 +13,7 @@ from flwr.supercore import log
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import FOLLOW_FEDERATION, RunConfig
 from fgl_flower.datasets import cache_dir, task_of
+from fgl_flower.datasets.files import dataset_label
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
@@ -33,7 +34,7 @@ def resolve_out_dir(cfg: RunConfig) -> Path:
     return (
         cache_dir()
         / "runs"
-        / f"{cfg.method}-{cfg.dataset}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
+        / f"{cfg.method}-{dataset_label(cfg.dataset)}-{cfg.partition}-c{cfg.num_clients}-s{cfg.seed}-{stamp}"
     )
 
 

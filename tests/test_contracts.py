@@ -11,6 +11,8 @@ from fgl_flower.app_defaults import app_config_text, load_app_defaults, sync_pyp
 from fgl_flower.config import CORE_KEYS
 from fgl_flower.datasets import DATASETS, PARTITIONERS
 from fgl_flower.datasets.catalog import NODE_OPTIONS
+from fgl_flower.datasets.checks import EDGE_OPTIONS
+from fgl_flower.datasets.files import CSV_OPTIONS
 from fgl_flower.methods import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,11 +71,10 @@ def test_data_options_match_partitioners_and_synthetic():
     generated = ("synthetic", "synthetic-graphs")
     for name in generated:
         assert data[name] == _defaults(DATASETS.get(name).options), f"data.{name}"
-    # Options of every node dataset: "" (= as stored) unless set.
-    assert {k: v for k, v in data.items() if not isinstance(v, dict)} == dict.fromkeys(
-        NODE_OPTIONS, ""
-    )
-    assert set(data) <= set(PARTITIONERS) | set(generated) | set(NODE_OPTIONS)
+    # Options of every node dataset and of dataset files: "" (= the default) unless set.
+    plain = {*NODE_OPTIONS, *EDGE_OPTIONS, *CSV_OPTIONS}
+    assert {k: v for k, v in data.items() if not isinstance(v, dict)} == dict.fromkeys(plain, "")
+    assert set(data) <= set(PARTITIONERS) | set(generated) | plain
 
 
 def test_defaults_parse():

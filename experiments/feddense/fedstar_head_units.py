@@ -29,8 +29,8 @@ def main() -> None:
     args = p.parse_args()
 
     from fgl_flower.checkpoint import SERVER_FILE, client_dir, read_records, run_checkpoint_dir
+    from fgl_flower.datasets import load_client_data
     from fgl_flower.datasets.encodings import attach_graph_inputs
-    from fgl_flower.datasets.federated import load_client_data
     from fgl_flower.models.fedstar import FedStarGIN
     from fgl_flower.parse import parse_run_config
 

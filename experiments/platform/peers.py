@@ -59,7 +59,7 @@ from typing import NamedTuple
 
 import psutil
 
-from fgl_flower.datasets.catalog import dataset_status
+from fgl_flower.datasets.source import dataset_status
 
 REPO = Path(__file__).resolve().parents[2]
 JOB = [

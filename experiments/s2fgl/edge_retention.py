@@ -24,7 +24,7 @@ import scipy.sparse as sp
 from scipy.sparse.csgraph import connected_components
 
 from fgl_flower.datasets import DataConfig, load_client_data, load_dataset
-from fgl_flower.datasets.federated import undirected_edges
+from fgl_flower.datasets.edges import undirected_edges
 from fgl_flower.datasets.partition.files import partition_files
 
 

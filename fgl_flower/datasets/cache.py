@@ -47,7 +47,7 @@ def partition_tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
     partitioners are keyed with ``num_clients`` 0, whatever count they give."""
     num_clients = 0 if r.partitioner.natural_clients else cfg.num_clients
     meta = {
-        "dataset": r.dataset,
+        "dataset": r.key,
         "partition": r.partition,
         "num_clients": num_clients,
         "partition_seed": cfg.partition_seed,
@@ -55,8 +55,11 @@ def partition_tag(r: _Resolved, cfg: DataConfig) -> tuple[str, dict[str, Any]]:
         "format": FORMAT_VERSION,
         "partitioner_version": r.partitioner.version,
     }
+    fingerprint = r.partitioner.fingerprint(dict(r.part_opts))
+    if fingerprint:  # the content of its input files (a key without it is unchanged)
+        meta["input"] = fingerprint
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{r.dataset}-{r.partition}-{num_clients}-{digest}", meta
+    return f"{r.key}-{r.partition}-{num_clients}-{digest}", meta
 
 
 def stored_partition(tag: str) -> Path | None:

@@ -16,9 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from fgl_flower.datasets.options import Option, Scalar, resolve_options
+from fgl_flower.datasets.options import Option, Scalar
 from fgl_flower.datasets.pyg import PyGSource, _Unavailable
-from fgl_flower.datasets.root import cache_dir, resolve_data_root
+from fgl_flower.datasets.root import cache_dir
 from fgl_flower.datasets.syncora import FOLDER as SYN_CORA_FOLDER
 from fgl_flower.datasets.syncora import HOMOPHILY_LEVELS, REPLICAS, file_name, load_syn_cora
 from fgl_flower.datasets.synthetic import SYNTHETIC_OPTIONS
@@ -264,32 +264,3 @@ def _populate() -> None:
 
 
 _populate()
-
-
-def load_dataset(
-    name: str, root: str | Path | None = None, options: Mapping[str, Scalar] | None = None
-) -> Data | Dataset:
-    """Load a catalog dataset.
-
-    Args:
-        name: Catalog name (case-insensitive).
-        root: Data root (see :func:`~fgl_flower.datasets.root.resolve_data_root`).
-        options: Dataset options (``synthetic``: its generator; node datasets:
-            ``undirected``); defaults fill the rest.
-
-    Returns:
-        Node tasks: one ``Data`` (``x`` dense or sparse COO, ``edge_index`` as stored by
-        PyG, ``y``, ``num_classes``). Graph tasks: the PyG dataset of graphs.
-
-    Raises:
-        UnknownNameError: ``name`` is not in the catalog.
-        DataUnavailableError: raw files are missing and cannot be downloaded.
-    """
-    entry = DATASETS.get(name)
-    opts = resolve_options(entry.options, options or {}, owner=f"dataset {entry.name!r}")
-    return entry.load(resolve_data_root(root), opts)
-
-
-def dataset_status(name: str, root: str | Path | None = None) -> tuple[bool, Path]:
-    """``(present, folder)``: whether ``name``'s raw files are available, and where they go."""
-    return DATASETS.get(name).status(resolve_data_root(root))

@@ -66,13 +66,13 @@ def labels(cfg: DataConfig) -> Labels:
     """``{dataset: (kind, labels that occur, labels with a training example, clients with
     none)}``, from the partition's ``classes.json`` when it holds this split (an answer
     written before the last item was kept is computed again), else computed by loading every
-    client (:func:`~fgl_flower.datasets.federated.class_labels`) and remembered there."""
+    client (:func:`~fgl_flower.datasets.stats.class_labels`) and remembered there."""
     key = split_key(cfg)
     folder = _folder(cfg)
     known = _read(folder).get(key) if folder is not None else None
     if known is not None and all(len(entry) == 4 for entry in known.values()):
         return {name: tuple(entry) for name, entry in known.items()}
-    from fgl_flower.datasets.federated import class_labels  # torch
+    from fgl_flower.datasets.stats import class_labels  # torch
 
     found = {
         name: (kind, sorted(p), sorted(t), sorted(i))

@@ -23,7 +23,7 @@ from fgl_flower.registry import Registry
 if TYPE_CHECKING:
     from torch_geometric.data import Data
 
-    from fgl_flower.datasets.federated import GraphClientData
+    from fgl_flower.datasets.client_data import GraphClientData
 
 #: ``name -> f(edge_index, num_nodes) -> [num_nodes, d]``: a per-node input of graph models.
 GRAPH_INPUTS: Registry[Callable[[Tensor, int], Tensor]] = Registry("graph input")

@@ -17,6 +17,7 @@ file                 shape, dtype            content
 ``x_values``         [nnz] float32           their values
 ``edge_ptr``         [K+1] int64             offsets of each client's edges
 ``edge_index``       [2, E] int64            induced edges in local ids, in the graph's order
+``official_split``   [N] int64               the source's split (0/1/2/-1), where it has one
 ===================  ======================  =============================================
 
 A client's part (:func:`load_node_part`) equals the induced subgraph that PyG's
@@ -121,6 +122,9 @@ def write_node_parts(folder: Path, data: Data, parts: Sequence[np.ndarray]) -> d
         _save(folder, "x_values", csr.data.astype(np.float32))
     else:
         _save(folder, "x", x.numpy()[order])
+    split = getattr(data, "official_split", None)
+    if split is not None:  # the source's own split, kept per node
+        _save(folder, "official_split", np.asarray(split)[order].astype(np.int64))
     _save(folder, "edge_ptr", edge_ptr)
     _save(folder, "edge_index", edges.astype(np.int64))
     return {
@@ -144,7 +148,8 @@ def _store(folder: str, stamp: int) -> tuple[dict[str, Any], dict[str, np.ndarra
 
 def load_node_part(folder: Path, k: int) -> dict[str, Any]:
     """Client ``k``'s part: ``x``, ``edge_index``, ``y``, ``global_id``, ``num_classes``,
-    ``num_nodes_total`` (what the whole-graph ``subgraph`` gave)."""
+    ``num_nodes_total`` (what the whole-graph ``subgraph`` gave) and, where the source has
+    one, ``official_split``."""
     meta, a = _store(str(folder), (Path(folder) / "meta.json").stat().st_mtime_ns)
     lo, hi = int(a["node_ptr"][k]), int(a["node_ptr"][k + 1])
     e0, e1 = int(a["edge_ptr"][k]), int(a["edge_ptr"][k + 1])
@@ -161,7 +166,7 @@ def load_node_part(folder: Path, k: int) -> dict[str, Any]:
         ).coalesce()
     else:
         x = torch.from_numpy(np.array(a["x"][lo:hi]))
-    return {
+    part = {
         "x": compact_features(x),
         "edge_index": torch.from_numpy(np.array(a["edge_index"][:, e0:e1])),
         "y": torch.from_numpy(np.array(a["y"][lo:hi])),
@@ -169,3 +174,6 @@ def load_node_part(folder: Path, k: int) -> dict[str, Any]:
         "num_classes": int(meta["num_classes"]),
         "num_nodes_total": int(meta["num_nodes_total"]),
     }
+    if "official_split" in a:
+        part["official_split"] = np.array(a["official_split"][lo:hi])
+    return part

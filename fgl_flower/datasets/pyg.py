@@ -2,7 +2,7 @@
 
 PyG downloads whenever a raw file is missing. We subclass the dataset class so that
 its :meth:`download` first honours ``FGL_OFFLINE`` and turns any failure into
-:class:`_Unavailable`; :func:`fgl_flower.datasets.catalog.load_dataset` converts
+:class:`_Unavailable`; :func:`fgl_flower.datasets.source.load_dataset` converts
 that into one clear :class:`~fgl_flower.errors.DataUnavailableError`.
 """
 

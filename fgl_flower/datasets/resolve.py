@@ -1,11 +1,12 @@
-"""What defines the clients' data, and its validation: no torch, no data read.
+"""What defines the clients' data, and its validation: no data read (but a ``.pt`` dataset
+file, opened to tell a node task from a graph task).
 
 :class:`DataConfig` names a dataset (or group), a partitioner with its options, the
 number of clients, the splits and the edge noise; :func:`validate_data_config` checks names,
 ratios and options against the registries, so a bad config is refused before torch is
 imported. ``num_clients = 0`` asks for the partition's natural number of clients (dataset
 groups: one per member; ``louvain-merge``: its large communities), see
-:func:`fgl_flower.datasets.federated.natural_num_clients`.
+:func:`fgl_flower.datasets.build.natural_num_clients`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
-from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS, DatasetEntry, DatasetGroup
+from fgl_flower.datasets.catalog import DATASET_GROUPS, DatasetEntry, DatasetGroup
+from fgl_flower.datasets.files import source_stamp
 from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
 from fgl_flower.datasets.partition import PARTITIONERS, Partitioner
+from fgl_flower.datasets.source import cache_key, entry_of
 from fgl_flower.datasets.splits import GLOBAL_SPLITS, NODE_SPLITS, check_five_group, check_ratios
 from fgl_flower.errors import ConfigError
 
@@ -25,7 +28,7 @@ from fgl_flower.errors import ConfigError
 class DataConfig:
     """Everything that defines the clients' data (hashable)."""
 
-    dataset: str  # catalog name, group name or "synthetic"
+    dataset: str  # catalog name, group name, "synthetic" or a dataset file's path
     partition: str  # partitioner name
     num_clients: int  # 0: the partition's natural number of clients
     partition_seed: int = 0
@@ -41,7 +44,8 @@ class DataConfig:
 # --- resolution and validation ----------------------------------------------------------
 @dataclass(frozen=True)
 class _Resolved:
-    dataset: str  # canonical
+    dataset: str  # canonical (a file: the path as given)
+    key: str  # its name in cache folders (a file: <stem>-<content digest>)
     task: str  # "node" | "graph"
     members: tuple[str, ...] | None  # dataset group members
     partitioner: Partitioner
@@ -54,7 +58,7 @@ def task_of(dataset: str) -> str:
     """``"node"`` or ``"graph"`` (dataset groups are graph tasks); raises ``UnknownNameError``."""
     if dataset in DATASET_GROUPS:
         return DATASET_GROUPS.get(dataset).task
-    return DATASETS.get(dataset).task
+    return entry_of(dataset).task
 
 
 def _split_options(
@@ -129,10 +133,15 @@ def _check_num_clients(
         )
 
 
-@functools.lru_cache(maxsize=128)
 def _resolve(cfg: DataConfig) -> _Resolved:
+    """``cfg`` checked and resolved (memoised; a dataset file: until it changes)."""
+    return _resolve_at(cfg, source_stamp(cfg.dataset))
+
+
+@functools.lru_cache(maxsize=128)
+def _resolve_at(cfg: DataConfig, stamp: tuple[int, ...] | None) -> _Resolved:
     group = DATASET_GROUPS.get(cfg.dataset) if cfg.dataset in DATASET_GROUPS else None
-    entry = None if group else DATASETS.get(cfg.dataset)
+    entry = None if group else entry_of(cfg.dataset)
     name, task = (group.name, group.task) if group else (entry.name, entry.task)  # type: ignore[union-attr]
     partition = PARTITIONERS.canonical(cfg.partition)
     partitioner = PARTITIONERS.get(partition)()
@@ -149,6 +158,7 @@ def _resolve(cfg: DataConfig) -> _Resolved:
     partitioner.check(name, cfg.num_clients, part_opts)
     return _Resolved(
         name,
+        cache_key(entry, data_opts) if entry is not None else name,
         task,
         group.members if group else None,
         partitioner,

@@ -24,6 +24,10 @@ Node splits (:data:`NODE_SPLITS`) return three disjoint index arrays covering al
   dataset group that share their nodes (``syn-cora``: the same Cora nodes rewired) share the
   groups: a node's group follows its ``split_id``, the same in every member.
 
+* ``official`` (see :data:`STORED_SPLITS`): the split the source ships (OGB's, or the masks of
+  a user's graph), kept per node through partitioning; nodes in none of its parts are in no
+  split. Graph tasks: per graph, likewise. ``split`` ratios are not used.
+
 Graph splits (:func:`graph_split`) follow FedDense §2.4: sklearn ``train_test_split``
 of train vs. the rest, then of the rest into val/test.
 """
@@ -57,6 +61,10 @@ SEQUENTIAL_SPLITS = frozenset({"stratified-sequential"})
 #: Split modes fixed on the whole graph before partitioning; the loader hands them the
 #: client's :class:`NodeGroups` instead of a random source.
 GLOBAL_SPLITS = frozenset({"five-group"})
+
+#: Split modes read from the source: the loader hands them the client's ``[n]`` official
+#: split (0 train, 1 validation, 2 test, -1 none), stored with the partition.
+STORED_SPLITS = frozenset({"official"})
 
 #: Groups of the ``five-group`` split, and the only ratios it accepts (3 / 1 / 1 groups).
 NUM_GROUPS = 5
@@ -156,6 +164,12 @@ def five_group_split(y: np.ndarray, ratios: Ratios, source: NodeGroups) -> Split
     val = np.flatnonzero(source.group == val_group)
     train = np.flatnonzero((source.group != test_group) & (source.group != val_group))
     return train, val, test
+
+
+@NODE_SPLITS.register("official")
+def official_split(y: np.ndarray, ratios: Ratios, split: np.ndarray) -> Split:
+    """The items whose official split is 0, 1 and 2 (``ratios`` are not used)."""
+    return tuple(np.flatnonzero(split == k) for k in range(3))  # type: ignore[return-value]
 
 
 def check_five_group(ratios: Ratios, fold: int) -> None:

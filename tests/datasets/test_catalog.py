@@ -2,7 +2,7 @@
 
 from fgl_flower.app_defaults import load_app_defaults
 from fgl_flower.datasets import load_client_data
-from fgl_flower.datasets.catalog import load_dataset
+from fgl_flower.datasets.source import load_dataset
 from fgl_flower.parse import parse_run_config
 
 

@@ -10,8 +10,8 @@ import pytest
 from fgl_flower.datasets import DataConfig
 from fgl_flower.datasets.cache import partition_tag, stored_partition
 from fgl_flower.datasets.class_check import CLASSES_FILE, check_training_classes, labels, split_key
-from fgl_flower.datasets.federated import class_labels
 from fgl_flower.datasets.resolve import _resolve
+from fgl_flower.datasets.stats import class_labels
 from fgl_flower.errors import ConfigError
 
 # 1 % of 100 nodes per client in training: 3 training nodes for 3 classes, per client

@@ -80,7 +80,7 @@ def test_options_accept_case_and_underscores():
 @pytest.fixture
 def own_cache(tmp_path, monkeypatch):
     """A cache of this test's own (the suite's is shared by its workers), empty in memory too."""
-    from fgl_flower.datasets.federated import _client_part
+    from fgl_flower.datasets.build import client_part as _client_part
 
     monkeypatch.setenv("FGL_CACHE_DIR", str(tmp_path / "cache"))
     _client_part.cache_clear()
@@ -93,7 +93,7 @@ def test_cache_hit_identical_and_on_disk(own_cache):
     assert isinstance(a, NodeClientData) and a.num_classes == 4 and a.num_features == 32
     (folder,) = [f for f in partition_dir("x").parent.glob("synthetic-metis-4-*") if f.is_dir()]
     assert (folder / "node_ptr.npy").is_file() and not list(folder.glob("client_*.pt"))
-    from fgl_flower.datasets.federated import _client_part
+    from fgl_flower.datasets.build import client_part as _client_part
 
     _client_part.cache_clear()  # force a read from disk
     load_client_data.cache_clear()
@@ -253,7 +253,7 @@ def test_physics_fedspray_files(data_root):
 def test_partitioner_version_invalidates_cache(own_cache, monkeypatch):
     cfg = DataConfig("synthetic", "metis", 2, options=(("data-seed", 7),))
     load_client_data(cfg, 0)
-    from fgl_flower.datasets.federated import _client_part
+    from fgl_flower.datasets.build import client_part as _client_part
     from fgl_flower.datasets.partition.community import Metis
 
     before = {p.name for p in partition_dir("").iterdir()}

@@ -96,7 +96,7 @@ def test_chameleon_clients(data_root):
     assert np.array_equal(np.sort(allids), np.arange(2277))
     assert all(i.size >= 50 for i in ids)
     from fgl_flower.datasets import load_dataset
-    from fgl_flower.datasets.federated import undirected_edges
+    from fgl_flower.datasets.edges import undirected_edges
     from fgl_flower.datasets.partition.community import louvain
 
     data = load_dataset("chameleon", data_root, {"undirected": True})

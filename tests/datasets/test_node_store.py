@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from fgl_flower.datasets.catalog import load_dataset
-from fgl_flower.datasets.federated import _node_part
+from fgl_flower.datasets.build import _node_part
 from fgl_flower.datasets.node_store import induced_edges, load_node_part, write_node_parts
+from fgl_flower.datasets.source import load_dataset
 
 
 def _equal(a, b) -> bool:

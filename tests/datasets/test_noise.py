@@ -4,7 +4,7 @@ import numpy as np
 import torch
 
 from fgl_flower.datasets import DataConfig, load_client_data
-from fgl_flower.datasets.federated import undirected_edges
+from fgl_flower.datasets.edges import undirected_edges
 from fgl_flower.datasets.noise import flip_edges
 
 
@@ -45,7 +45,7 @@ def test_client_edges_are_flipped_at_load_time():
         assert (flipped[k][0] != flipped[k][1]).all()
         a, b = undirected_edges(clean[k], n), undirected_edges(flipped[k], n)
         assert 0.1 < 1 - len(_keys(a, n) & _keys(b, n)) / a.shape[1] < 0.3
-    from fgl_flower.datasets.federated import _client_part
+    from fgl_flower.datasets.build import client_part as _client_part
 
     _client_part.cache_clear()
     load_client_data.cache_clear()

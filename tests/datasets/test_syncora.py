@@ -13,7 +13,7 @@ from fgl_flower.datasets import (
     natural_num_clients,
     partition_stats,
 )
-from fgl_flower.datasets.federated import undirected_edges
+from fgl_flower.datasets.edges import undirected_edges
 from fgl_flower.datasets.homophily import edge_homophily
 from fgl_flower.datasets.syncora import HOMOPHILY_LEVELS, REPLICAS
 from fgl_flower.errors import CorruptDataError, DataUnavailableError

@@ -85,6 +85,11 @@ class Partitioner(abc.ABC):
     ) -> list[np.ndarray]:
         """Return ``num_clients`` disjoint arrays of item ids."""
 
+    def fingerprint(self, opts: Mapping[str, Scalar | None]) -> str:
+        """What its input files hold, in a few characters (part of the partition's cache key,
+        so a changed file is partitioned again); ``""`` where the options say everything."""
+        return ""
+
     def natural_split(
         self, inp: PartitionInput, seed: int, opts: Mapping[str, Scalar | None]
     ) -> list[np.ndarray]:
