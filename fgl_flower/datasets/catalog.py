@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal, Protocol
 
-from fgl_flower.datasets.options import Option, Scalar
+from fgl_flower.datasets.ogb import OGB_DATASETS
+from fgl_flower.datasets.options import NODE_OPTIONS, Option, Scalar
 from fgl_flower.datasets.pyg import PyGSource, _Unavailable
 from fgl_flower.datasets.root import cache_dir
 from fgl_flower.datasets.syncora import FOLDER as SYN_CORA_FOLDER
@@ -30,15 +31,6 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data, Dataset
 
 Task = Literal["node", "graph"]
-
-#: Options of every PyG node dataset (``data.<dataset>.<option>`` in the run config).
-NODE_OPTIONS = {
-    "undirected": Option(
-        bool,
-        False,
-        "add the reverse of every edge (e.g. for the directed WebKB graphs, S2FGL spec §9 item 15)",
-    ),
-}
 
 
 class DatasetEntry(Protocol):
@@ -202,6 +194,8 @@ def _populate() -> None:
         )
     _pyg("WikiCS", "node", "WikiCS", "WikiCS", "raw", is_undirected=True)
     _pyg("Flickr", "node", "Flickr", "Flickr", "raw")
+    for name, ogb_entry in OGB_DATASETS.items():  # node and graph tasks, OGB's own split
+        DATASETS.register(name, ogb_entry)
     DATASETS.register("synthetic", SyntheticEntry())
     DATASETS.register(
         "synthetic-graphs",

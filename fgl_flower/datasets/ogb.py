@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from fgl_flower.datasets.options import Option, Scalar
+from fgl_flower.datasets.options import NODE_OPTIONS, Option, Scalar
 from fgl_flower.datasets.pyg import _Unavailable
 from fgl_flower.datasets.root import cache_dir, file_lock, is_offline, mirror_path, shadow_dir
 from fgl_flower.errors import ConfigError, CorruptDataError, DataUnavailableError, FGLError
@@ -43,12 +43,6 @@ if TYPE_CHECKING:
     from torch_geometric.data import Data, InMemoryDataset
 
     from fgl_flower.datasets.graphset import GraphSet
-
-#: Options of the OGB node datasets (the catalog's ``NODE_OPTIONS``, not imported: the
-#: catalog imports this module).
-OGB_NODE_OPTIONS = {
-    "undirected": Option(bool, False, "add the reverse of every edge (ogbn-arxiv is directed)"),
-}
 
 _CLASSES = {
     "node": ("ogb.nodeproppred.dataset_pyg", "PygNodePropPredDataset"),
@@ -168,10 +162,7 @@ class OGBEntry:
 #: name -> entry of every OGB dataset the catalog lists: one label per node (not the
 #: multi-label ogbn-proteins), one target per graph (not the multi-task molpcba, moltox21...).
 OGB_DATASETS: dict[str, OGBEntry] = {
-    **{
-        n: OGBEntry(n, "node", options=dict(OGB_NODE_OPTIONS))
-        for n in ("ogbn-arxiv", "ogbn-products")
-    },
+    **{n: OGBEntry(n, "node", options=dict(NODE_OPTIONS)) for n in ("ogbn-arxiv", "ogbn-products")},
     **{n: OGBEntry(n, "graph") for n in ("ogbg-molhiv", "ogbg-molbace", "ogbg-molbbbp")},
     **{
         n: OGBEntry(n, "graph", regression=True)

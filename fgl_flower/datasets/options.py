@@ -68,3 +68,14 @@ def resolve_options(
             raise unknown_option_error(name, list(accepted), owner)
         out[name] = accepted[name].coerce(owner, name, value)
     return out
+
+
+#: Options of every node dataset of the catalog (``data.<option>`` in the run config).
+NODE_OPTIONS = {
+    "undirected": Option(
+        bool,
+        False,
+        "add the reverse of every edge (the directed WebKB graphs, S2FGL spec §9 item 15; "
+        "ogbn-arxiv)",
+    ),
+}

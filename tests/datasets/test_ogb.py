@@ -22,7 +22,6 @@ from fgl_flower.datasets.catalog import NODE_OPTIONS
 from fgl_flower.datasets.graphset import GraphSet
 from fgl_flower.datasets.ogb import (
     OGB_DATASETS,
-    OGB_NODE_OPTIONS,
     _import_ogb,
     _master,
     _ogb_class,
@@ -211,9 +210,7 @@ def test_the_table_agrees_with_ogb():
         if not entry.regression:
             assert meta["task type"] in {"multiclass classification", "binary classification"}
         assert entry.folder == name.replace("-", "_")
-        assert entry.options == (OGB_NODE_OPTIONS if entry.task == "node" else {})
-    same = {k: (o.type, o.default) for k, o in NODE_OPTIONS.items()}  # the catalog's, kept apart
-    assert {k: (o.type, o.default) for k, o in OGB_NODE_OPTIONS.items()} == same
+        assert entry.options == (NODE_OPTIONS if entry.task == "node" else {})
     assert {"ogbn-arxiv", "ogbn-products", "ogbg-molhiv", "ogbg-mollipo"} <= set(OGB_DATASETS)
     assert not {"ogbn-proteins", "ogbg-molpcba", "ogbg-moltox21", "ogbg-ppa"} & set(OGB_DATASETS)
 
@@ -237,3 +234,26 @@ def test_the_module_imports_neither_torch_nor_ogb():
         [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_ogb_through_the_pipeline_keeps_the_official_split(tmp_path):
+    """Catalog name -> partition -> a client's part: each node (graph) keeps OGB's split."""
+    from fgl_flower.datasets import DataConfig, load_client_data
+
+    root = tmp_path / "data"
+    nodes = write_node_dataset(root, "ogbn-arxiv", num_nodes=40)
+    cfg = DataConfig("ogbn-arxiv", "random", 2, split_mode="official", data_root=str(root))
+    for k in range(2):
+        c = load_client_data(cfg, k)
+        ids = c.data.global_id.numpy()
+        assert np.array_equal(c.data.y.numpy(), nodes.y[ids])
+        for code, mask in enumerate((c.data.train_mask, c.data.val_mask, c.data.test_mask)):
+            assert np.array_equal(mask.numpy(), nodes.split[ids] == code)
+    graphs = write_graph_dataset(root, "ogbg-molhiv", num_graphs=12)
+    cfg = DataConfig("ogbg-molhiv", "random", 2, split_mode="official", data_root=str(root))
+    seen = []
+    for k in range(2):
+        c = load_client_data(cfg, k)
+        for code, part in enumerate((c.train, c.val, c.test)):
+            seen += [(int(g.y.view(-1)[0]), code) for g in part]
+    assert sorted(seen) == sorted(zip(graphs.y.reshape(-1).tolist(), graphs.split.tolist()))
