@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from fgl_flower.errors import ConfigError
+from fgl_flower.tasks import AUTO, TASKS
 
 Scalar = int | float | bool | str
 
@@ -29,6 +30,7 @@ Scalar = int | float | bool | str
 CORE_KEYS: dict[str, type] = {
     "method": str,
     "dataset": str,
+    "task": str,
     "partition": str,
     "num-clients": int,
     "num-rounds": int,
@@ -88,7 +90,11 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
         "clients, five node groups of the whole graph rotated by split-fold, or the "
         "split the dataset ships (OGB's, a user graph's masks)",
     ),
-    "select-by": (("val_acc", "val_loss"), "the validation metric that picks the reported round"),
+    "task": ((AUTO, *TASKS), "what the run learns: the dataset's own (auto), or a task by name"),
+    "select-by": (
+        tuple(sorted({m for _, t in TASKS.items() for m in t.selectable})),
+        "the validation metric that picks the reported round (one the run's task reports)",
+    ),
     "eval-weight": (
         ("split", "client-size", "client"),
         "pool each metric over the clients' "
@@ -180,6 +186,7 @@ class RunConfig:
     resume: bool = False
     split_fold: int = 0
     edge_flip: float = 0.0
+    task: str = AUTO
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)
@@ -223,6 +230,7 @@ class RunConfig:
             options=tuple(sorted(options.items())),
             split_fold=self.split_fold,
             edge_flip=self.edge_flip,
+            task=self.task,
         )
 
     def to_json(self) -> str:

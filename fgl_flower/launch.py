@@ -13,9 +13,12 @@ import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from fgl_flower.errors import ConfigError, FGLError
+
+if TYPE_CHECKING:
+    from fgl_flower.tasks import Task
 
 Scalar = int | float | bool | str
 
@@ -64,7 +67,7 @@ def flat_config(
     from fgl_flower.datasets.catalog import DATASET_GROUPS, DATASETS
     from fgl_flower.datasets.files import is_file_reference
     from fgl_flower.datasets.partition.assign import is_assignment_file
-    from fgl_flower.datasets.resolve import task_of
+    from fgl_flower.datasets.resolve import level_of
     from fgl_flower.methods import METHODS, method_option_defaults
     from fgl_flower.models.registry import model_for_task
 
@@ -89,10 +92,13 @@ def flat_config(
     dataset = str(flat["dataset"])
     if is_file_reference(dataset):  # clients may run in another working directory
         flat["dataset"] = dataset = str(Path(dataset).expanduser().resolve())
-    if "model" not in overrides and (
-        dataset in DATASETS or dataset in DATASET_GROUPS or is_file_reference(dataset)
-    ):
-        flat["model"] = model_for_task(str(flat["model"]), task_of(dataset))
+    if dataset in DATASETS or dataset in DATASET_GROUPS or is_file_reference(dataset):
+        if "model" not in overrides:
+            flat["model"] = model_for_task(str(flat["model"]), level_of(dataset))
+        task = task_of_run(flat)
+        for key, value in task.defaults.items():  # e.g. link prediction's select-by
+            if key not in overrides:
+                flat[key] = value
     if _is_group(str(flat["dataset"])):  # one client per member dataset
         if "partition" not in overrides:
             flat["partition"] = "per-dataset"
@@ -112,6 +118,21 @@ def flat_config(
         if flat.get(key):
             flat[key] = str(Path(str(flat[key])).expanduser().resolve())
     return flat
+
+
+def task_of_run(flat: Mapping[str, Scalar]) -> Task:
+    """The task of a flat config's run (``auto``: its dataset's own; ``ConfigError``)."""
+    from fgl_flower.datasets.resolve import dataset_task
+    from fgl_flower.registry import _norm
+
+    dataset = str(flat["dataset"])
+    scopes = {"", _norm(dataset)}
+    options = {
+        k.rpartition(".")[2]: v
+        for k, v in flat.items()
+        if k.startswith("data.") and _norm(k[5:].rpartition(".")[0]) in scopes and v != ""
+    }
+    return dataset_task(str(flat["task"]), dataset, options)
 
 
 def _is_group(dataset: str) -> bool:

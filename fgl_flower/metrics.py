@@ -9,6 +9,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from fgl_flower.tasks import lower_is_better
+
 
 def macro_f1(pred: Tensor, target: Tensor, num_classes: int, all_classes: bool = False) -> float:
     r"""Macro-F1 over the classes present in ``target`` or ``pred`` (or over all classes).
@@ -80,7 +82,7 @@ def summarize_clients(
 
     * ``m`` -- weighted mean :math:`\sum_k n_k m_k / \sum_k n_k` (the headline number),
     * ``m_mean`` / ``m_std`` -- unweighted mean and population std over clients,
-    * ``m_worst`` -- the minimum (the maximum for losses).
+    * ``m_worst`` -- the minimum (the maximum for losses and errors).
 
     With ``count_key``, a client whose count ``values[k][count_key[m]]`` is 0 has no value
     for ``m`` (e.g. minority accuracy on a client without minority test nodes) and is
@@ -98,5 +100,5 @@ def summarize_clients(
         out[m] = sum(w * x for w, x in zip(ws, xs)) / total if total > 0 else mean
         out[f"{m}_mean"] = mean
         out[f"{m}_std"] = math.sqrt(sum((x - mean) ** 2 for x in xs) / len(xs))
-        out[f"{m}_worst"] = max(xs) if m.endswith("loss") else min(xs)
+        out[f"{m}_worst"] = max(xs) if lower_is_better(m) else min(xs)
     return out

@@ -24,6 +24,7 @@ from typing import Any
 from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
+from fgl_flower.tasks import lower_is_better
 
 #: The default metric that selects the reported round (``select-by`` in the run config).
 SELECT_KEY = "val_acc"
@@ -97,13 +98,14 @@ def summarize_rounds(
     """Final round, best round by ``eval[select_key]`` (earliest on ties) and the mean of
     the last :data:`LAST_ROUNDS` evaluated rounds.
 
-    The best round has the highest value, or the lowest for a loss (``*_loss``); rounds
+    The best round has the highest value, or the lowest for a loss or an error (``*_loss``,
+    ``*_mse``, ``*_mae``: :func:`~fgl_flower.tasks.lower_is_better`); rounds
     whose value is missing or not finite are never selected.
     """
     evaluated = [r for r in rounds if r.get("eval")]
     if not evaluated:
         return {"rounds_completed": len(rounds)}
-    sign = -1.0 if select_key.endswith("loss") else 1.0
+    sign = -1.0 if lower_is_better(select_key) else 1.0
     candidates = [r for r in evaluated if _finite(r["eval"].get(select_key))] or evaluated
     best = max(
         candidates,

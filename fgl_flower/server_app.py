@@ -12,13 +12,15 @@ from flwr.supercore import log
 
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import FOLLOW_FEDERATION, RunConfig
-from fgl_flower.datasets import cache_dir, task_of
+from fgl_flower.datasets import cache_dir
 from fgl_flower.datasets.files import dataset_label
+from fgl_flower.datasets.resolve import run_task
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
 from fgl_flower.parse import parse_run_config
 from fgl_flower.results import RunRecorder, results_written
+from fgl_flower.tasks import check_select_by
 
 app = ServerApp()
 
@@ -39,21 +41,24 @@ def resolve_out_dir(cfg: RunConfig) -> Path:
 
 
 def check_method_task(cfg: RunConfig) -> None:
-    """Method, model and dataset must serve the same task (node or graph level)."""
+    """Method, model, dataset and ``select-by`` serve the run's task (``task``: node or graph
+    classification, link prediction, graph regression)."""
     spec = METHODS.get(cfg.method)
-    task = task_of(cfg.dataset)
-    if task not in spec.tasks:
+    task = run_task(cfg)
+    if task.name not in spec.tasks:
+        can = sorted(n for n, s in METHODS.items() if task.name in s.tasks)
         raise ConfigError(
-            f"Method {cfg.method!r} supports {', '.join(spec.tasks)}-level tasks, "
-            f"but dataset {cfg.dataset!r} is {task}-level."
+            f"Method {cfg.method!r} runs {', '.join(spec.tasks)} tasks, not {task.name} "
+            f"({cfg.dataset!r}); methods that run it: {', '.join(can)}."
         )
     model = MODELS.get(cfg.model)
-    if model.task != task:
-        fits = [n for n, s in MODELS.items() if s.task == task]
+    if model.task != task.level:
+        fits = [n for n, s in MODELS.items() if s.task == task.level]
         raise ConfigError(
             f"Model {cfg.model!r} is for {model.task}-level tasks, but dataset {cfg.dataset!r} "
-            f"is {task}-level: set model to one of {', '.join(fits)}."
+            f"is {task.level}-level: set model to one of {', '.join(fits)}."
         )
+    check_select_by(task, cfg.select_by)
 
 
 def follow_federation(grid: Grid, cfg: RunConfig) -> RunConfig:

@@ -32,9 +32,10 @@ BAD = [
             "--model",
             "gin",
         ],
-        "supports node-level tasks",
+        "runs node tasks, not graph",
     ),
-    (["--set", "select-by=val_f1"], "select-by='val_f1'"),
+    (["--set", "select-by=val_auc"], "select-by=val_auc: task node reports val_loss, val_acc"),
+    (["--set", "select-by=val_f2"], "select-by='val_f2'"),
     (["--set", "model-init=xavier"], "Unknown model-init 'xavier'"),
     (
         ["--dataset", "Physics", "--partition", "files", "--set", "data.files.dir=/nonexistent"],

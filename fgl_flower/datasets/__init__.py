@@ -26,7 +26,7 @@ _WHERE = {
     "dataset_status": "source",
     "load_dataset": "source",
     "DataConfig": "resolve",
-    "task_of": "resolve",
+    "level_of": "resolve",
     "validate_data_config": "resolve",
     "GraphClientData": "client_data",
     "NodeClientData": "client_data",
@@ -66,7 +66,7 @@ __all__ = [
     "partition_stats",
     "resolve_data_root",
     "store_object",
-    "task_of",
+    "level_of",
     "validate_data_config",
     "with_natural_clients",
 ]
@@ -85,7 +85,7 @@ if TYPE_CHECKING:
     from fgl_flower.datasets.graphset import GraphSet
     from fgl_flower.datasets.objects import store_object
     from fgl_flower.datasets.partition import PARTITIONERS, Partitioner, PartitionInput
-    from fgl_flower.datasets.resolve import DataConfig, task_of, validate_data_config
+    from fgl_flower.datasets.resolve import DataConfig, level_of, validate_data_config
     from fgl_flower.datasets.root import cache_dir, resolve_data_root
     from fgl_flower.datasets.source import dataset_status, load_dataset
     from fgl_flower.datasets.splits import NODE_SPLITS

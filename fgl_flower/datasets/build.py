@@ -136,7 +136,7 @@ def partition_folder(cfg: DataConfig) -> Path:
     """The cached partition of ``cfg`` (built if absent); natural partitioners: any count."""
     r = _resolve(cfg)
     tag, meta = partition_tag(r, cfg)
-    write = _write_node_parts if r.task == "node" else _write_graph_parts
+    write = _write_node_parts if r.level == "node" else _write_graph_parts
     return ensure_partition(tag, meta, lambda folder: write(r, cfg, folder))
 
 
@@ -166,7 +166,7 @@ def _group_part(r: _Resolved, cfg: DataConfig, partition_id: int) -> dict[str, A
     """Client ``partition_id`` of a dataset group: member ``partition_id``, whole."""
     member = r.members[partition_id]  # type: ignore[index]
     loaded = load_dataset(member, cfg.data_root)
-    if r.task == "node":
+    if r.level == "node":
         part = _node_part(loaded, np.arange(loaded.num_nodes))
         if getattr(loaded, "source_id", None) is not None:  # members built on shared nodes
             part["split_id"] = loaded.source_id
@@ -197,10 +197,10 @@ def _client_part_at(
         raise r.partitioner.count_error(
             r.partition, r.dataset, num_parts(folder), cfg.num_clients, dict(r.part_opts)
         )
-    if r.task == "node":
+    if r.level == "node":
         return load_node_part(folder, partition_id)
     part = load_part(folder, partition_id)
-    if r.task == "graph":
+    if r.level == "graph":
         from torch_geometric.data import Data
 
         part["graphs"] = [Data.from_dict(g) for g in part["graphs"]]

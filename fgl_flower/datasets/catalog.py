@@ -103,6 +103,10 @@ class SyntheticEntry:
     def status(self, root: Path) -> tuple[bool, Path]:
         return True, root
 
+    def real_targets(self, options: Mapping[str, Scalar]) -> bool:
+        """``synthetic-graphs`` with ``target = regression``."""
+        return options.get("target") == "regression"
+
     def load(self, root: Path, options: Mapping[str, Scalar]) -> Data | Dataset:
         kw = {k.replace("-", "_"): v for k, v in options.items()}
         kw["seed"] = kw.pop("data_seed")

@@ -22,6 +22,7 @@ from torch import Tensor
 from fgl_flower.datasets.build import client_part, part_config
 from fgl_flower.datasets.edges import undirected_edges
 from fgl_flower.datasets.files import source_stamp
+from fgl_flower.datasets.link_splits import LinkSplit, split_edges
 from fgl_flower.datasets.noise import EDGE_FLIP_STREAM, flip_edges
 from fgl_flower.datasets.packed import PackedGraphs
 from fgl_flower.datasets.resolve import DataConfig, _resolve
@@ -111,6 +112,45 @@ class NodeClientData:
 
 
 @dataclass
+class LinkClientData:
+    """One client's subgraph for link prediction: :class:`NodeGraph` whose ``edge_index`` is
+    the message-passing graph (the training edges, both directions; no node masks), and
+    its edge split :class:`~fgl_flower.datasets.link_splits.LinkSplit`."""
+
+    data: NodeGraph
+    edges: LinkSplit
+    num_features: int
+    num_classes: int  # of the node labels (not used by link prediction)
+    partition_id: int
+    num_clients: int
+    _copies: dict = field(default_factory=dict, repr=False, compare=False)
+    kind = "link"
+
+    @property
+    def num_train(self) -> int:
+        """Training edges: the FedAvg weight."""
+        return int(self.edges.train_pos.size(1))
+
+    @property
+    def num_local(self) -> int:
+        """All the client's edges (train, val and test)."""
+        e = self.edges
+        return int(e.train_pos.size(1) + e.val_pos.size(1) + e.test_pos.size(1))
+
+    def to(self, device: torch.device | str) -> LinkClientData:
+        """The same client on ``device`` (kept, as :meth:`NodeClientData.to`)."""
+        device = torch.device(device)
+        if device not in self._copies:
+            graph = self.data.to(device)
+            self._copies[device] = (
+                self
+                if graph is self.data
+                else replace(self, data=graph, edges=self.edges.to(device), _copies={})
+            )
+        return self._copies[device]
+
+
+@dataclass
 class GraphClientData:
     """One client's graphs, already split."""
 
@@ -169,6 +209,33 @@ def _split_source(
     return rng
 
 
+def _link_client(
+    cfg: DataConfig, part: dict[str, Any], partition_id: int, ratios: Ratios
+) -> LinkClientData:
+    """Link prediction: the client's edges split by ``split`` (train/val/test, from
+    ``[split_seed, client]``), val/test negatives drawn inside the client; its graph keeps the
+    training edges only (:func:`~fgl_flower.datasets.link_splits.split_edges`)."""
+    y = part["y"]
+    n = y.numel()
+    try:
+        edges = split_edges(part["edge_index"], n, ratios, [cfg.split_seed, partition_id])
+    except ConfigError as exc:
+        raise ConfigError(f"client {partition_id}: {exc}") from None
+    none = torch.zeros(n, dtype=torch.bool)
+    graph = NodeGraph(
+        x=part["x"],
+        edge_index=edges.message_edges,
+        y=y,
+        global_id=part["global_id"],
+        train_mask=none,
+        val_mask=none,
+        test_mask=none,
+    )
+    return LinkClientData(
+        graph, edges, int(part["x"].size(1)), part["num_classes"], partition_id, cfg.num_clients
+    )
+
+
 def stored_split(cfg: DataConfig, part: dict[str, Any]) -> np.ndarray:
     """The client's ``[n]`` official split (``ConfigError`` if the dataset ships none)."""
     split = part.get("official_split")
@@ -200,7 +267,9 @@ def _mask(n: int, idx: np.ndarray) -> torch.Tensor:
     return mask
 
 
-def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | GraphClientData:
+def load_client_data(
+    cfg: DataConfig, partition_id: int
+) -> NodeClientData | GraphClientData | LinkClientData:
     """Client ``partition_id``'s data, split by ``cfg.split`` / ``split_mode`` / ``split_seed``
     / ``split_fold``, its edges flipped with probability ``cfg.edge_flip``.
 
@@ -215,7 +284,7 @@ def load_client_data(cfg: DataConfig, partition_id: int) -> NodeClientData | Gra
 @functools.lru_cache(maxsize=64)
 def _load_at(
     cfg: DataConfig, partition_id: int, stamp: tuple[int, ...] | None
-) -> NodeClientData | GraphClientData:
+) -> NodeClientData | GraphClientData | LinkClientData:
     r = _resolve(cfg)
     if cfg.num_clients == 0:
         raise ConfigError(
@@ -227,14 +296,16 @@ def _load_at(
         raise ConfigError(f"partition_id {partition_id} not in [0, {cfg.num_clients}).")
     part = client_part(part_config(cfg), partition_id)
     ratios = check_ratios(cfg.split)
-    if r.task == "graph":
+    if r.level == "graph":
         graphs = part["graphs"]
-        y = np.array([int(g.y.view(-1)[0]) for g in graphs])
+        regression = r.task == "graph-regression"
+        y = np.array([g.y.view(-1)[0].item() for g in graphs])
         mode = NODE_SPLITS.canonical(cfg.split_mode)
         if mode in STORED_SPLITS:
             tr, va, te = NODE_SPLITS.get(mode)(y, ratios, stored_split(cfg, part))
         else:
-            tr, va, te = graph_split(y, ratios, cfg.split_seed, stratified=mode == "stratified")
+            stratified = mode == "stratified" and not regression
+            tr, va, te = graph_split(y, ratios, cfg.split_seed, stratified=stratified)
         return GraphClientData(
             [graphs[i] for i in tr],
             [graphs[i] for i in va],
@@ -247,6 +318,8 @@ def _load_at(
         )
     y = part["y"]
     n = y.numel()
+    if r.task == "link":
+        return _link_client(cfg, part, partition_id, ratios)
     split = NODE_SPLITS.get(cfg.split_mode)
     tr, va, te = split(y.numpy(), ratios, _split_source(cfg, partition_id, split, ratios, part))
     edge_index = _noisy_edges(

@@ -268,6 +268,13 @@ class FileEntry:
             )
         return f"{self.path.stem}-{content_digest(*[f for f in files if f.is_file()])}"
 
+    def real_targets(self, options: Mapping[str, Scalar]) -> bool:
+        """Graphs whose ``y`` is a float tensor (a regression set); node graphs never."""
+        raw = self._raw(self.path, self.path.suffix.lower(), options)
+        return isinstance(raw, list) and any(
+            g.y is not None and g.y.is_floating_point() for g in raw
+        )
+
     def status(self, root: Path) -> tuple[bool, Path]:
         return self.path.is_file(), self.path
 

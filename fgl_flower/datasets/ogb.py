@@ -77,6 +77,10 @@ class OGBEntry:
         """The dataset's folder below the data root, e.g. ``ogbn_arxiv``."""
         return self.name.replace("-", "_")
 
+    def real_targets(self, options: Mapping[str, Scalar]) -> bool:
+        """Whether its targets are real numbers (the regression molecule sets)."""
+        return self.regression
+
     def status(self, root: Path) -> tuple[bool, Path]:
         """``(present, root/folder)``: whether raw files are there or were downloaded."""
         places = (root / self.folder, mirror_path(root, self.folder))

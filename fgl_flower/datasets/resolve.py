@@ -12,16 +12,27 @@ groups: one per member; ``louvain-merge``: its large communities), see
 from __future__ import annotations
 
 import functools
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fgl_flower.datasets.catalog import DATASET_GROUPS, DatasetEntry, DatasetGroup
 from fgl_flower.datasets.files import source_stamp
 from fgl_flower.datasets.options import Scalar, norm_key, resolve_options, unknown_option_error
 from fgl_flower.datasets.partition import PARTITIONERS, Partitioner
-from fgl_flower.datasets.source import cache_key, entry_of
-from fgl_flower.datasets.splits import GLOBAL_SPLITS, NODE_SPLITS, check_five_group, check_ratios
+from fgl_flower.datasets.source import cache_key, entry_of, real_targets
+from fgl_flower.datasets.splits import (
+    GLOBAL_SPLITS,
+    NODE_SPLITS,
+    STORED_SPLITS,
+    check_five_group,
+    check_ratios,
+)
 from fgl_flower.errors import ConfigError
+from fgl_flower.tasks import AUTO, TASKS, Task, resolve_task
+
+if TYPE_CHECKING:
+    from fgl_flower.config import RunConfig
 
 
 @dataclass(frozen=True)
@@ -39,6 +50,7 @@ class DataConfig:
     options: tuple[tuple[str, Scalar], ...] = ()  # partitioner/dataset options, sorted
     split_fold: int = 0  # five-group: test on group j, validate on group j + 1 (0..4)
     edge_flip: float = 0.0  # probability that a client edge is replaced by a random non-edge
+    task: str = "auto"  # a name in fgl_flower.tasks.TASKS, or "auto": the dataset's own
 
 
 # --- resolution and validation ----------------------------------------------------------
@@ -46,7 +58,8 @@ class DataConfig:
 class _Resolved:
     dataset: str  # canonical (a file: the path as given)
     key: str  # its name in cache folders (a file: <stem>-<content digest>)
-    task: str  # "node" | "graph"
+    level: str  # "node" | "graph": the data
+    task: str  # what the run learns (fgl_flower.tasks)  # "node" | "graph"
     members: tuple[str, ...] | None  # dataset group members
     partitioner: Partitioner
     partition: str  # canonical
@@ -54,8 +67,9 @@ class _Resolved:
     data_opts: tuple[tuple[str, Any], ...]
 
 
-def task_of(dataset: str) -> str:
-    """``"node"`` or ``"graph"`` (dataset groups are graph tasks); raises ``UnknownNameError``."""
+def level_of(dataset: str) -> str:
+    """``"node"`` or ``"graph"``: the level of a dataset's data (dataset groups: their
+    members'); raises ``UnknownNameError``."""
     if dataset in DATASET_GROUPS:
         return DATASET_GROUPS.get(dataset).task
     return entry_of(dataset).task
@@ -85,10 +99,21 @@ def _split_options(
     return part, data
 
 
-def _check_splits(cfg: DataConfig, task: str) -> None:
-    """Ratios, split mode (``five-group``: node tasks, fixed ratios, a fold) and edge flip."""
+def _check_splits(cfg: DataConfig, task: str, learns: str) -> None:
+    """Ratios, split mode (``five-group``: node tasks, fixed ratios, a fold; link prediction:
+    a random edge split; regression: no classes to stratify by) and edge flip."""
     ratios = check_ratios(cfg.split)
     mode = NODE_SPLITS.canonical(cfg.split_mode)
+    if learns == "link" and (mode != "random" or cfg.edge_flip):
+        raise ConfigError(
+            f"task=link splits each client's edges at random (split-mode={mode}, edge-flip="
+            f"{cfg.edge_flip:g}): set split-mode=random and edge-flip=0."
+        )
+    if learns == "graph-regression" and mode not in ("random", *STORED_SPLITS):
+        raise ConfigError(
+            f"split-mode={mode}: graph regression has no classes to split by; use "
+            "split-mode=random (or official)."
+        )
     if mode in GLOBAL_SPLITS:
         if task != "node":
             raise ConfigError(
@@ -142,24 +167,32 @@ def _resolve(cfg: DataConfig) -> _Resolved:
 def _resolve_at(cfg: DataConfig, stamp: tuple[int, ...] | None) -> _Resolved:
     group = DATASET_GROUPS.get(cfg.dataset) if cfg.dataset in DATASET_GROUPS else None
     entry = None if group else entry_of(cfg.dataset)
-    name, task = (group.name, group.task) if group else (entry.name, entry.task)  # type: ignore[union-attr]
+    name, level = (group.name, group.task) if group else (entry.name, entry.task)  # type: ignore[union-attr]
     partition = PARTITIONERS.canonical(cfg.partition)
     partitioner = PARTITIONERS.get(partition)()
-    kind = "group" if group else task
+    kind = "group" if group else level
     if kind not in partitioner.tasks:
-        what = "a dataset group" if group else f"a {task}-classification dataset"
+        what = "a dataset group" if group else f"a {level}-level dataset"
         usable = sorted(n for n, p in PARTITIONERS.items() if kind in p.tasks)
         raise ConfigError(
             f"Partitioner {partition!r} cannot split {name!r}, {what}. Use one of: {', '.join(usable)}."
         )
     _check_num_clients(cfg, name, group, partitioner, partition)
-    _check_splits(cfg, task)
     part_opts, data_opts = _split_options(cfg, entry, partitioner, partition)
+    regression = entry is not None and real_targets(entry, data_opts)
+    task = resolve_task(cfg.task, level, regression, name)
+    _check_splits(cfg, level, task.name)
+    if partitioner.label_skew and task.name not in ("node", "graph"):
+        raise ConfigError(
+            f"partition {partition!r} skews the classes among clients; task {task.name} has "
+            "none to skew: use random, or a structural partitioner (louvain, metis) for nodes."
+        )
     partitioner.check(name, cfg.num_clients, part_opts)
     return _Resolved(
         name,
         cache_key(entry, data_opts) if entry is not None else name,
-        task,
+        level,
+        task.name,
         group.members if group else None,
         partitioner,
         partition,
@@ -172,3 +205,21 @@ def validate_data_config(cfg: DataConfig) -> None:
     """Cheap checks (names, ratios, split mode and fold, edge flip, ``num_clients``, options,
     partition files); ``ConfigError``."""
     _resolve(cfg)
+
+
+def dataset_task(asked: str, dataset: str, options: Mapping[str, Any]) -> Task:
+    """What a run asking for task ``asked`` (a name or ``auto``) learns on ``dataset`` with
+    data ``options``: read from the dataset's entry alone (no partition is checked or built);
+    ``ConfigError`` where they disagree."""
+    if dataset in DATASET_GROUPS:
+        return resolve_task(asked, DATASET_GROUPS.get(dataset).task, False, dataset)
+    entry = entry_of(dataset)
+    return resolve_task(asked, entry.task, real_targets(entry, options), entry.name)
+
+
+def run_task(cfg: RunConfig) -> Task:
+    """What the run ``cfg`` learns: its ``task``, or with ``auto`` its dataset's own (the
+    clients' data are checked against it before any trains)."""
+    if cfg.task != AUTO:
+        return TASKS.get(cfg.task)
+    return dataset_task(cfg.task, cfg.dataset, dict(cfg.data_config().options))

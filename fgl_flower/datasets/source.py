@@ -39,6 +39,14 @@ def cache_key(entry: DatasetEntry, options: Mapping[str, Scalar]) -> str:
     return key(options) if key is not None else entry.name
 
 
+def real_targets(entry: DatasetEntry, options: Mapping[str, Scalar]) -> bool:
+    """Whether the entry's graphs have real-valued targets (a graph regression dataset): an
+    entry says so by a ``real_targets(options)`` method (OGB's regression sets, a file of
+    graphs with float ``y``, ``synthetic-graphs`` with ``target = regression``)."""
+    check = getattr(entry, "real_targets", None)
+    return bool(check(options)) if check is not None else False
+
+
 def load_dataset(
     name: str, root: str | Path | None = None, options: Mapping[str, Scalar] | None = None
 ) -> Data | Dataset | GraphSet:

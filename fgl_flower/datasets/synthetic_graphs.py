@@ -15,6 +15,16 @@ Graph :math:`g` of class :math:`c \in \{0, \dots, C-1\}` (classes balanced, in t
   models such as FedStar's and FedDense's structural channel have the rest to find).
 
 Self-loops are absent and edges undirected (both directions in ``edge_index``).
+
+With ``target = regression`` the same graphs carry a real target instead of their class
+(graph regression's offline default):
+
+.. math::
+    y_g = \frac{c_g}{C - 1} + \frac{1}{n_g} \sum_i x_i^\top w, \qquad
+    w \sim \mathcal N(0, I_F / F)
+
+(``w`` drawn once from a stream of its own, so the graphs are those of the class target):
+half structure (the community count), half a linear read-out of the mean node feature.
 """
 
 from __future__ import annotations
@@ -40,6 +50,7 @@ SYNTHETIC_GRAPH_OPTIONS: dict[str, Option] = {
     "p-out": Option(float, 0.02, "link probability across communities"),
     "feature-signal": Option(float, 0.3, "scale of the class mean in the node features"),
     "data-seed": Option(int, 0, "seed of the generated graphs"),
+    "target": Option(str, "class", "class | regression (a real target per graph, see the module)"),
 }
 
 
@@ -95,16 +106,20 @@ def synthetic_graphs(
     p_out: float = 0.02,
     feature_signal: float = 0.3,
     seed: int = 0,
+    target: str = "class",
 ) -> InMemoryDataset:
     """Sample the graphs (see module docstring).
 
     Returns:
         A PyG ``InMemoryDataset`` of ``num_graphs`` graphs, each with ``x`` [n, F] float32,
-        undirected ``edge_index`` [2, E] and ``y`` [1] long; ``num_classes`` = C.
+        undirected ``edge_index`` [2, E] and ``y`` [1] long (``target = regression``:
+        float32); ``num_classes`` = C (regression: 1).
     """
     import torch
     from torch_geometric.data import Data, InMemoryDataset
 
+    if target not in ("class", "regression"):
+        raise ConfigError(f"synthetic-graphs: target={target!r}; use class or regression.")
     _check(
         num_graphs,
         num_classes,
@@ -132,6 +147,13 @@ def synthetic_graphs(
                 y=torch.tensor([c], dtype=torch.long),
             )
         )
+
+    if target == "regression":
+        w = np.random.default_rng([seed, 1]).standard_normal(num_features) / np.sqrt(num_features)
+        for g in graphs:
+            c = int(g.y[0])
+            real = c / (num_classes - 1) + float(g.x.numpy().mean(0) @ w)
+            g.y = torch.tensor([real], dtype=torch.float32)
 
     class SyntheticGraphs(InMemoryDataset):
         """The generated graphs, held in memory (no root folder, nothing written)."""

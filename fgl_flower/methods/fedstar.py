@@ -40,9 +40,9 @@ OPTIONS = {"feature-conv": "gin", "secure-aggregation": False}
 def check_feature_channel(cfg: RunConfig) -> None:
     """FedStar's and FedDense's feature channel is a GIN: on graph tasks ``model`` must say
     so (no node backbone is named ``gin``; on node tasks ``model`` is not used)."""
-    from fgl_flower.datasets.resolve import task_of
+    from fgl_flower.datasets.resolve import level_of
 
-    if cfg.model != "gin" and task_of(cfg.dataset) == "graph":
+    if cfg.model != "gin" and level_of(cfg.dataset) == "graph":
         raise ConfigError(
             f"{cfg.method} builds its own dual-channel model whose feature channel "
             f"is a GIN; model={cfg.model!r} cannot be used: set model=gin."
@@ -50,13 +50,13 @@ def check_feature_channel(cfg: RunConfig) -> None:
 
 
 def check_config(cfg: RunConfig) -> None:
-    from fgl_flower.datasets.resolve import task_of
+    from fgl_flower.datasets.resolve import level_of
 
     check_feature_channel(cfg)
     conv = cfg.option("feature-conv")
     if conv not in FEATURE_CONVS:
         raise ConfigError(f"fedstar.feature-conv={conv!r}: use one of {', '.join(FEATURE_CONVS)}.")
-    if conv == "acm" and task_of(cfg.dataset) == "graph":
+    if conv == "acm" and level_of(cfg.dataset) == "graph":
         raise ConfigError(
             "fedstar.feature-conv=acm is for node tasks (ACM-GCN is a node backbone); "
             "graph tasks keep FedStar's GIN: leave fedstar.feature-conv=gin."

@@ -49,11 +49,11 @@ class GCFLOptions(MethodOptions):
         return (self.eps1_node, self.eps2_node) if task == "node" else (self.eps1, self.eps2)
 
 
-def run_task(cfg: RunConfig) -> str:
-    """``"node"`` or ``"graph"``: the run's task (dataset groups are graph tasks)."""
-    from fgl_flower.datasets.resolve import task_of
+def run_level(cfg: RunConfig) -> str:
+    """``"node"`` or ``"graph"``: the level of the run's data (dataset groups: graph)."""
+    from fgl_flower.datasets.resolve import level_of
 
-    return task_of(cfg.dataset)
+    return level_of(cfg.dataset)
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -73,7 +73,7 @@ def check_config(cfg: RunConfig) -> None:
         )
     if o.min_split_size < 2:
         raise ConfigError(f"gcfl.min-split-size must be at least 2 (got {o.min_split_size}).")
-    task = run_task(cfg)
+    task = run_level(cfg)
     unused = ("eps1", "eps2") if task == "node" else ("eps1_node", "eps2_node")
     if set_here := [n for n in unused if getattr(o, n) != getattr(GCFLOptions, n)]:
         used = "eps1-node/eps2-node" if task == "node" else "eps1/eps2"

@@ -36,6 +36,7 @@ from flwr.supercore import log
 
 from fgl_flower.checkpoint import Checkpointer
 from fgl_flower.config import RunConfig
+from fgl_flower.datasets.resolve import run_task
 from fgl_flower.errors import DivergedError
 from fgl_flower.metrics import summarize_clients
 from fgl_flower.probes import PROBE, Probe, ProbeWatch, collect_probes, summarize_probe
@@ -69,16 +70,6 @@ from fgl_flower.strategies.screening import (
     weight_problem,
 )
 from fgl_flower.strategies.server_state import PENDING_ARRAYS, ServerState, pack_state, unpack_state
-
-#: Per-client evaluation metrics and the count each is weighted by.
-EVAL_METRICS = {
-    **{
-        f"{split}_{m}": f"num-{split}"
-        for split in ("val", "test")
-        for m in ("loss", "acc", "f1", "f1_all")
-    },
-    "test_minority_acc": "num-test-minority",  # node tasks; FedSpray's minority accuracy
-}
 
 
 def evaluation_replies(replies: Iterable[Message]) -> list[Message]:
@@ -154,8 +145,9 @@ class FGLStrategy(Strategy):
     #: (``fused-evaluation``), halving the messages, with the same numbers.
     evaluate_with_next_train: bool = False
 
-    #: Per-client evaluation metrics summarized each round, and the count each is weighted by.
-    eval_metrics: dict[str, str] = EVAL_METRICS
+    #: Evaluation metrics the method adds to its task's (:attr:`~fgl_flower.tasks.Task.
+    #: eval_metrics`), with the count each is weighted by (e.g. GCFL's ``test_acc_gcfl``).
+    extra_eval_metrics: dict[str, str] = {}
 
     #: Attributes that hold server state across rounds (arrays, tensors or ``None``), kept
     #: in the run's checkpoint besides the global arrays (e.g. FedSpray's proxies).
@@ -168,6 +160,9 @@ class FGLStrategy(Strategy):
 
     def __init__(self, cfg: RunConfig) -> None:
         self.cfg = cfg
+        self.task = run_task(cfg)
+        #: per-client evaluation metrics summarized each round, and the count each is weighted by
+        self.eval_metrics = {**self.task.eval_metrics, **self.extra_eval_metrics}
         self.node_ids: list[int] = []  # the nodes that the next broadcast addresses
         self.nodes: dict[int, int] = {}  # partition id -> node id (from discovery)
         self.selected: list[int] = []  # the partition ids of node_ids

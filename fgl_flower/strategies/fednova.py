@@ -113,7 +113,7 @@ class FedNovaStrategy(FedAvgStrategy):
 
     def steps_problem(self, metrics: MetricRecord) -> str | None:
         """Why a reply's :data:`~fgl_flower.methods.fednova.STEPS` cannot be right, or ``None``."""
-        from fgl_flower.datasets.resolve import task_of
+        from fgl_flower.datasets.resolve import level_of
 
         steps, epochs = metrics.get(STEPS), self.cfg.local_epochs
         if (
@@ -122,7 +122,7 @@ class FedNovaStrategy(FedAvgStrategy):
             or not math.isfinite(steps)
         ):
             return f"{STEPS} is missing or not a finite number"
-        if task_of(self.cfg.dataset) == "node":
+        if level_of(self.cfg.dataset) == "node":
             expected = epochs  # full batch: one step an epoch
         elif self.cfg.agg_weight == "train":
             expected = epochs * math.ceil(float(metrics[NUM_EXAMPLES]) / self.cfg.batch_size)

@@ -46,11 +46,11 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 from flwr.supercore import log
 
 from fgl_flower.config import RunConfig
-from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, run_task
+from fgl_flower.methods.gcfl import GRAD_NORM, GCFLOptions, run_level
 from fgl_flower.protocol import ARRAYS, METRICS
 from fgl_flower.records import array_numpy, prefixed, require_record, sub_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
-from fgl_flower.strategies.base import EVAL_METRICS, client_metrics
+from fgl_flower.strategies.base import client_metrics
 from fgl_flower.strategies.grid import reply_partition_id
 from fgl_flower.strategies.multi_model import MultiModelStrategy
 
@@ -138,14 +138,14 @@ class GCFLStrategy(MultiModelStrategy):
 
     evaluate_with_next_train = True
     checkpointed = ("clusters", "cached_acc", "last_acc", "seqs", "seq_count")
-    eval_metrics = {**EVAL_METRICS, "test_acc_gcfl": "num-test"}
+    extra_eval_metrics = {"test_acc_gcfl": "num-test"}
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
         self.opts = GCFLOptions.from_config(cfg)
         self.plus = self.opts.variant == "gcfl+"
-        self.task = run_task(cfg)
-        self.eps1, self.eps2 = self.opts.thresholds(self.task)
+        self.level = run_level(cfg)
+        self.eps1, self.eps2 = self.opts.thresholds(self.level)
         n = cfg.num_clients
         self.clusters = np.zeros(n, dtype=np.int64)  # cluster id of each partition
         self.cached_acc = np.full(n, np.nan)  # best test acc cached at a split
@@ -167,7 +167,7 @@ class GCFLStrategy(MultiModelStrategy):
             "GCFL variant=%s on a %s task: split when mean update norm < %g, max > %g, "
             "round > %d, size >= %d%s",
             o.variant,
-            self.task,
+            self.level,
             self.eps1,
             self.eps2,
             o.split_after,

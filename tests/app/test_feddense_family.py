@@ -141,7 +141,7 @@ def test_graph_only_methods_refuse_node_datasets(flat):
     from fgl_flower.server_app import check_method_task
 
     flat.update({"method": "feddense", "model": "gin"})
-    with pytest.raises(ConfigError, match="supports graph-level tasks"):
+    with pytest.raises(ConfigError, match="runs graph tasks, not node"):
         check_method_task(parse_run_config(flat))
 
 

@@ -107,7 +107,7 @@ def test_fedhero_refuses_graph_datasets(hero_flat):
     from fgl_flower.server_app import check_method_task
 
     hero_flat.update({"dataset": "MUTAG", "model": "gin"})
-    with pytest.raises(ConfigError, match="supports node-level tasks"):
+    with pytest.raises(ConfigError, match="runs node tasks, not graph"):
         check_method_task(parse_run_config(hero_flat))
 
 

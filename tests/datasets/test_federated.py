@@ -12,11 +12,11 @@ from fgl_flower.datasets import (
     GraphClientData,
     NodeClientData,
     dataset_status,
+    level_of,
     load_client_data,
     load_dataset,
     partition_stats,
     resolve_data_root,
-    task_of,
     validate_data_config,
 )
 from fgl_flower.datasets.cache import partition_dir
@@ -25,10 +25,12 @@ from fgl_flower.errors import ConfigError, DataUnavailableError, UnknownNameErro
 
 def test_task_of():
     assert (
-        task_of("cora") == "node" and task_of("MUTAG") == "graph" and task_of("tu-multi") == "graph"
+        level_of("cora") == "node"
+        and level_of("MUTAG") == "graph"
+        and level_of("tu-multi") == "graph"
     )
     with pytest.raises(UnknownNameError, match="Did you mean 'Cora'"):
-        task_of("Coraa")
+        level_of("Coraa")
 
 
 @pytest.mark.parametrize(

@@ -75,6 +75,8 @@ class Partitioner(abc.ABC):
     #: Whether the data decide the number of clients (then ``split`` is not used: the
     #: loader calls :meth:`natural_split` and checks the count it gives).
     natural_clients: ClassVar[bool] = False
+    #: Whether it deals items out by their class (a task without classes refuses it).
+    label_skew: ClassVar[bool] = False
 
     def check(self, dataset: str, num_clients: int, opts: Mapping[str, Scalar | None]) -> None:
         """Cheap validation before any data is loaded; raise ``ConfigError``."""

@@ -34,6 +34,7 @@ class DirichletPartitioner(Partitioner):
     """
 
     tasks = frozenset({"node", "graph"})
+    label_skew = True
     options = {
         "alpha": Option(float, 0.5, "Dirichlet concentration (smaller = more skew)"),
         "min-size": Option(int, 10, "minimum number of items per client"),
