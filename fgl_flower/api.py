@@ -152,12 +152,16 @@ class RunResult:
         return pd.DataFrame.from_dict(self.clients, orient="index").sort_index()
 
     def __str__(self) -> str:
+        from fgl_flower.results import HEADLINES, headline
+
         s, f = self.summary, self.final
+        m = headline(f)
+        scale = HEADLINES[m][2]
         return (
             f"{s.get('method')} on {s.get('dataset')} ({s.get('partition')}, {s.get('num_clients')} "
-            f"clients, {s.get('num_rounds')} rounds, seed {s.get('seed')}): final test acc "
-            f"{100 * f.get('test_acc', float('nan')):.2f} (client mean "
-            f"{100 * f.get('test_acc_mean', float('nan')):.2f}); {self.out_dir}"
+            f"clients, {s.get('num_rounds')} rounds, seed {s.get('seed')}): final test {m} "
+            f"{scale * f.get(f'test_{m}', float('nan')):.2f} (client mean "
+            f"{scale * f.get(f'test_{m}_mean', float('nan')):.2f}); {self.out_dir}"
         )
 
 

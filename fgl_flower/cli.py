@@ -34,6 +34,7 @@ Scalar = int | float | bool | str
 FLAG_KEYS = {
     "method": "method",
     "dataset": "dataset",
+    "task": "task",
     "partition": "partition",
     "clients": "num-clients",
     "rounds": "num-rounds",
@@ -115,23 +116,28 @@ def dp_override(method: str, epsilon: float | None, clip: float | None) -> dict[
 
 
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
+    from fgl_flower.results import HEADLINES, headline
+
     rows = [("final", summary.get("final", {})), ("best-val", summary.get("best_val", {}))]
     print()
     print(
         f"{summary.get('method')} on {summary.get('dataset')} ({summary.get('partition')}, "
         f"{summary.get('num_clients')} clients, seed {summary.get('seed')})"
     )
+    metric = headline(rows[0][1] or rows[1][1])
+    _, second, scale = HEADLINES[metric]
     minority = any("test_minority_acc" in r for _, r in rows)
     print(
-        f"{'':10}{'round':>6}{'val acc':>9}{'test acc':>10}{'test F1':>9}{'worst':>8}"
-        + (f"{'minority':>10}" if minority else "")
+        f"{'':10}{'round':>6}{'val ' + metric:>9}{'test ' + metric:>10}{'test ' + second:>9}"
+        f"{'worst':>8}" + (f"{'minority':>10}" if minority else "")
     )
     for name, r in rows:
         if r:
             print(
-                f"{name:10}{r['round']:>6}{100 * r.get('val_acc', 0):>9.2f}"
-                f"{100 * r.get('test_acc', 0):>10.2f}{100 * r.get('test_f1', 0):>9.2f}"
-                f"{100 * r.get('test_acc_worst', 0):>8.2f}"
+                f"{name:10}{r['round']:>6}{scale * r.get(f'val_{metric}', 0):>9.2f}"
+                f"{scale * r.get(f'test_{metric}', 0):>10.2f}"
+                f"{scale * r.get(f'test_{second}', 0):>9.2f}"
+                f"{scale * r.get(f'test_{metric}_worst', 0):>8.2f}"
                 + (f"{100 * r.get('test_minority_acc', 0):>10.2f}" if minority else "")
             )
     if rows[1][1]:
@@ -258,6 +264,17 @@ def cmd_datasets(args: argparse.Namespace) -> int:
             f"{name:18}{group.task:7}{'yes' if present else 'no':9}group of {', '.join(group.members)} "
             "(partition=per-dataset)"
         )
+    return 0
+
+
+def cmd_tasks(args: argparse.Namespace) -> int:
+    from fgl_flower.methods import METHODS
+    from fgl_flower.tasks import TASKS
+
+    for name, task in TASKS.items():
+        runs = sorted(m for m, spec in METHODS.items() if name in spec.tasks)
+        print(f"{name:18}{task.level:7}select-by {task.select_by:9} {task.summary}")
+        print(f"{'':18}methods: {', '.join(runs)}")
     return 0
 
 
@@ -447,6 +464,11 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
         f"(docs/own-data.md; default {d['dataset']})",
     )
     p.add_argument(
+        "--task",
+        help="what to learn: auto (the dataset's own; default) | node | graph | link | "
+        "graph-regression (see `fgl tasks`)",
+    )
+    p.add_argument(
         "--partition",
         help=f"partitioner: {', '.join(PARTITIONS)}, or a .npy/.csv file of one client id "
         f"per node (graph) (default {d['partition']})",
@@ -608,6 +630,8 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(fn=cmd_new_method)
     p = sub.add_parser("methods", help="list methods")
     p.set_defaults(fn=cmd_methods)
+    p = sub.add_parser("tasks", help="list tasks (what a run learns) and the methods that run each")
+    p.set_defaults(fn=cmd_tasks)
     p = sub.add_parser("config", help="list every run-config key with its default and meaning")
     p.add_argument("--json", action="store_true", help="print JSON")
     p.set_defaults(fn=cmd_config)

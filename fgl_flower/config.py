@@ -44,6 +44,7 @@ CORE_KEYS: dict[str, type] = {
     "data-root": str,
     "out-dir": str,
     "model": str,
+    "link-decoder": str,
     "hidden": int,
     "num-layers": int,
     "dropout": float,
@@ -91,6 +92,11 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
         "split the dataset ships (OGB's, a user graph's masks)",
     ),
     "task": ((AUTO, *TASKS), "what the run learns: the dataset's own (auto), or a task by name"),
+    "link-decoder": (
+        ("dot", "mlp"),
+        "task=link: score a node pair by the dot product of its embeddings, or by an MLP "
+        "on their elementwise product",
+    ),
     "select-by": (
         tuple(sorted({m for _, t in TASKS.items() for m in t.selectable})),
         "the validation metric that picks the reported round (one the run's task reports)",
@@ -187,6 +193,7 @@ class RunConfig:
     split_fold: int = 0
     edge_flip: float = 0.0
     task: str = AUTO
+    link_decoder: str = "dot"
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)

@@ -70,6 +70,7 @@ def flat_config(
     from fgl_flower.datasets.resolve import level_of
     from fgl_flower.methods import METHODS, method_option_defaults
     from fgl_flower.models.registry import model_for_task
+    from fgl_flower.server_app import require_task
 
     defaults = load_app_defaults()
     known = {**method_option_defaults(), **defaults}  # a method registered at run time too
@@ -96,6 +97,7 @@ def flat_config(
         if "model" not in overrides:
             flat["model"] = model_for_task(str(flat["model"]), level_of(dataset))
         task = task_of_run(flat)
+        require_task(str(flat["method"]), task, dataset)  # before the method's own checks
         for key, value in task.defaults.items():  # e.g. link prediction's select-by
             if key not in overrides:
                 flat[key] = value

@@ -1,4 +1,5 @@
-r"""Classification metrics and their aggregation over clients."""
+r"""Classification and regression metrics, and their aggregation over clients (link
+prediction's: :mod:`fgl_flower.link_metrics`)."""
 
 from __future__ import annotations
 
@@ -48,6 +49,17 @@ def classification_metrics(logits: Tensor, target: Tensor, num_classes: int) -> 
         "f1": macro_f1(pred, target, num_classes),
         "f1_all": macro_f1(pred, target, num_classes, all_classes=True),
     }
+
+
+def regression_metrics(pred: Tensor, target: Tensor) -> dict[str, float]:
+    r"""Mean squared and absolute error of ``pred [n]`` against ``target [n]``:
+    :math:`\mathrm{MSE} = \frac1n\sum_i (\hat y_i - y_i)^2` (also the ``loss``) and
+    :math:`\mathrm{MAE} = \frac1n\sum_i |\hat y_i - y_i|`; 0 for empty input."""
+    if target.numel() == 0:
+        return {"loss": 0.0, "mse": 0.0, "mae": 0.0}
+    err = pred.reshape(-1).double() - target.reshape(-1).double()
+    mse = float((err**2).mean())
+    return {"loss": mse, "mse": mse, "mae": float(err.abs().mean())}
 
 
 def majority_class(labels: Tensor, num_classes: int) -> int:

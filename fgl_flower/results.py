@@ -292,8 +292,24 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} GiB"
 
 
+#: Each task's headline metric (the first a record reports: accuracy, link prediction's AUC,
+#: regression's MSE), its label, the metric shown beside it and the factor it is printed at.
+HEADLINES = {
+    "acc": ("accuracy", "f1", 100.0),
+    "auc": ("AUC", "ap", 100.0),
+    "mse": ("mean squared error", "mae", 1.0),
+}
+
+
+def headline(record: Mapping[str, Any]) -> str:
+    """The headline metric a record of metrics reports (``acc`` if none)."""
+    return next((m for m in HEADLINES if f"val_{m}" in record or f"test_{m}" in record), "acc")
+
+
 def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") -> None:
-    """Accuracy (val/test, weighted mean over clients) and loss per round, as a PNG."""
+    """The task's headline metric (val/test, weighted mean over clients: accuracy, link
+    prediction's AUC or regression's MSE, whichever the rounds report) and the loss per
+    round, as a PNG."""
     # A Figure without pyplot: no backend is chosen or switched (a notebook keeps its own).
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -303,12 +319,13 @@ def plot_curves(rounds: list[Mapping[str, Any]], path: Path, title: str = "") ->
     fig = Figure(figsize=(10, 3.8))
     ax_acc, ax_loss = fig.subplots(1, 2)
     xs = [r["round"] for r in rounds if r.get("eval")]
-    for key, label in (("val_acc", "val acc"), ("test_acc", "test acc")):
-        ys = [r["eval"].get(key) for r in rounds if r.get("eval")]
+    metric = headline({k: None for r in rounds for k in r.get("eval", {})})
+    for split in ("val", "test"):
+        ys = [r["eval"].get(f"{split}_{metric}") for r in rounds if r.get("eval")]
         if any(y is not None for y in ys):
-            ax_acc.plot(xs, ys, label=label, **style)
+            ax_acc.plot(xs, ys, label=f"{split} {metric}", **style)
     ax_acc.set_xlabel("round")
-    ax_acc.set_ylabel("accuracy (weighted mean)")
+    ax_acc.set_ylabel(f"{HEADLINES[metric][0]} (weighted mean)")
     ax_acc.legend()
     for key, src, label in (
         ("train_loss", "train", "train loss"),

@@ -19,8 +19,8 @@ from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.methods import METHODS
 from fgl_flower.models import MODELS
 from fgl_flower.parse import parse_run_config
-from fgl_flower.results import RunRecorder, results_written
-from fgl_flower.tasks import check_select_by
+from fgl_flower.results import RunRecorder, headline, results_written
+from fgl_flower.tasks import Task, check_select_by
 
 app = ServerApp()
 
@@ -40,17 +40,22 @@ def resolve_out_dir(cfg: RunConfig) -> Path:
     )
 
 
-def check_method_task(cfg: RunConfig) -> None:
-    """Method, model, dataset and ``select-by`` serve the run's task (``task``: node or graph
-    classification, link prediction, graph regression)."""
-    spec = METHODS.get(cfg.method)
-    task = run_task(cfg)
+def require_task(method: str, task: Task, dataset: str) -> None:
+    """A method refuses a task its spec does not list, naming those that run it."""
+    spec = METHODS.get(method)
     if task.name not in spec.tasks:
         can = sorted(n for n, s in METHODS.items() if task.name in s.tasks)
         raise ConfigError(
-            f"Method {cfg.method!r} runs {', '.join(spec.tasks)} tasks, not {task.name} "
-            f"({cfg.dataset!r}); methods that run it: {', '.join(can)}."
+            f"Method {method!r} runs {', '.join(spec.tasks)} tasks, not {task.name} "
+            f"({dataset!r}); methods that run it: {', '.join(can) or 'none'}."
         )
+
+
+def check_method_task(cfg: RunConfig) -> None:
+    """Method, model, dataset and ``select-by`` serve the run's task (``task``: node or graph
+    classification, link prediction, graph regression)."""
+    task = run_task(cfg)
+    require_task(cfg.method, task, cfg.dataset)
     model = MODELS.get(cfg.model)
     if model.task != task.level:
         fits = [n for n, s in MODELS.items() if s.task == task.level]
@@ -130,12 +135,15 @@ def run(grid: Grid, cfg: RunConfig) -> dict:
         raise
     summary = recorder.finish()
     best = summary.get("best_val", {})
+    key = f"test_{headline(best)}"
     log(
         INFO,
-        "Done: best-val round %s test_acc %.4f; final test_acc %.4f; %s",
+        "Done: best-val round %s %s %.4f; final %s %.4f; %s",
         best.get("round"),
-        best.get("test_acc", float("nan")),
-        summary.get("final", {}).get("test_acc", float("nan")),
+        key,
+        best.get(key, float("nan")),
+        key,
+        summary.get("final", {}).get(key, float("nan")),
         results_written(out_dir),
     )
     return summary

@@ -49,6 +49,7 @@ class Task:
         select_by: The validation metric that picks the reported round by default.
         defaults: Run-config values ``fgl run`` and the Python API use where the user gives
             none (its ``select_by``; link prediction's 0.8/0.1/0.1 edge split).
+        classes: It predicts classes (so every class needs a training example somewhere).
     """
 
     name: str
@@ -57,6 +58,7 @@ class Task:
     eval_metrics: Mapping[str, str] = field(default_factory=dict)
     select_by: str = "val_acc"
     defaults: Mapping[str, str] = field(default_factory=dict)
+    classes: bool = True
 
     @property
     def selectable(self) -> tuple[str, ...]:
@@ -88,6 +90,7 @@ TASKS.register(
         _per_split("loss", "auc", "ap", "mrr", *(f"hits@{k}" for k in HITS_AT)),
         select_by="val_auc",
         defaults={"select-by": "val_auc", "split": "0.8,0.1,0.1"},
+        classes=False,
     ),
 )
 TASKS.register(
@@ -99,6 +102,7 @@ TASKS.register(
         _per_split("loss", "mse", "mae"),
         select_by="val_mse",
         defaults={"select-by": "val_mse"},
+        classes=False,
     ),
 )
 

@@ -17,6 +17,7 @@ from fgl_flower.clients.learner import Learner, ModelBuilder, make_learner
 from fgl_flower.clients.state import ClientState
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.datasets.client_data import LinkClientData
 from fgl_flower.device import manual_seed, resolve_device
 from fgl_flower.dp.options import dp_settings
 from fgl_flower.errors import FGLError
@@ -51,13 +52,15 @@ class FGLClient:
     def __init__(
         self,
         cfg: RunConfig,
-        data: NodeClientData | GraphClientData,
+        data: NodeClientData | GraphClientData | LinkClientData,
         state: ClientState,
         partition_id: int,
     ) -> None:
         self.cfg = cfg
         self.device = resolve_device(cfg.device)
-        self.data = data.to(self.device) if isinstance(data, NodeClientData) else data
+        self.data = (
+            data.to(self.device) if isinstance(data, (NodeClientData, LinkClientData)) else data
+        )
         self.state = state
         self.partition_id = partition_id
 

@@ -1,8 +1,9 @@
-"""Learners: one client's model, optimizer and local data, for node or graph tasks.
+"""Learners: one client's model, optimizer and local data, one per task.
 
 A :class:`Learner` hides the difference between full-batch node classification on a
-client subgraph and mini-batch graph classification over a client's graphs, so that a
-method's client (FedAvg, FedProx, Local, ...) is written once for both tasks.
+client subgraph, mini-batch graph classification over a client's graphs, link prediction
+inside a subgraph and graph regression, so that a method's client (FedAvg, FedProx, Local,
+...) is written once for every task it runs (:data:`LEARNERS`, by task name).
 """
 
 from __future__ import annotations
@@ -18,12 +19,22 @@ from torch import Tensor, nn
 
 from fgl_flower.config import RunConfig
 from fgl_flower.datasets import GraphClientData, NodeClientData
+from fgl_flower.datasets.client_data import LinkClientData
+from fgl_flower.datasets.link_splits import edge_keys, sample_negatives
 from fgl_flower.datasets.packed import GraphBatch
 from fgl_flower.device import cpu_seeded
-from fgl_flower.metrics import classification_metrics, majority_class, minority_metrics
+from fgl_flower.link_metrics import link_metrics
+from fgl_flower.metrics import (
+    classification_metrics,
+    majority_class,
+    minority_metrics,
+    regression_metrics,
+)
 from fgl_flower.models import build_run_model
+from fgl_flower.models.link import LinkPredictor, link_loss
 from fgl_flower.protocol import NUM_LOCAL
 from fgl_flower.registry import Registry
+from fgl_flower.tasks import HITS_AT, TASKS
 
 #: ``extra_loss(model) -> scalar``: a method's regulariser added to every local step.
 ExtraLoss = Callable[[nn.Module], Tensor]
@@ -49,16 +60,16 @@ def make_optimizer(params, cfg: RunConfig) -> torch.optim.Optimizer:
 
 
 def seeded_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:
-    """The run's backbone, built on the CPU from ``cfg.seed`` without touching the caller's
-    random state (the shared initial model of every client): a fresh copy of a model made
-    once per process and run config."""
+    """The run's model for ``task`` (its learner's :meth:`Learner.build`), built on the CPU
+    from ``cfg.seed`` without touching the caller's random state (the shared initial model of
+    every client): a fresh copy of a model made once per process and run config."""
     return copy.deepcopy(_initial_model(cfg, task, num_features, num_classes))
 
 
 @functools.lru_cache(maxsize=16)
 def _initial_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:
     with cpu_seeded(cfg.seed):
-        return build_run_model(cfg, task, num_features, num_classes)
+        return LEARNERS.get(task).build(cfg, num_features, num_classes)
 
 
 class Learner(ABC):
@@ -70,6 +81,12 @@ class Learner(ABC):
     """
 
     task: str
+
+    @classmethod
+    def build(cls, cfg: RunConfig, num_features: int, num_classes: int) -> nn.Module:
+        """The task's model from the run's backbone (default: ``num_classes`` outputs at the
+        task's level)."""
+        return build_run_model(cfg, TASKS.get(cls.task).level, num_features, num_classes)
 
     def __init__(
         self,
@@ -256,6 +273,10 @@ class GraphLearner(Learner):
             return [k for k in keys if k.startswith(tuple(prefixes))]
         return super().shared_keys()
 
+    def loss(self, out: Tensor, batch: GraphBatch) -> Tensor:
+        """The training loss of a mini-batch's outputs (cross-entropy of its classes)."""
+        return F.cross_entropy(out, batch.y)
+
     def _batches(self, split: str, shuffle: bool) -> Iterator[GraphBatch]:
         """One pass over ``split``'s graphs in mini-batches on the learner's device, in
         ``DataLoader(graphs, batch_size, shuffle)``'s order (:mod:`~fgl_flower.datasets.packed`)."""
@@ -270,7 +291,7 @@ class GraphLearner(Learner):
             for batch in self._batches("train", shuffle=True):
                 self.optimizer.zero_grad()
                 out = self.forward(batch)
-                loss = F.cross_entropy(out, batch.y)
+                loss = self.loss(out, batch)
                 (loss + extra_loss(self.model) if extra_loss is not None else loss).backward()
                 self.optimizer.step()
                 total_loss += float(loss.detach()) * batch.num_graphs
@@ -299,15 +320,121 @@ class GraphLearner(Learner):
         return res
 
 
+@LEARNERS.register("graph-regression")
+class GraphRegressionLearner(GraphLearner):
+    """Mini-batch regression over the client's graphs: one output per graph, mean squared
+    error (:func:`~fgl_flower.metrics.regression_metrics`)."""
+
+    task = "graph-regression"
+
+    @classmethod
+    def build(cls, cfg: RunConfig, num_features: int, num_classes: int) -> nn.Module:
+        return build_run_model(cfg, "graph", num_features, 1)
+
+    def forward(self, batch: GraphBatch) -> Tensor:
+        """Predictions ``[B]`` of a mini-batch of graphs."""
+        return super().forward(batch).view(-1)
+
+    def loss(self, out: Tensor, batch: GraphBatch) -> Tensor:
+        return F.mse_loss(out, batch.y.float())
+
+    @torch.no_grad()
+    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
+        self.model.train(train_mode)
+        res: dict[str, float] = {}
+        for split in SPLITS:
+            outs, ys = [], []
+            for batch in self._batches(split, shuffle=False):
+                outs.append(self.forward(batch))
+                ys.append(batch.y)
+            out = torch.cat(outs) if outs else torch.zeros(0, device=self.device)
+            y = torch.cat(ys) if ys else torch.zeros(0, device=self.device)
+            for k, v in regression_metrics(out, y).items():
+                res[f"{split}_{k}"] = v
+            res[f"num-{split}"] = float(len(getattr(self.data, split)))
+        res[NUM_LOCAL] = float(self.num_local)
+        return res
+
+
+@LEARNERS.register("link")
+class LinkLearner(Learner):
+    r"""Full-batch link prediction on the client's subgraph (:mod:`fgl_flower.models.link`).
+
+    Each epoch embeds the nodes over the training edges, scores the training edges and as
+    many non-edges drawn anew (uniformly among the pairs that are not training edges; from
+    the round-seeded random state, so runs repeat), and takes a step on their binary
+    cross-entropy. Evaluation scores each split's held-out edges against its fixed negatives
+    (:func:`~fgl_flower.link_metrics.link_metrics`).
+    """
+
+    task = "link"
+    data: LinkClientData
+
+    @classmethod
+    def build(cls, cfg: RunConfig, num_features: int, num_classes: int) -> nn.Module:
+        encoder = build_run_model(cfg, "node", num_features, cfg.hidden)
+        return LinkPredictor(encoder, cfg.link_decoder, cfg.hidden)
+
+    @property
+    def num_train(self) -> int:
+        return self.data.num_train
+
+    @property
+    def num_local(self) -> int:
+        return self.data.num_local
+
+    @functools.cached_property
+    def _train_keys(self) -> Tensor:
+        e = self.data.edges
+        return edge_keys(e.train_pos.cpu(), e.num_nodes)
+
+    def negatives(self) -> Tensor:
+        """``[2, E_train]`` non-edges for one epoch, from the current random state."""
+        e = self.data.edges
+        gen = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
+        neg = sample_negatives(e.num_nodes, self._train_keys, e.train_pos.size(1), gen)
+        return neg.to(self.device)
+
+    def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
+        g, e = self.data.data, self.data.edges
+        self.model.train()
+        loss = torch.zeros(())
+        for _ in range(epochs):
+            neg = self.negatives()
+            self.optimizer.zero_grad()
+            z = self.model(g.x, g.edge_index)
+            loss = link_loss(self.model.score(z, e.train_pos), self.model.score(z, neg))
+            total = loss + extra_loss(self.model) if extra_loss is not None else loss
+            total.backward()
+            self.optimizer.step()
+        return {"train_loss": loss.item()}
+
+    @torch.no_grad()
+    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
+        """Per split: loss, AUC, AP, MRR and Hits@K of its edges against its negatives, and
+        the count of its edges."""
+        self.model.train(train_mode)
+        g, e = self.data.data, self.data.edges
+        z = self.model(g.x, g.edge_index)
+        res: dict[str, float] = {}
+        for split in SPLITS:
+            pos, neg = getattr(e, f"{split}_pos"), getattr(e, f"{split}_neg")
+            scores = link_metrics(self.model.score(z, pos), self.model.score(z, neg), HITS_AT)
+            for k, v in scores.items():
+                res[f"{split}_{k}"] = v
+            res[f"num-{split}"] = float(pos.size(1))
+        res[NUM_LOCAL] = float(self.num_local)
+        return res
+
+
 def make_learner(
     cfg: RunConfig,
-    data: NodeClientData | GraphClientData,
+    data: NodeClientData | GraphClientData | LinkClientData,
     device: torch.device | None = None,
     build: ModelBuilder | None = None,
     share: tuple[str, ...] | None = None,
 ) -> Learner:
     """The learner for ``data``'s task, on ``device`` (default: the CPU), with the run's
-    backbone or ``build``'s model, federating the ``share`` prefixes (default: all, or
-    the backbone's ``shared_prefixes`` across datasets)."""
-    task = "graph" if isinstance(data, GraphClientData) else "node"
-    return LEARNERS.get(task)(cfg, data, device, build, share)
+    model or ``build``'s, federating the ``share`` prefixes (default: all, or the
+    backbone's ``shared_prefixes`` across datasets)."""
+    return LEARNERS.get(data.task)(cfg, data, device, build, share)

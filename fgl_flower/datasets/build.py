@@ -111,7 +111,7 @@ def _write_graph_parts(r: _Resolved, cfg: DataConfig, folder: Path) -> dict[str,
             {
                 "graphs": [dataset[int(i)].to_dict() for i in ids],
                 "dataset": r.dataset,
-                "num_classes": int(dataset.num_classes),
+                "num_classes": 1 if r.task == "graph-regression" else int(dataset.num_classes),
                 "num_features": int(dataset.num_features),
                 **({} if official is None else {"official_split": torch.as_tensor(official[ids])}),
             }

@@ -20,6 +20,7 @@ from fgl_flower.datasets.cache import atomic_write, partition_tag, stored_partit
 from fgl_flower.datasets.resolve import DataConfig, _resolve
 from fgl_flower.datasets.root import file_lock
 from fgl_flower.errors import ConfigError
+from fgl_flower.tasks import TASKS
 
 #: The file in a partition's cache folder that holds the answers, keyed by split.
 CLASSES_FILE = "classes.json"
@@ -36,6 +37,8 @@ def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
     are checked per member dataset (their label spaces differ). ``num_clients = 0`` is
     resolved first."""
     split = ",".join(f"{r:g}" for r in cfg.split)
+    if not TASKS.get(_resolve(cfg).task).classes:
+        return _check_training_examples(cfg, split)
     found = labels(cfg)
     for name, (kind, _, _, idle) in found.items():
         if idle:
@@ -59,6 +62,22 @@ def check_training_classes(cfg: DataConfig, allow: bool = False) -> None:
             f"{what} Raise the train ratio (split={split}), use "
             "split-mode=stratified or fewer clients, or set untrained-classes=allow to run "
             "the protocol as it is."
+        )
+
+
+def _check_training_examples(cfg: DataConfig, split: str) -> None:
+    """Tasks without classes: every client loads (link prediction splits its edges, and
+    says when a client has too few) and has a training example."""
+    from fgl_flower.datasets.build import with_natural_clients
+    from fgl_flower.datasets.client_data import load_client_data  # torch
+
+    cfg = with_natural_clients(cfg)
+    idle = [k for k in range(cfg.num_clients) if load_client_data(cfg, k).num_train == 0]
+    if idle:
+        kind = load_client_data(cfg, idle[0]).kind
+        raise ConfigError(
+            f"{cfg.dataset}: client(s) {idle[:10]} have no training {kind} (split={split}), "
+            "so they cannot train. Raise the train ratio or use fewer clients."
         )
 
 

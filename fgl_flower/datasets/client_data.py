@@ -85,6 +85,7 @@ class NodeClientData:
     num_clients: int
     _copies: dict = field(default_factory=dict, repr=False, compare=False)
     kind = "node"
+    task = "node"
 
     @property
     def num_train(self) -> int:
@@ -124,7 +125,8 @@ class LinkClientData:
     partition_id: int
     num_clients: int
     _copies: dict = field(default_factory=dict, repr=False, compare=False)
-    kind = "link"
+    kind = "edge"
+    task = "link"
 
     @property
     def num_train(self) -> int:
@@ -162,6 +164,7 @@ class GraphClientData:
     dataset: str
     partition_id: int
     num_clients: int
+    task: str = "graph"  # or "graph-regression" (y real-valued)
     _packed: dict = field(default_factory=dict, repr=False, compare=False)
     kind = "graph"
 
@@ -315,6 +318,7 @@ def _load_at(
             part["dataset"],
             partition_id,
             cfg.num_clients,
+            r.task,
         )
     y = part["y"]
     n = y.numel()

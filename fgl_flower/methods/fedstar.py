@@ -67,7 +67,7 @@ SPEC = MethodSpec(
     name="fedstar",
     strategy="fgl_flower.strategies.fedstar:FedStarStrategy",
     client="fgl_flower.clients.fedstar:FedStarClient",
-    tasks=("graph", "node"),
+    tasks=("graph", "node", "graph-regression"),
     summary="Dual-channel GIN (features + structural encodings); only the structure "
     "encoder is shared.",
     reference="Tan et al., AAAI 2023",

@@ -94,7 +94,7 @@ SPEC = MethodSpec(
     name="gcfl",
     strategy="fgl_flower.strategies.gcfl:GCFLStrategy",
     client="fgl_flower.clients.gcfl:GCFLClient",
-    tasks=("node", "graph"),
+    tasks=("node", "graph", "graph-regression"),
     summary="Clustered FedAvg: clusters split by a min cut of the clients' update "
     "similarities when their updates cancel out.",
     reference="Xie et al., NeurIPS 2021",

@@ -28,7 +28,8 @@ split per round). Node tasks use ``gcfl.eps1-node``/``gcfl.eps2-node`` instead o
 
 GCFL reports, per client, the best of the test accuracies cached at its cluster's splits
 (those of the last evaluation before the split) and the final one: ``test_acc_gcfl``
-beside the usual final accuracy (spec §12 item 15). The cluster models travel in one
+beside the usual final accuracy (spec §12 item 15); graph regression likewise the lowest
+test MSE, ``test_mse_gcfl``. The cluster models travel in one
 :class:`ArrayRecord` under ``cluster<k>.<key>``, so a checkpoint holds them with the
 assignment; each round's record lists the clusters, each cluster's mean and largest update
 norm (``update_norms``, what the split rule reads) and the splits (GCFL+: also each
@@ -53,6 +54,7 @@ from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.base import client_metrics
 from fgl_flower.strategies.grid import reply_partition_id
 from fgl_flower.strategies.multi_model import MultiModelStrategy
+from fgl_flower.tasks import lower_is_better
 
 
 def cluster_owner(cluster: int) -> str:
@@ -138,18 +140,21 @@ class GCFLStrategy(MultiModelStrategy):
 
     evaluate_with_next_train = True
     checkpointed = ("clusters", "cached_acc", "last_acc", "seqs", "seq_count")
-    extra_eval_metrics = {"test_acc_gcfl": "num-test"}
 
     def __init__(self, cfg: RunConfig) -> None:
         super().__init__(cfg)
+        #: the test metric GCFL caches at splits (accuracy; regression: MSE, lower is better)
+        self.primary = "test_" + self.task.select_by.removeprefix("val_")
+        self.best = np.nanmin if lower_is_better(self.primary) else np.nanmax
+        self.eval_metrics[f"{self.primary}_gcfl"] = "num-test"
         self.opts = GCFLOptions.from_config(cfg)
         self.plus = self.opts.variant == "gcfl+"
         self.level = run_level(cfg)
         self.eps1, self.eps2 = self.opts.thresholds(self.level)
         n = cfg.num_clients
         self.clusters = np.zeros(n, dtype=np.int64)  # cluster id of each partition
-        self.cached_acc = np.full(n, np.nan)  # best test acc cached at a split
-        self.last_acc = np.full(n, np.nan)  # test acc of the last evaluation
+        self.cached_acc = np.full(n, np.nan)  # best test value cached at a split (primary)
+        self.last_acc = np.full(n, np.nan)  # test value of the last evaluation
         self.splits: list[dict] = []  # this round's splits (for the round record)
         self.norms: list[dict] = []  # this round's update norms per cluster (ditto)
         # GCFL+: each client's last seq-length sequence entries (oldest first) and how many
@@ -277,7 +282,7 @@ class GCFLStrategy(MultiModelStrategy):
         a, b = min_cut_split(weights)
         for p in members:  # GCFL caches the accuracies of the last evaluation
             if np.isfinite(self.last_acc[p]):
-                self.cached_acc[p] = np.nanmax([self.cached_acc[p], self.last_acc[p]])
+                self.cached_acc[p] = self.best([self.cached_acc[p], self.last_acc[p]])
         kept, moved = [members[i] for i in a], [members[i] for i in b]
         split = {"cluster": cluster, "kept": kept, "new_cluster": new_id, "moved": moved}
         if self.plus:  # the distances it cut by; every sequence starts afresh
@@ -308,11 +313,11 @@ class GCFLStrategy(MultiModelStrategy):
 
     # -- evaluation ------------------------------------------------------------------------
     def eval_client_metrics(self, replies: Iterable[Message]) -> dict[int, dict[str, float]]:
-        """The clients' metrics plus ``test_acc_gcfl``: per client the best of its cached
-        accuracies and this one (GCFL's reporting rule)."""
+        """The clients' metrics plus ``test_acc_gcfl`` (regression: ``test_mse_gcfl``): per
+        client the best of its cached values and this one (GCFL's reporting rule)."""
         per_client = client_metrics(replies)
         for pid, m in per_client.items():
-            m["test_acc_gcfl"] = float(np.nanmax([self.cached_acc[pid], m["test_acc"]]))
+            m[f"{self.primary}_gcfl"] = float(self.best([self.cached_acc[pid], m[self.primary]]))
         return per_client
 
     def aggregate_evaluate(self, server_round: int, replies: Iterable[Message]) -> MetricRecord:
@@ -320,5 +325,5 @@ class GCFLStrategy(MultiModelStrategy):
         the cache of the next split."""
         per_client = self.eval_client_metrics(replies)
         for pid, m in per_client.items():
-            self.last_acc[pid] = m["test_acc"]
+            self.last_acc[pid] = m[self.primary]
         return MetricRecord(self.aggregate_evaluate_values(list(per_client.values())))
