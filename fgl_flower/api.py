@@ -152,14 +152,16 @@ class RunResult:
         return pd.DataFrame.from_dict(self.clients, orient="index").sort_index()
 
     def __str__(self) -> str:
+        from fgl_flower.datasets.files import dataset_label
         from fgl_flower.results import HEADLINES, headline
 
         s, f = self.summary, self.final
         m = headline(f)
         scale = HEADLINES[m][2]
         return (
-            f"{s.get('method')} on {s.get('dataset')} ({s.get('partition')}, {s.get('num_clients')} "
-            f"clients, {s.get('num_rounds')} rounds, seed {s.get('seed')}): final test {m} "
+            f"{s.get('method')} on {dataset_label(str(s.get('dataset')))} ({s.get('partition')}, "
+            f"{s.get('num_clients')} clients, {s.get('num_rounds')} rounds, seed {s.get('seed')}): "
+            f"final test {m} "
             f"{scale * f.get(f'test_{m}', float('nan')):.2f} (client mean "
             f"{scale * f.get(f'test_{m}_mean', float('nan')):.2f}); {self.out_dir}"
         )
@@ -207,6 +209,7 @@ def run(
         ConfigError: Bad input, before anything starts (the same messages as ``fgl run``).
         FGLError: The run failed (failed clients, divergence, a runtime that stopped).
     """
+    from fgl_flower.datasets.files import dataset_label
     from fgl_flower.launch import ENGINES, execute, flat_config, validate
 
     if backend not in ENGINES:
@@ -228,7 +231,10 @@ def run(
         log = out_dir / "flwr.log"  # Flower's output of a simulation or deployment
         with (
             _progress(
-                out_dir / "rounds.jsonl", cfg.num_rounds, f"{cfg.method} on {cfg.dataset}", progress
+                out_dir / "rounds.jsonl",
+                cfg.num_rounds,
+                f"{cfg.method} on {dataset_label(cfg.dataset)}",
+                progress,
             ),
             open(log, "w") if not verbose and backend != "inprocess" else _nothing() as stream,
         ):

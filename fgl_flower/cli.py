@@ -116,12 +116,14 @@ def dp_override(method: str, epsilon: float | None, clip: float | None) -> dict[
 
 
 def print_summary(summary: Mapping[str, Any], out: Path) -> None:
+    from fgl_flower.datasets.files import dataset_label
     from fgl_flower.results import HEADLINES, headline
 
     rows = [("final", summary.get("final", {})), ("best-val", summary.get("best_val", {}))]
     print()
     print(
-        f"{summary.get('method')} on {summary.get('dataset')} ({summary.get('partition')}, "
+        f"{summary.get('method')} on {dataset_label(str(summary.get('dataset')))} "
+        f"({summary.get('partition')}, "
         f"{summary.get('num_clients')} clients, seed {summary.get('seed')})"
     )
     metric = headline(rows[0][1] or rows[1][1])

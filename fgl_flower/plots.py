@@ -37,7 +37,11 @@ def _axes(ax, figsize=(6.4, 3.6)):
 
 
 def _percent(key: str) -> bool:
-    return key.endswith(("acc", "f1", "acc_mean", "f1_mean", "f1_all")) or "_acc" in key
+    """Whether ``key`` is a share shown in percent (accuracy, F1, AUC, AP, Hits@K)."""
+    shares = ("acc", "f1", "f1_all", "auc", "ap")
+    return (
+        key.endswith(shares + tuple(f"{s}_mean" for s in shares)) or "_acc" in key or "hits@" in key
+    )
 
 
 def plot_curves(results, key: str = "test_acc", where: str = "eval", ax=None):

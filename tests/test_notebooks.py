@@ -30,6 +30,7 @@ QUICK = {
     "06_fedhero.ipynb": {"rounds": 3},
     "07_deployment.ipynb": {"rounds": 1},
     "08_your_own_method.ipynb": {"rounds": 3},
+    "09_your_own_graph.ipynb": {"rounds": 3},
 }
 
 

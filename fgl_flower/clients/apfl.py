@@ -2,7 +2,9 @@ r"""APFL client (Deng, Kamani and Mahdavi, "Adaptive Personalized Federated Lear
 
 The client keeps a local model :math:`v` and a mixing weight :math:`\alpha \in [0, 1]`
 besides its copy :math:`w` of the global model (the learner, the only thing uploaded). In each
-local step, with :math:`f` the cross-entropy on the training nodes:
+local step, with :math:`f` the task's training loss (node tasks: the cross-entropy on the
+training nodes; link prediction: the cross-entropy of the training edges against new
+non-edges):
 
 .. math::
     w \leftarrow w - \eta \nabla f(w), \qquad
@@ -13,7 +15,8 @@ with the personalized model :math:`\bar v = \alpha v + (1 - \alpha) w` (Algorith
 :math:`\nabla_v f(\bar v) = \alpha \nabla f(\bar v)` and
 :math:`\nabla_\alpha f(\bar v) = \langle v - w, \nabla f(\bar v)\rangle` (both by autograd
 through the mixed parameters). The optimizers are the run's (``optimizer``); ``apfl.variant =
-official`` mixes the outputs instead, :math:`\alpha v(x) + (1 - \alpha) w(x)`, and steps
+official`` mixes the outputs instead, :math:`\alpha v(x) + (1 - \alpha) w(x)` (link
+prediction: the pairs' logits), and steps
 :math:`\alpha` once per round as the authors' FedTorch code does
 (:func:`official_alpha_step`). Evaluation is of the personalized model: at the end of the
 client's round with its own trained :math:`w` (``apfl.evaluate = "trained"``, in the train
@@ -23,14 +26,14 @@ reply), or with the averaged :math:`w` the server sends next (``"received"``).
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 from flwr.app import RecordDict
 from torch import Tensor
 from torch.func import functional_call
 
 from fgl_flower.clients.base import LearnerClient
-from fgl_flower.clients.learner import NodeLearner, node_metrics
+from fgl_flower.clients.learner import Predict, make_learner
 from fgl_flower.datasets import NodeClientData
+from fgl_flower.datasets.client_data import LinkClientData
 from fgl_flower.methods.apfl import APFLOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
@@ -61,14 +64,16 @@ def official_alpha_step(v: torch.nn.Module, w: torch.nn.Module, alpha: float, lr
 
 
 class APFLClient(LearnerClient):
-    """The learner is :math:`w`; :attr:`personal` is :math:`v`; :attr:`alpha` is α."""
+    """The learner is :math:`w`; :attr:`personal` is :math:`v`; :attr:`alpha` is α. Written
+    once for the full-batch tasks through the learner's :meth:`~fgl_flower.clients.learner.
+    Learner.loss_of` and :meth:`~fgl_flower.clients.learner.Learner.metrics_of`."""
 
-    data: NodeClientData
+    data: NodeClientData | LinkClientData
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.opts = APFLOptions.from_config(self.cfg)
-        self.personal = NodeLearner(self.cfg, self.data, self.device)
+        self.personal = make_learner(self.cfg, self.data, self.device)
         self.personal.restore(self.state, PERSONAL)
         saved = self.state.get_json(ALPHA) if ALPHA in self.state else None
         self.alpha = self.opts.alpha if saved is None else float(saved)
@@ -82,21 +87,23 @@ class APFLClient(LearnerClient):
     def alpha_lr(self) -> float:
         return self.cfg.lr if self.opts.alpha_lr == -1.0 else self.opts.alpha_lr
 
-    def mixed_logits(self, alpha: Tensor | float) -> Tensor:
-        """The personalized model's logits on the client's graph."""
-        g = self.data.data
-        v, w = self.personal.model, self.learner.model
+    def mixed(self, alpha: Tensor | float) -> Predict:
+        """The personalized model's predictions on the client's data."""
+        learner = self.learner
+        v, w = self.personal.model, learner.model
         if self.opts.variant == "official":
-            return alpha * v(g.x, g.edge_index) + (1 - alpha) * w(g.x, g.edge_index)
+            pv, pw = learner.predictor(v), learner.predictor(w)
+            return lambda query=None: alpha * pv(query) + (1 - alpha) * pw(query)
         a = alpha if isinstance(alpha, Tensor) else torch.tensor(alpha, device=self.device)
-        return functional_call(v, mixed_parameters(v, w, a), (g.x, g.edge_index))
+        return lambda query=None: functional_call(
+            v, mixed_parameters(v, w, a), learner.inputs(query)
+        )
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
         self.seed_round(server_round)
-        g = self.data.data
-        mask, y = g.train_mask, g.y[g.train_mask]
         w, v = self.learner, self.personal
+        own = w.predictor(w.model)
         w.model.train()
         v.model.train()
         start = self.alpha
@@ -104,12 +111,12 @@ class APFLClient(LearnerClient):
         for step in range(self.cfg.local_epochs):
             if self.opts.variant == "official":  # FedTorch: w's step, then v's on the new w
                 w.optimizer.zero_grad()
-                loss_w = F.cross_entropy(w.logits()[mask], y)
+                loss_w = w.loss_of(own)
                 loss_w.backward()
                 w.optimizer.step()
                 w.optimizer.zero_grad()
                 v.optimizer.zero_grad()
-                loss_v = F.cross_entropy(self.mixed_logits(self.alpha)[mask], y)
+                loss_v = w.loss_of(self.mixed(self.alpha))
                 loss_v.backward()
                 v.optimizer.step()
                 if self.opts.adaptive and step == 0:
@@ -118,10 +125,10 @@ class APFLClient(LearnerClient):
             # Algorithm 1: both gradients at the step's start, then the three updates
             alpha = torch.tensor(self.alpha, device=self.device, requires_grad=self.opts.adaptive)
             v.optimizer.zero_grad()
-            loss_v = F.cross_entropy(self.mixed_logits(alpha)[mask], y)
+            loss_v = w.loss_of(self.mixed(alpha))
             loss_v.backward()
             w.optimizer.zero_grad()
-            loss_w = F.cross_entropy(w.logits()[mask], y)
+            loss_w = w.loss_of(own)
             loss_w.backward()
             v.optimizer.step()
             w.optimizer.step()
@@ -146,7 +153,7 @@ class APFLClient(LearnerClient):
         self.learner.model.train(train_mode)
         self.personal.model.train(train_mode)
         with torch.no_grad():
-            return node_metrics(self.mixed_logits(self.alpha), self.data)
+            return self.learner.metrics_of(self.mixed(self.alpha))
 
     def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
         """The personalized model; with ``apfl.evaluate = "received"`` its ``w`` is the

@@ -40,6 +40,9 @@ from fgl_flower.tasks import HITS_AT, TASKS
 ExtraLoss = Callable[[nn.Module], Tensor]
 #: ``build(num_features, num_classes) -> model``: a method's own model (seeded by the learner).
 ModelBuilder = Callable[[int, int], nn.Module]
+#: ``predict(query) -> outputs`` of one model on a client's data: node logits ``[N, C]``
+#: (``query`` unused), or link logits ``[P]`` of the node pairs ``query`` [2, P].
+Predict = Callable[..., Tensor]
 
 LEARNERS: Registry[type[Learner]] = Registry("learner")
 
@@ -160,6 +163,23 @@ class Learner(ABC):
         """The client's weight in FedAvg-style averaging (``agg-weight``: 1 for ``uniform``)."""
         return {"local": self.num_local, "uniform": 1}.get(self.cfg.agg_weight, self.num_train)
 
+    # -- predictions of any model on this client's data (methods that mix models: APFL) ------
+    def inputs(self, query: Tensor | None = None) -> tuple:
+        """The positional inputs of a model of this task for ``query`` (full-batch tasks)."""
+        raise NotImplementedError(f"{type(self).__name__} has no full-batch inputs")
+
+    def predictor(self, model: nn.Module) -> Predict:
+        """``query -> outputs`` of ``model`` on this client's data."""
+        return lambda query=None: model(*self.inputs(query))
+
+    def loss_of(self, predict: Predict) -> Tensor:
+        """The training loss of the predictions ``predict`` makes (one local step's)."""
+        raise NotImplementedError(f"{type(self).__name__} has no full-batch loss")
+
+    def metrics_of(self, predict: Predict) -> dict[str, float]:
+        """:meth:`evaluate`'s metrics of the predictions ``predict`` makes."""
+        raise NotImplementedError(f"{type(self).__name__} has no full-batch metrics")
+
     @abstractmethod
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
         """Train for ``epochs`` local epochs; returns ``train_loss`` and ``train_acc``."""
@@ -189,6 +209,19 @@ class NodeLearner(Learner):
     def logits(self) -> Tensor:
         g = self.data.data
         return self.model(g.x, g.edge_index)
+
+    def inputs(self, query: Tensor | None = None) -> tuple:
+        """``(x, edge_index)``: a node model's logits ``[N, C]`` of every node."""
+        g = self.data.data
+        return g.x, g.edge_index
+
+    def loss_of(self, predict: Predict) -> Tensor:
+        """Cross-entropy of the logits on the training nodes."""
+        g = self.data.data
+        return F.cross_entropy(predict()[g.train_mask], g.y[g.train_mask])
+
+    def metrics_of(self, predict: Predict) -> dict[str, float]:
+        return node_metrics(predict(), self.data)
 
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
         g = self.data.data
@@ -395,36 +428,48 @@ class LinkLearner(Learner):
         neg = sample_negatives(e.num_nodes, self._train_keys, e.train_pos.size(1), gen)
         return neg.to(self.device)
 
+    def inputs(self, query: Tensor | None = None) -> tuple:
+        """``(x, message edges, pairs)``: a link model's logits ``[P]`` of the pairs ``query``."""
+        g = self.data.data
+        return g.x, g.edge_index, query
+
+    def loss_of(self, predict: Predict) -> Tensor:
+        """Binary cross-entropy of the training edges against as many new non-edges."""
+        pos = self.data.edges.train_pos
+        scores = predict(torch.cat([pos, self.negatives()], dim=1))
+        return link_loss(scores[: pos.size(1)], scores[pos.size(1) :])
+
     def fit(self, epochs: int, extra_loss: ExtraLoss | None = None) -> dict[str, float]:
-        g, e = self.data.data, self.data.edges
         self.model.train()
+        predict = self.predictor(self.model)
         loss = torch.zeros(())
         for _ in range(epochs):
-            neg = self.negatives()
             self.optimizer.zero_grad()
-            z = self.model(g.x, g.edge_index)
-            loss = link_loss(self.model.score(z, e.train_pos), self.model.score(z, neg))
+            loss = self.loss_of(predict)
             total = loss + extra_loss(self.model) if extra_loss is not None else loss
             total.backward()
             self.optimizer.step()
         return {"train_loss": loss.item()}
 
-    @torch.no_grad()
-    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
+    def metrics_of(self, predict: Predict) -> dict[str, float]:
         """Per split: loss, AUC, AP, MRR and Hits@K of its edges against its negatives, and
         the count of its edges."""
-        self.model.train(train_mode)
-        g, e = self.data.data, self.data.edges
-        z = self.model(g.x, g.edge_index)
+        e = self.data.edges
         res: dict[str, float] = {}
         for split in SPLITS:
             pos, neg = getattr(e, f"{split}_pos"), getattr(e, f"{split}_neg")
-            scores = link_metrics(self.model.score(z, pos), self.model.score(z, neg), HITS_AT)
-            for k, v in scores.items():
+            scores = predict(torch.cat([pos, neg], dim=1))
+            got = link_metrics(scores[: pos.size(1)], scores[pos.size(1) :], HITS_AT)
+            for k, v in got.items():
                 res[f"{split}_{k}"] = v
             res[f"num-{split}"] = float(pos.size(1))
         res[NUM_LOCAL] = float(self.num_local)
         return res
+
+    @torch.no_grad()
+    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
+        self.model.train(train_mode)
+        return self.metrics_of(self.predictor(self.model))
 
 
 def make_learner(

@@ -64,7 +64,7 @@ SPEC = MethodSpec(
     name="apfl",
     strategy="fgl_flower.strategies.apfl:APFLStrategy",
     client="fgl_flower.clients.apfl:APFLClient",
-    tasks=("node",),
+    tasks=("node", "link"),
     summary="Personalized: each client mixes a local model with its copy of the global one, "
     "alpha v + (1 - alpha) w, and learns alpha.",
     reference="Deng, Kamani and Mahdavi, arXiv 2003.13461 (2020)",
@@ -72,7 +72,7 @@ SPEC = MethodSpec(
     check=check_config,
     probes=PROBES,
     robust_aggregation=True,
-    config_note="node tasks",
+    config_note="node tasks and link prediction",
     option_help={
         "variant": "paper (Algorithm 1: mixed parameters, alpha every step) | official (FedTorch: mixed outputs, alpha once a round)",
         "alpha": "the local model's weight at the start",

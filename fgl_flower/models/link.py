@@ -34,9 +34,11 @@ class LinkPredictor(nn.Module):
             else None
         )
 
-    def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
-        """Node embeddings ``[N, h]`` on the message-passing graph ``edge_index``."""
-        return self.encoder(x, edge_index)
+    def forward(self, x: Tensor, edge_index: Tensor, pairs: Tensor | None = None) -> Tensor:
+        """Node embeddings ``[N, h]`` on the message-passing graph ``edge_index``; with
+        ``pairs`` [2, P], the logits ``[P]`` of those pairs."""
+        z = self.encoder(x, edge_index)
+        return z if pairs is None else self.score(z, pairs)
 
     def score(self, z: Tensor, pairs: Tensor) -> Tensor:
         """Logits ``[P]`` of the node pairs ``pairs`` [2, P] from embeddings ``z`` [N, h]."""

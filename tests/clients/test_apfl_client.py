@@ -84,7 +84,7 @@ def test_official_variant_mixes_the_outputs(flat, tmp_path):
     client.train(round_content(), 1)
     g = client.data.data
     with torch.no_grad():
-        out = client.mixed_logits(0.25)
+        out = client.mixed(0.25)()
         expected = 0.25 * client.personal.model(g.x, g.edge_index) + 0.75 * client.learner.model(
             g.x, g.edge_index
         )
@@ -99,10 +99,10 @@ def test_alpha_one_is_the_local_model_and_zero_the_global_copy(flat, tmp_path):
     client.personal.model.eval()
     with torch.no_grad():
         assert torch.allclose(
-            client.mixed_logits(1.0), client.personal.model(g.x, g.edge_index), atol=1e-6
+            client.mixed(1.0)(), client.personal.model(g.x, g.edge_index), atol=1e-6
         )
         assert torch.allclose(
-            client.mixed_logits(0.0), client.learner.model(g.x, g.edge_index), atol=1e-6
+            client.mixed(0.0)(), client.learner.model(g.x, g.edge_index), atol=1e-6
         )
 
 
@@ -178,7 +178,7 @@ def test_evaluate_received_reports_the_mixture_with_the_averaged_copy(flat, tmp_
     client.learner.model.eval()
     client.personal.model.eval()
     with torch.no_grad():
-        expected = node_metrics(client.mixed_logits(client.alpha), client.data)
+        expected = node_metrics(client.mixed(client.alpha)(), client.data)
     assert res["test_acc"] == pytest.approx(expected["test_acc"])
     assert (
         "test_acc"

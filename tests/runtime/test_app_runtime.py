@@ -20,12 +20,20 @@ NUMBERS = ("final", "best_val", "bytes_up_total", "rounds_completed")
 
 @pytest.fixture
 def flat(tmp_path):
+    """FedProx link prediction on a user's graph object (the synthetic graph, stored in the
+    cache as `fgl_flower.run(dataset=data)` stores it; the catalog's datasets run in these
+    runtimes in tests/runtime/test_faults_runtime.py)."""
+    from fgl_flower.datasets import contextual_sbm, store_object
+
     cfg = load_app_defaults()
     cfg.update(
         {
+            "dataset": str(store_object(contextual_sbm(num_nodes=300))),
+            "task": "link",
+            "select-by": "val_auc",
+            "split": "0.8,0.1,0.1",
             "num-clients": 3,
             "num-rounds": 2,
-            "data.synthetic.num-nodes": 300,
             "method": "fedprox",
             "keep-optimizer-state": True,
             "fraction-train": 0.67,
@@ -42,7 +50,8 @@ def _summary(out):
 @pytest.mark.slow
 def test_simulation_and_secure_deployment_match_inprocess(flat, tmp_path):
     """The deployment is `fgl deploy-local --secure`'s: TLS with a private CA and SuperNode
-    authentication (the plain one: tests/runtime/test_runtime_launch.py)."""
+    authentication (the plain one: tests/runtime/test_runtime_launch.py). A user's graph and
+    link prediction give the same numbers in all three."""
     ref = run_inprocess({**flat, "out-dir": str(tmp_path / "ref"), "progress": False})
     expected = {k: ref[k] for k in NUMBERS}
 
