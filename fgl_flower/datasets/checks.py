@@ -7,7 +7,7 @@ but which is kept in the graph) and ``edge_index`` [2, E] with ids in ``[0, N)``
 ``train_mask``/``val_mask``/``test_mask`` [N] become its ``official_split`` (0/1/2, -1
 none). A graph-level set (:func:`check_graph_set`) needs at least one graph, each with
 ``x`` [n_i, F] (the same F), ``edge_index`` in range and a target ``y`` of one element:
-integers are classes, any other finite float a regression target.
+an integer tensor holds classes, a float tensor a regression target (finite).
 
 The edge options (``data.<option>`` in the run config), and what is logged:
 
@@ -279,8 +279,7 @@ def check_graph_set(name: str, graphs: GraphSet, options: Mapping[str, Any]) -> 
     if any(totals.values()):
         _report(name, totals, options)
     t = torch.cat(targets)
-    classes = bool((t == t.round()).all()) and not any(g.y.is_floating_point() for g in out)
-    if classes:
+    if not any(g.y.is_floating_point() for g in out):  # integer targets: classes
         if bool((t < 0).any()):
             raise DataError(f"{name}: negative class ids in y; use 0..C-1.")
         for g in out:

@@ -1,6 +1,7 @@
 """A client's part -> its data: the splits, the edge noise and the dataclasses a client trains on.
 
-Splits are recomputed from ``(split, split_mode, split_seed, split_fold)`` on every load
+Node classification splits the client's nodes, link prediction its edges
+(:mod:`fgl_flower.datasets.link_splits`), graph tasks its graphs. Splits are recomputed from ``(split, split_mode, split_seed, split_fold)`` on every load
 (they are cheap), and so is the edge-flip noise (:mod:`fgl_flower.datasets.noise`, from
 ``split_seed`` and the client). The raw part comes from :mod:`fgl_flower.datasets.build`.
 
@@ -274,7 +275,9 @@ def load_client_data(
     cfg: DataConfig, partition_id: int
 ) -> NodeClientData | GraphClientData | LinkClientData:
     """Client ``partition_id``'s data, split by ``cfg.split`` / ``split_mode`` / ``split_seed``
-    / ``split_fold``, its edges flipped with probability ``cfg.edge_flip``.
+    / ``split_fold``, its edges flipped with probability ``cfg.edge_flip``: its nodes
+    (:class:`NodeClientData`), its edges for link prediction (:class:`LinkClientData`) or its
+    graphs (:class:`GraphClientData`), as ``cfg.task`` says.
 
     The first call for a partition may load the full dataset and write the cache;
     later calls (in any process) read only this client's file. The result is memoised
@@ -320,10 +323,10 @@ def _load_at(
             cfg.num_clients,
             r.task,
         )
-    y = part["y"]
-    n = y.numel()
     if r.task == "link":
         return _link_client(cfg, part, partition_id, ratios)
+    y = part["y"]
+    n = y.numel()
     split = NODE_SPLITS.get(cfg.split_mode)
     tr, va, te = split(y.numpy(), ratios, _split_source(cfg, partition_id, split, ratios, part))
     edge_index = _noisy_edges(

@@ -281,3 +281,20 @@ def test_the_official_split_follows_each_node_into_its_client(tmp_path):
             assert torch.equal(mask, split[ids] == s)
     with pytest.raises(ConfigError, match="ships no split"):
         load_client_data(DataConfig(str(store_object(sbm())), "metis", 3, split_mode="official"), 0)
+
+
+def test_graphs_with_float_targets_are_a_regression_set(tmp_path):
+    from fgl_flower.datasets.resolve import dataset_task
+
+    graphs = [
+        Data(x=sbm(12, s).x, edge_index=sbm(12, s).edge_index, y=torch.tensor([0.5 * s]))
+        for s in range(20)
+    ]
+    path = tmp_path / "reg.pt"
+    torch.save(graphs, path)
+    assert dataset_task("auto", str(path), {}).name == "graph-regression"
+    c = load_client_data(DataConfig(str(path), "random", 2), 0)
+    assert c.task == "graph-regression" and c.num_classes == 1
+    assert all(g.y.dtype == torch.float32 for g in c.train + c.val + c.test)
+    with pytest.raises(ConfigError, match="has real-valued targets: use task=graph-regression"):
+        dataset_task("graph", str(path), {})
