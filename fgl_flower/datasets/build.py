@@ -134,7 +134,11 @@ def part_config(cfg: DataConfig) -> DataConfig:
 
 def partition_folder(cfg: DataConfig) -> Path:
     """The cached partition of ``cfg`` (built if absent); natural partitioners: any count."""
-    r = _resolve(cfg)
+    return _folder(_resolve(cfg), cfg)
+
+
+def _folder(r: _Resolved, cfg: DataConfig) -> Path:
+    """:func:`partition_folder` of ``cfg`` resolved as ``r``."""
     tag, meta = partition_tag(r, cfg)
     write = _write_node_parts if r.level == "node" else _write_graph_parts
     return ensure_partition(tag, meta, lambda folder: write(r, cfg, folder))
@@ -182,17 +186,19 @@ def _group_part(r: _Resolved, cfg: DataConfig, partition_id: int) -> dict[str, A
 def client_part(cfg: DataConfig, partition_id: int) -> dict[str, Any]:
     """Client ``partition_id``'s stored part of ``cfg``'s partition (built if absent;
     memoised, a dataset file until it changes)."""
-    return _client_part_at(cfg, partition_id, source_stamp(cfg.dataset))
+    return stored_part(cfg, partition_id, source_stamp(cfg.dataset))
 
 
 @functools.lru_cache(maxsize=64)
-def _client_part_at(
+def stored_part(
     cfg: DataConfig, partition_id: int, stamp: tuple[int, ...] | None
 ) -> dict[str, Any]:
+    """:func:`client_part` of a dataset at ``stamp`` (:func:`~fgl_flower.datasets.files.
+    source_stamp`; the memo's key)."""
     r = _resolve(cfg)
     if r.members is not None:  # dataset groups: client k loads only its own dataset
         return _group_part(r, cfg, partition_id)
-    folder = partition_folder(cfg)
+    folder = _folder(r, cfg)
     if r.partitioner.natural_clients and num_parts(folder) != cfg.num_clients:
         raise r.partitioner.count_error(
             r.partition, r.dataset, num_parts(folder), cfg.num_clients, dict(r.part_opts)
@@ -207,4 +213,4 @@ def _client_part_at(
     return part
 
 
-client_part.cache_clear = _client_part_at.cache_clear  # type: ignore[attr-defined]
+client_part.cache_clear = stored_part.cache_clear  # type: ignore[attr-defined]

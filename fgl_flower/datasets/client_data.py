@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fgl_flower.datasets.build import client_part, part_config
+from fgl_flower.datasets.build import client_part, part_config, stored_part
 from fgl_flower.datasets.edges import undirected_edges
 from fgl_flower.datasets.files import source_stamp
 from fgl_flower.datasets.link_splits import LinkSplit, split_edges
@@ -300,7 +300,7 @@ def _load_at(
         )
     if not 0 <= partition_id < cfg.num_clients:
         raise ConfigError(f"partition_id {partition_id} not in [0, {cfg.num_clients}).")
-    part = client_part(part_config(cfg), partition_id)
+    part = stored_part(part_config(cfg), partition_id, stamp)
     ratios = check_ratios(cfg.split)
     if r.level == "graph":
         graphs = part["graphs"]
