@@ -254,7 +254,13 @@ class FileEntry:
 
     @staticmethod
     def _raw(path: Path, suffix: str, opts: Mapping[str, Scalar]):
-        csv_keys = tuple(sorted((k, v) for k, v in opts.items() if k in CSV_OPTIONS))
+        """The file's content as read, before the checks (``opts``: the CSV options given,
+        defaults for the others)."""
+        csv_keys = tuple(
+            sorted((k, opts.get(k, o.default)) for k, o in CSV_OPTIONS.items())
+            if suffix == ".csv"
+            else ()
+        )
         return _read(str(path), suffix, csv_keys, path.stat().st_mtime_ns)
 
     def cache_key(self, options: Mapping[str, Scalar]) -> str:

@@ -298,3 +298,24 @@ def test_graphs_with_float_targets_are_a_regression_set(tmp_path):
     assert all(g.y.dtype == torch.float32 for g in c.train + c.val + c.test)
     with pytest.raises(ConfigError, match="has real-valued targets: use task=graph-regression"):
         dataset_task("graph", str(path), {})
+
+
+def test_a_csv_pair_runs_from_the_command_line(tmp_path, capsys):
+    refs = write_sources(sbm(), tmp_path)
+    code = main(
+        [
+            "run",
+            "--inprocess",
+            "--dataset",
+            refs["csv"],
+            "--partition",
+            "random",
+            "--clients",
+            "2",
+            "--rounds",
+            "1",
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
+    assert code == 0 and "final" in capsys.readouterr().out
