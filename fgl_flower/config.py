@@ -45,6 +45,7 @@ CORE_KEYS: dict[str, type] = {
     "out-dir": str,
     "model": str,
     "link-decoder": str,
+    "link-negatives": str,
     "hidden": int,
     "num-layers": int,
     "dropout": float,
@@ -96,6 +97,11 @@ CHOICES: dict[str, tuple[tuple[str, ...], str]] = {
         ("dot", "mlp"),
         "task=link: score a node pair by the dot product of its embeddings, or by an MLP "
         "on their elementwise product",
+    ),
+    "link-negatives": (
+        ("resample", "fixed"),
+        "task=link: draw the training non-edges anew each local epoch, or once per client "
+        "for the whole run (OpenFGL's link prediction)",
     ),
     "select-by": (
         tuple(sorted({m for _, t in TASKS.items() for m in t.selectable})),
@@ -194,6 +200,7 @@ class RunConfig:
     edge_flip: float = 0.0
     task: str = AUTO
     link_decoder: str = "dot"
+    link_negatives: str = "resample"
     data_options: tuple[tuple[str, Scalar], ...] = ()
     method_options: tuple[tuple[str, Scalar], ...] = ()
     raw: tuple[tuple[str, Scalar], ...] = field(default=(), compare=False, repr=False)

@@ -199,3 +199,21 @@ def test_graph_regression_equals_a_plain_loop_on_one_client(tmp_path):
         err = model(b.x, b.edge_index, b.batch).view(-1).double() - b.y.double()
     assert res.final["test_mse"] == pytest.approx(float((err**2).mean()), rel=1e-12, abs=0)
     assert res.final["test_mae"] == pytest.approx(float(err.abs().mean()), rel=1e-12, abs=0)
+
+
+def test_training_non_edges_are_drawn_anew_or_fixed_as_asked():
+    from fgl_flower.clients.learner import make_learner
+
+    def learner(negatives: str):
+        cfg = _config("fedavg", "link", **{"link-negatives": negatives})
+        return make_learner(cfg, load_client_data(cfg.data_config(), 0))
+
+    fresh, fixed = learner("resample"), learner("fixed")
+    torch.manual_seed(0)
+    assert not torch.equal(fresh.negatives(), fresh.negatives())
+    first = fixed.negatives()
+    assert torch.equal(first, fixed.negatives()) and torch.equal(
+        first, learner("fixed").negatives()
+    )
+    train = set(edge_keys(fixed.data.edges.train_pos, fixed.data.edges.num_nodes).tolist())
+    assert not train & set(edge_keys(first, fixed.data.edges.num_nodes).tolist())

@@ -34,6 +34,7 @@ from fgl_flower.models import build_run_model
 from fgl_flower.models.link import LinkPredictor, link_loss
 from fgl_flower.protocol import NUM_LOCAL
 from fgl_flower.registry import Registry
+from fgl_flower.seeds import derive_seed
 from fgl_flower.tasks import HITS_AT, TASKS
 
 #: ``extra_loss(model) -> scalar``: a method's regulariser added to every local step.
@@ -395,8 +396,8 @@ class LinkLearner(Learner):
 
     Each epoch embeds the nodes over the training edges, scores the training edges and as
     many non-edges drawn anew (uniformly among the pairs that are not training edges; from
-    the round-seeded random state, so runs repeat), and takes a step on their binary
-    cross-entropy. Evaluation scores each split's held-out edges against its fixed negatives
+    the round-seeded random state, so runs repeat; ``link-negatives = fixed``: one draw per
+    client for the whole run), and takes a step on their binary cross-entropy. Evaluation scores each split's held-out edges against its fixed negatives
     (:func:`~fgl_flower.link_metrics.link_metrics`).
     """
 
@@ -422,9 +423,21 @@ class LinkLearner(Learner):
         return edge_keys(e.train_pos.cpu(), e.num_nodes)
 
     def negatives(self) -> Tensor:
-        """``[2, E_train]`` non-edges for one epoch, from the current random state."""
-        e = self.data.edges
+        """``[2, E_train]`` non-edges for one epoch: drawn from the current random state, or
+        with ``link-negatives = fixed`` the client's one draw for the whole run (seeded by
+        ``split-seed`` and the client, as its validation and test non-edges are)."""
+        if self.cfg.link_negatives == "fixed":
+            return self._fixed_negatives
         gen = torch.Generator().manual_seed(int(torch.randint(2**62, ())))
+        return self._draw(gen)
+
+    @functools.cached_property
+    def _fixed_negatives(self) -> Tensor:
+        seed = derive_seed(self.cfg.split_seed, self.data.partition_id, "link-negatives")
+        return self._draw(torch.Generator().manual_seed(seed))
+
+    def _draw(self, gen: torch.Generator) -> Tensor:
+        e = self.data.edges
         neg = sample_negatives(e.num_nodes, self._train_keys, e.train_pos.size(1), gen)
         return neg.to(self.device)
 
