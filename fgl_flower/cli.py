@@ -284,10 +284,11 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from fgl_flower.methods import METHODS
 
     width = max(len(name) for name in METHODS) + 2
+    tasks = max(len("/".join(spec.tasks)) for _, spec in METHODS.items()) + 2
     for name, spec in METHODS.items():
         opts = ", ".join(f"{name}.{k}={v}" for k, v in spec.options.items())
         print(
-            f"{name:{width}}{'/'.join(spec.tasks):12}{spec.summary}"
+            f"{name:{width}}{'/'.join(spec.tasks):{tasks}}{spec.summary}"
             + (f"  [{opts}]" if opts else "")
         )
     return 0
