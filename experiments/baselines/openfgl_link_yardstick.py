@@ -492,9 +492,7 @@ def main() -> None:
     )
     ap.add_argument("--datasets", default="Cora,CiteSeer")
     ap.add_argument("--methods", default="fedavg,local", help=f"of {', '.join(METHODS)}")
-    ap.add_argument(
-        "--sides", default="ours,openfgl,openfgl-shipped", help=f"of {', '.join(SIDES)}"
-    )
+    ap.add_argument("--sides", default=",".join(SIDES), help=f"of {', '.join(SIDES)}")
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument("--rounds", type=int, default=JOB["num-rounds"])
     ap.add_argument("--records", default=str(RECORDS))
