@@ -1,11 +1,12 @@
 """Ours beside OpenFGL on link prediction, on the same client subgraphs and the same edge split.
 
-The link-prediction counterpart of ``openfgl_yardstick.py`` (whose install notes, shims and
+The link-prediction counterpart of ``openfgl_yardstick.py`` (whose install notes and
 mean/std helper it reuses): FedAvg and Local (OpenFGL's ``isolate``), Louvain into 10 clients,
 Cora or CiteSeer. For each seed it exports this project's partition into OpenFGL's processed
 layout (``distrib/subgraph_fl_louvain_1_<dataset>_client_10/data_<k>.pt``) and runs OpenFGL's
-``LinkPredTask`` through its own trainer in its own virtual environment, on one of two splits
-(the ``side`` of a run):
+``LinkPredTask`` through its own trainer in its own virtual environment (seeded by its
+``seed_everything``, as its ``main.py`` does; one thread), on one of three splits (the
+``side`` of a run):
 
 * ``openfgl``: OUR edge split written into the files OpenFGL caches its split in
   (``link_pred/default_split/{forward_data,merged_edge_*}_<k>.pt``,
@@ -21,7 +22,10 @@ layout (``distrib/subgraph_fl_louvain_1_<dataset>_client_10/data_<k>.pt``) and r
 * ``openfgl-patched``: the same split with that one line corrected (the message graph from the
   training and leftover edges themselves), in a temporary copy of the installed package.
 
-and ``ours``: this project's run in-process (``task = "link"``), same seed, same split.
+and ``ours``: this project's run in-process (``task = "link"``), same seed, same split; and,
+to trace the gap, ours with OpenFGL's remaining differences put in: ``ours-fixed-neg``
+(``link-negatives = fixed``), ``ours-relu-dropout`` (ReLU and dropout after the encoder,
+patched in this process) and ``ours-as-openfgl`` (both).
 
 Both sides evaluate the same models the same way: FedAvg the global model on each client's
 data (OpenFGL's ``global_model_on_local_data``), Local each client's own model; the test AUC
@@ -30,17 +34,17 @@ at the round of best validation AUC, clients weighted by their edge counts (ours
 negatives, proportional to it on our split). FedAvg weights uploads the same way
 (``agg-weight = local``). The encoder is one GCN layer F -> 64 on both sides (OpenFGL's
 2-layer GCN embeds with its first layer; ours ``num-layers = 1``); OpenFGL follows it with
-ReLU and dropout 0.5, ours with nothing (the page's footnotes).
+ReLU and dropout 0.5, ours with nothing.
 
 Install OpenFGL as ``experiments/platform/peers.py`` says, with ``<openfgl-root>/global/
 subgraph_fl/{Cora,CiteSeer}`` (Planetoid's raw files). Then::
 
     FGL_DATA_ROOT=../shared/data python experiments/baselines/openfgl_link_yardstick.py \\
         --openfgl-python ~/venvs/openfgl/bin/python --datasets Cora,CiteSeer \\
-        --methods fedavg,local --sides ours,openfgl,openfgl-shipped --seeds 0,1,2 --doc
+        --methods fedavg,local --seeds 0,1,2 --doc  # every side unless --sides
 
 Every finished run is appended to ``docs/results/link.runs.jsonl`` at once and not run again
-(delete its line to rerun it); ``--doc`` renders ``docs/results/link.md``'s table from them.
+(delete its line to rerun it); ``--doc`` renders ``docs/results/link.md``'s tables from them.
 """
 
 from __future__ import annotations
