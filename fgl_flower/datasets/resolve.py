@@ -59,7 +59,7 @@ class _Resolved:
     dataset: str  # canonical (a file: the path as given)
     key: str  # its name in cache folders (a file: <stem>-<content digest>)
     level: str  # "node" | "graph": the data
-    task: str  # what the run learns (fgl_flower.tasks)  # "node" | "graph"
+    task: str  # what the run learns (a name in fgl_flower.tasks.TASKS)
     members: tuple[str, ...] | None  # dataset group members
     partitioner: Partitioner
     partition: str  # canonical
@@ -99,7 +99,7 @@ def _split_options(
     return part, data
 
 
-def _check_splits(cfg: DataConfig, task: str, learns: str) -> None:
+def _check_splits(cfg: DataConfig, level: str, learns: str) -> None:
     """Ratios, split mode (``five-group``: node tasks, fixed ratios, a fold; link prediction:
     a random edge split; regression: no classes to stratify by) and edge flip."""
     ratios = check_ratios(cfg.split)
@@ -115,7 +115,7 @@ def _check_splits(cfg: DataConfig, task: str, learns: str) -> None:
             "split-mode=random (or official)."
         )
     if mode in GLOBAL_SPLITS:
-        if task != "node":
+        if level != "node":
             raise ConfigError(
                 f"split-mode={mode} splits the nodes of a graph; {cfg.dataset!r} is a "
                 "graph-classification dataset: use split-mode=random or stratified."
@@ -127,7 +127,7 @@ def _check_splits(cfg: DataConfig, task: str, learns: str) -> None:
             f"edge-flip={p!r}: give the probability in [0, 1) that each edge of a "
             "client is replaced by a random non-edge (0: none)."
         )
-    if p and task != "node":
+    if p and level != "node":
         raise ConfigError(
             f"edge-flip={p} rewires the edges of node-classification clients; "
             f"{cfg.dataset!r} is a graph-classification dataset: set edge-flip=0."
@@ -182,7 +182,7 @@ def _resolve_at(cfg: DataConfig, stamp: tuple[int, ...] | None) -> _Resolved:
     regression = entry is not None and real_targets(entry, data_opts)
     task = resolve_task(cfg.task, level, regression, name)
     _check_splits(cfg, level, task.name)
-    if partitioner.label_skew and task.name not in ("node", "graph"):
+    if partitioner.label_skew and not task.classes:
         raise ConfigError(
             f"partition {partition!r} skews the classes among clients; task {task.name} has "
             "none to skew: use random, or a structural partitioner (louvain, metis) for nodes."
