@@ -272,13 +272,14 @@ def _safe_globals() -> contextlib.AbstractContextManager[Any]:
     """Allow the PyG classes in ogb's processed file (its ``torch.load`` is weights-only
     from torch 2.6 on)."""
     import torch
+    from torch_geometric.data import Data
     from torch_geometric.data.data import DataEdgeAttr, DataTensorAttr
     from torch_geometric.data.storage import GlobalStorage
 
     allow = getattr(torch.serialization, "safe_globals", None)
     if allow is None:  # pragma: no cover - torch < 2.5 loads them anyway
         return contextlib.nullcontext()
-    return allow([DataEdgeAttr, DataTensorAttr, GlobalStorage])
+    return allow([Data, DataEdgeAttr, DataTensorAttr, GlobalStorage])
 
 
 def _official_split(dataset: Any, size: int):
