@@ -332,6 +332,11 @@ class GraphLearner(Learner):
                 count += batch.num_graphs
         return {"train_loss": total_loss / max(count, 1)}
 
+    def split_metrics(self, out: Tensor, y: Tensor) -> dict[str, float]:
+        """The metrics of one split's outputs ``out`` against its targets ``y`` (loss,
+        accuracy, macro-F1)."""
+        return classification_metrics(out, y, self.data.num_classes)
+
     @torch.no_grad()
     def evaluate(self, train_mode: bool = False) -> dict[str, float]:
         self.model.train(train_mode)
@@ -347,7 +352,7 @@ class GraphLearner(Learner):
                 else torch.zeros(0, self.data.num_classes, device=self.device)
             )
             y = torch.cat(ys) if ys else torch.zeros(0, dtype=torch.long, device=self.device)
-            for k, v in classification_metrics(out, y, self.data.num_classes).items():
+            for k, v in self.split_metrics(out, y).items():
                 res[f"{split}_{k}"] = v
             res[f"num-{split}"] = float(len(getattr(self.data, split)))
         res[NUM_LOCAL] = float(self.num_local)
@@ -372,22 +377,9 @@ class GraphRegressionLearner(GraphLearner):
     def loss(self, out: Tensor, batch: GraphBatch) -> Tensor:
         return F.mse_loss(out, batch.y.float())
 
-    @torch.no_grad()
-    def evaluate(self, train_mode: bool = False) -> dict[str, float]:
-        self.model.train(train_mode)
-        res: dict[str, float] = {}
-        for split in SPLITS:
-            outs, ys = [], []
-            for batch in self._batches(split, shuffle=False):
-                outs.append(self.forward(batch))
-                ys.append(batch.y)
-            out = torch.cat(outs) if outs else torch.zeros(0, device=self.device)
-            y = torch.cat(ys) if ys else torch.zeros(0, device=self.device)
-            for k, v in regression_metrics(out, y).items():
-                res[f"{split}_{k}"] = v
-            res[f"num-{split}"] = float(len(getattr(self.data, split)))
-        res[NUM_LOCAL] = float(self.num_local)
-        return res
+    def split_metrics(self, out: Tensor, y: Tensor) -> dict[str, float]:
+        """Mean squared (also the loss) and absolute error; an empty split scores 0."""
+        return regression_metrics(out, y)
 
 
 @LEARNERS.register("link")

@@ -38,6 +38,16 @@ def atomic_write(path: Path, write: Callable[[Path], None]) -> None:
         tmp.unlink(missing_ok=True)
 
 
+def stored_blob(folder: str, prefix: str, suffix: str, blob: bytes) -> Path:
+    """``<cache>/<folder>/<prefix>-<sha256 of blob>.<suffix>`` holding ``blob``, written once
+    (atomically) per content: a user's object or array, named by what it holds."""
+    path = cache_dir() / folder / f"{prefix}-{hashlib.sha256(blob).hexdigest()[:16]}{suffix}"
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(path, lambda tmp: tmp.write_bytes(blob))
+    return path
+
+
 def partition_dir(tag: str) -> Path:
     return cache_dir() / "partitions" / tag
 

@@ -75,8 +75,33 @@ class NodeGraph:
         return replace(self, **{f.name: getattr(self, f.name).to(device) for f in fields(self)})
 
 
+class _KeptOnDevice:
+    """``to(device)`` of a full-batch client's data: its graph ``data`` (and what
+    :meth:`moved_with_graph` names) on ``device``, ``self`` if already there. The copy is
+    kept, so a process serving many messages for this client (a simulation actor) moves it
+    once and its graph-derived caches keep hitting."""
+
+    data: NodeGraph
+    _copies: dict
+
+    def moved_with_graph(self, device: torch.device) -> dict[str, Any]:
+        """Fields besides ``data`` that move with it (none)."""
+        return {}
+
+    def to(self, device: torch.device | str):
+        device = torch.device(device)
+        if device not in self._copies:
+            graph = self.data.to(device)
+            self._copies[device] = (
+                self
+                if graph is self.data
+                else replace(self, data=graph, **self.moved_with_graph(device), _copies={})
+            )
+        return self._copies[device]
+
+
 @dataclass
-class NodeClientData:
+class NodeClientData(_KeptOnDevice):
     """One client's subgraph (:class:`NodeGraph`) and the dataset's dimensions."""
 
     data: NodeGraph
@@ -98,23 +123,9 @@ class NodeClientData:
         """All local nodes (train, val, test and unlabelled)."""
         return self.data.num_nodes
 
-    def to(self, device: torch.device | str) -> NodeClientData:
-        """The same client with its graph on ``device`` (``self`` if it already is).
-
-        The copy is kept, so a process serving many messages for this client (a
-        simulation actor) moves it once and its graph-derived caches keep hitting.
-        """
-        device = torch.device(device)
-        if device not in self._copies:
-            graph = self.data.to(device)
-            self._copies[device] = (
-                self if graph is self.data else replace(self, data=graph, _copies={})
-            )
-        return self._copies[device]
-
 
 @dataclass
-class LinkClientData:
+class LinkClientData(_KeptOnDevice):
     """One client's subgraph for link prediction: :class:`NodeGraph` whose ``edge_index`` is
     the message-passing graph (the training edges, both directions; no node masks), and
     its edge split :class:`~fgl_flower.datasets.link_splits.LinkSplit`."""
@@ -140,17 +151,8 @@ class LinkClientData:
         e = self.edges
         return int(e.train_pos.size(1) + e.val_pos.size(1) + e.test_pos.size(1))
 
-    def to(self, device: torch.device | str) -> LinkClientData:
-        """The same client on ``device`` (kept, as :meth:`NodeClientData.to`)."""
-        device = torch.device(device)
-        if device not in self._copies:
-            graph = self.data.to(device)
-            self._copies[device] = (
-                self
-                if graph is self.data
-                else replace(self, data=graph, edges=self.edges.to(device), _copies={})
-            )
-        return self._copies[device]
+    def moved_with_graph(self, device: torch.device) -> dict[str, Any]:
+        return {"edges": self.edges.to(device)}
 
 
 @dataclass

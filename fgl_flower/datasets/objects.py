@@ -12,14 +12,12 @@ the partition built from it.
 
 from __future__ import annotations
 
-import hashlib
 import io
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.datasets.cache import atomic_write
-from fgl_flower.datasets.root import cache_dir
+from fgl_flower.datasets.cache import stored_blob
 from fgl_flower.errors import ConfigError
 
 #: The tensors of a node graph that are stored (others are dropped).
@@ -55,9 +53,4 @@ def store_object(obj: Any) -> Path:
 
     buffer = io.BytesIO()
     torch.save(as_stored(obj), buffer)
-    blob = buffer.getvalue()
-    path = cache_dir() / "objects" / f"graph-{hashlib.sha256(blob).hexdigest()[:16]}.pt"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: tmp.write_bytes(blob))
-    return path
+    return stored_blob("objects", "graph", ".pt", buffer.getvalue())

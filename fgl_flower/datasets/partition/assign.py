@@ -77,8 +77,7 @@ def read_assignment(file: str | None) -> np.ndarray:
 
 def store_assignment(assignment: Any) -> Path:
     """The cached ``.npy`` of a client-id array (written once per content)."""
-    from fgl_flower.datasets.cache import atomic_write
-    from fgl_flower.datasets.root import cache_dir
+    from fgl_flower.datasets.cache import stored_blob
 
     ids = np.asarray(assignment)
     if ids.ndim != 1 or (ids.size and not np.issubdtype(ids.dtype, np.integer)):
@@ -88,12 +87,7 @@ def store_assignment(assignment: Any) -> Path:
         )
     buffer = io.BytesIO()
     np.save(buffer, ids.astype(np.int64))
-    blob = buffer.getvalue()
-    path = cache_dir() / "assignments" / f"assign-{hashlib.sha256(blob).hexdigest()[:16]}.npy"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(path, lambda tmp: tmp.write_bytes(blob))
-    return path
+    return stored_blob("assignments", "assign", ".npy", buffer.getvalue())
 
 
 @PARTITIONERS.register("assign")
