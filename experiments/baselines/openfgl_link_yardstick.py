@@ -255,23 +255,7 @@ def run_openfgl(
     python: str, root: Path, method: str, dataset: str, seed: int, path: Path | None = None
 ) -> dict:
     algo, mode = METHODS[method]
-    argv = [
-        python,
-        "-c",
-        OPENFGL_RUN,
-        str(root),
-        algo,
-        mode,
-        str(seed),
-        str(JOB["num-rounds"]),
-        str(JOB["num-clients"]),
-        dataset,
-        str(JOB["local-epochs"]),
-        str(JOB["hidden"]),
-        str(JOB["dropout"]),
-        str(JOB["lr"]),
-        str(JOB["weight-decay"]),
-    ]
+    argv = yardstick.openfgl_argv(python, OPENFGL_RUN, root, algo, mode, seed, dataset, JOB)
     # it pickles Data objects; one thread: beside other work on 2 cores its two threads ran
     # 7 times slower, with the same numbers
     env = {**os.environ, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1", "OMP_NUM_THREADS": "1"}

@@ -265,27 +265,42 @@ def run_ours(method: str, seed: int, out: Path) -> float:
     return 100 * float(summary["best_val"]["test_acc"])
 
 
-def run_openfgl(
-    python: str, root: Path, method: str, seed: int, timeout: float = 3 * 3600
-) -> float:
-    algo, mode, _ = METHODS[method]
-    argv = [
+def openfgl_argv(
+    python: str,
+    script: str,
+    root: Path,
+    algo: str,
+    mode: str,
+    seed: int,
+    dataset: str,
+    job: dict = JOB,
+) -> list[str]:
+    """The command running ``script`` (an OpenFGL driver such as :data:`OPENFGL_RUN`) with
+    ``job``'s settings (default :data:`JOB`) in the order its ``sys.argv`` reads them."""
+    return [
         python,
         "-c",
-        OPENFGL_RUN,
+        script,
         str(root),
         algo,
         mode,
         str(seed),
-        str(JOB["num-rounds"]),
-        str(JOB["num-clients"]),
-        JOB["dataset"],
-        str(JOB["local-epochs"]),
-        str(JOB["hidden"]),
-        str(JOB["dropout"]),
-        str(JOB["lr"]),
-        str(JOB["weight-decay"]),
+        str(job["num-rounds"]),
+        str(job["num-clients"]),
+        dataset,
+        str(job["local-epochs"]),
+        str(job["hidden"]),
+        str(job["dropout"]),
+        str(job["lr"]),
+        str(job["weight-decay"]),
     ]
+
+
+def run_openfgl(
+    python: str, root: Path, method: str, seed: int, timeout: float = 3 * 3600
+) -> float:
+    algo, mode, _ = METHODS[method]
+    argv = openfgl_argv(python, OPENFGL_RUN, root, algo, mode, seed, JOB["dataset"])
     env = {
         **os.environ,
         "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1",  # OpenFGL pickles PyG Data objects
