@@ -1,7 +1,7 @@
 """fgl-flower: federated graph learning methods on Flower's Message API.
 
 The Python API (imported on first use, so ``import fgl_flower`` stays light):
-:func:`run`, :func:`load_result`, :func:`partition`, :func:`run_config`,
+:func:`run`, :func:`tune`, :func:`load_result`, :func:`partition`, :func:`run_config`,
 :func:`register_method` and the plots :func:`plot_curves`, :func:`plot_clients`,
 :func:`plot_label_mix`, :func:`plot_partition`. See :mod:`fgl_flower.api`.
 """
@@ -13,6 +13,7 @@ _API = {
     "run_config": "fgl_flower.api",
     "load_result": "fgl_flower.api",
     "partition": "fgl_flower.api",
+    "tune": "fgl_flower.api",
     "RunResult": "fgl_flower.api",
     "Partition": "fgl_flower.api",
     "register_method": "fgl_flower.methods",

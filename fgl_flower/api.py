@@ -21,7 +21,7 @@ import json
 import logging
 import threading
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -240,6 +240,73 @@ def run(
         ):
             execute(cfg, backend, stream=stream)
     return RunResult.load(out_dir)
+
+
+def tune(
+    method: str = "fedavg",
+    *,
+    dataset: str | Path | Any = None,
+    partition: str | Any = None,
+    clients: int | None = None,
+    rounds: int | None = None,
+    trials: int = 20,
+    trial_rounds: int | None = None,
+    space: Mapping[str, str] | None = None,
+    metric: str = "",
+    pruner: str = "median",
+    sampler_seed: int = 0,
+    final_seeds: Sequence[int] = (0, 1, 2),
+    jobs: int = 1,
+    backend: str = "inprocess",
+    study: str | Path | None = None,
+    overwrite: bool = False,
+    **options: Any,
+):
+    """Tune ``method``'s hyperparameters (``fgl tune``); returns its
+    :class:`~fgl_flower.tuning.StudyResult`.
+
+    The run is given as to :func:`run` (``dataset``, ``partition``, ``clients``, ``rounds``
+    and run-config keys as keyword arguments): it is the untuned run, and each trial is it
+    with the space's values. ``space`` adds or replaces keys of the method's space
+    (``{"lr": "0.01..0.5:log", "fedprox.mu": "0.001..1:log", "dropout": "none"}``; see
+    :mod:`fgl_flower.tuning.space`). ``trials`` finished trials of ``trial_rounds`` rounds
+    each (default ``rounds``) maximise the validation ``metric`` (default the run's
+    ``select-by``); ``pruner``: median, halving or none. The best configuration and the
+    untuned one are then rerun over ``final_seeds`` at ``rounds``. ``jobs`` trials at a
+    time (more than one: each its own ``fgl run`` process); ``backend``: ``"inprocess"``
+    or ``"simulation"``. The study lives in ``study`` (default
+    ``./studies/<method>-<dataset>-<partition>-c<clients>``) and resumes from it.
+
+    Raises:
+        ConfigError: Bad input or a bad space, before any trial.
+    """
+    from fgl_flower.tuning import StudySpec, default_study_dir, run_tune, study_space
+
+    if backend not in ("inprocess", "simulation"):
+        raise ConfigError(f"backend={backend!r}: trials run 'inprocess' or in 'simulation'.")
+    overrides = _flatten(_data_keys(dataset, partition)) | _flatten(
+        {"method": method, "clients": clients, "rounds": rounds, **options}
+    )
+    _check_backend(str(overrides["method"]), backend if jobs == 1 else "process")
+    spec = StudySpec(
+        overrides=overrides,
+        space=study_space(str(overrides["method"]), dict(space or {})),
+        trials=trials,
+        trial_rounds=trial_rounds,
+        metric=metric,
+        pruner=pruner,
+        sampler_seed=sampler_seed,
+    )
+    folder = Path(study) if study is not None else default_study_dir(overrides)
+    with _quiet(True):
+        return run_tune(
+            spec,
+            folder,
+            jobs=jobs,
+            engine=backend,
+            final_seeds=tuple(final_seeds),
+            overwrite=overwrite,
+        )
 
 
 def _data_keys(dataset: Any, partition: Any) -> dict[str, Any]:

@@ -8,6 +8,7 @@
 ``fgl config``         every run-config key with its default and meaning
 ``fgl partition-stats`` per-client nodes, edges, class counts and homophily (mean ± std over clients)
 ``fgl bench``          run an experiment file (rows x seeds) and write its results table
+``fgl tune``           tune a method's hyperparameters (Optuna) and rerun the best over seeds
 
 Every config problem is reported as one line before anything starts (exit code 2).
 """
@@ -53,6 +54,12 @@ def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
     (:func:`fgl_flower.launch.flat_config`)."""
     from fgl_flower.launch import flat_config
 
+    return flat_config(run_overrides(args), out=args.out, where="--set ")
+
+
+def run_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The run-config keys the flags and ``--set`` give (``--secagg`` and ``--dp-*`` as the
+    method's options)."""
     overrides: dict[str, Any] = {}
     for attr, key in FLAG_KEYS.items():
         value = getattr(args, attr, None)
@@ -73,7 +80,7 @@ def build_run_config(args: argparse.Namespace) -> dict[str, Scalar]:
             overrides.update(secagg_override(method))
         if dp:
             overrides.update(dp_override(method, args.dp_epsilon, args.dp_clip))
-    return flat_config(overrides, out=args.out, where="--set ")
+    return overrides
 
 
 def method_option(method: str, option: str, flag: str, what: str) -> str:
@@ -251,6 +258,49 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
     return _launch(args, deploy=True)
 
 
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``fgl tune``: a study of the run the flags give (:func:`fgl_flower.tuning.run_tune`)."""
+    from fgl_flower.app_defaults import load_app_defaults
+    from fgl_flower.tuning import StudySpec, default_study_dir, run_tune, study_space
+
+    overrides = run_overrides(args)
+    space: dict[str, str] = {}
+    for item in args.space or []:
+        key, eq, text = item.partition("=")
+        if not eq:
+            raise ConfigError(f"--space {item!r}: use KEY=RANGE (e.g. lr=0.001..0.3:log).")
+        space[key.strip()] = text.strip()
+    method = str(overrides.get("method") or load_app_defaults()["method"])
+    seeds: tuple[int, ...] = ()
+    if args.final_seeds != "none":
+        try:
+            seeds = tuple(int(s) for s in args.final_seeds.split(",") if s.strip())
+        except ValueError:
+            raise ConfigError(
+                f"--final-seeds {args.final_seeds!r}: give seeds like 0,1,2, or none."
+            ) from None
+    spec = StudySpec(
+        overrides=overrides,
+        space=study_space(method, space),
+        trials=args.trials,
+        trial_rounds=args.trial_rounds,
+        metric=args.metric or "",
+        pruner=args.pruner,
+        sampler_seed=args.sampler_seed,
+    )
+    folder = Path(args.study) if args.study else default_study_dir(overrides)
+    result = run_tune(
+        spec,
+        folder,
+        jobs=args.jobs,
+        engine="inprocess" if args.inprocess else "simulation",
+        final_seeds=seeds,
+        overwrite=args.overwrite,
+    )
+    print(result)
+    return 0
+
+
 def cmd_datasets(args: argparse.Namespace) -> int:
     from fgl_flower.datasets import DATASET_GROUPS, DATASETS, dataset_status, resolve_data_root
 
@@ -284,6 +334,18 @@ def cmd_methods(args: argparse.Namespace) -> int:
     from fgl_flower.methods import METHODS
 
     width = max(len(name) for name in METHODS) + 2
+    if args.spaces:  # what `fgl tune` varies of each method
+        from fgl_flower.tuning import SHARED_SPACE
+
+        print("every method: " + ", ".join(f"{k}={v}" for k, v in SHARED_SPACE.items()))
+        for name, spec in METHODS.items():
+            own = (
+                "(no declared space)"
+                if spec.space is None
+                else ", ".join(f"{name}.{k}={v}" for k, v in spec.space.items()) or "(shared only)"
+            )
+            print(f"{name:{width}}{own}")
+        return 0
     tasks = max(len("/".join(spec.tasks)) for _, spec in METHODS.items()) + 2
     for name, spec in METHODS.items():
         opts = ", ".join(f"{name}.{k}={v}" for k, v in spec.options.items())
@@ -403,16 +465,16 @@ def cmd_bench(args: argparse.Namespace) -> int:
             )
         neutral[key] = value
     rows = [r for r in args.rows.split(",") if r] if args.rows else None
-    if rows is not None and not any(select_rows(exp, rows) for exp in exps):
-        slugs = ", ".join(row.slug for exp in exps for row in exp.rows)
+    if rows is not None and not any(select_rows(exp, rows, exp.rows + exp.pending) for exp in exps):
+        slugs = ", ".join(row.slug for exp in exps for row in exp.rows + exp.pending)
         raise ConfigError(
             f"--rows {args.rows}: no row's run folder matches it. Run folders: {slugs}"
         )
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
-    for exp in exps:
+    for i, exp in enumerate(exps):
         if not args.doc_only:
             left = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            run_experiment(
+            exps[i] = run_experiment(  # tuned rows: with their studies' values
                 exp,
                 dry_run=args.dry_run,
                 seeds=seeds,
@@ -536,6 +598,69 @@ def _add_run_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_tune_args(p: argparse.ArgumentParser) -> None:
+    from fgl_flower.tuning import PRUNERS, SHARED_SPACE
+
+    p.add_argument("--trials", type=int, default=20, help="trials to finish (default 20)")
+    p.add_argument(
+        "--trial-rounds",
+        type=int,
+        help="rounds of each trial (default: the run's --rounds; the reruns use --rounds)",
+    )
+    p.add_argument(
+        "--space",
+        action="append",
+        metavar="KEY=RANGE",
+        help="vary KEY over low..high (':log' for a log scale) or a,b,c; 'none' leaves a "
+        "key out. Added to the shared keys ("
+        + ", ".join(f"{k}={v}" for k, v in SHARED_SPACE.items())
+        + ") and the method's own space (`fgl methods --spaces`)",
+    )
+    p.add_argument(
+        "--metric",
+        help="the validation metric to maximise (a loss or error: minimise; default the "
+        "run's select-by); a test metric is refused",
+    )
+    p.add_argument(
+        "--pruner",
+        choices=PRUNERS,
+        default="median",
+        help="stop weak trials early from their per-round validation values: median (below "
+        "the median of earlier trials at that round), halving (successive halving) or none "
+        "(default median)",
+    )
+    p.add_argument("--sampler-seed", type=int, default=0, help="seed of the TPE sampler")
+    p.add_argument(
+        "--final-seeds",
+        default="0,1,2",
+        help="rerun the best and the untuned configuration over these seeds (default 0,1,2; "
+        "none: skip)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="trials at a time (default 1); more than one: each trial is its own `fgl run` "
+        "process (set OMP_NUM_THREADS to cores / jobs)",
+    )
+    p.add_argument(
+        "--inprocess",
+        action="store_true",
+        help="the trials run on the in-process grid (with --jobs 1: in this process) instead "
+        "of Flower's simulation engine",
+    )
+    p.add_argument(
+        "--study",
+        help="the study folder (default ./studies/<method>-<dataset>-<partition>-c<clients>); "
+        "the same command resumes the study in it",
+    )
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="start over in a --study folder that holds another study",
+    )
+
+
 def cmd_config(args: argparse.Namespace) -> int:
     """Every run-config key with its default and meaning (from pyproject.toml); the methods
     come from the registry (the config layer does not import it)."""
@@ -623,6 +748,14 @@ def parser() -> argparse.ArgumentParser:
                 "authentication (only the run's registered keys are accepted)",
             )
         p.set_defaults(fn=fn)
+    p = sub.add_parser(
+        "tune",
+        help="tune a method's hyperparameters on a validation metric (Optuna), then rerun "
+        "the best over seeds beside the untuned run",
+    )
+    _add_run_args(p)
+    _add_tune_args(p)
+    p.set_defaults(fn=cmd_tune)
     p = sub.add_parser("datasets", help="list datasets and offline availability")
     p.add_argument("--data-root")
     p.set_defaults(fn=cmd_datasets)
@@ -632,6 +765,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="the new method's name: lowercase letters and digits")
     p.set_defaults(fn=cmd_new_method)
     p = sub.add_parser("methods", help="list methods")
+    p.add_argument("--spaces", action="store_true", help="what `fgl tune` varies of each method")
     p.set_defaults(fn=cmd_methods)
     p = sub.add_parser("tasks", help="list tasks (what a run learns) and the methods that run each")
     p.set_defaults(fn=cmd_tasks)

@@ -204,6 +204,11 @@ def results_written(out_dir: str | Path) -> str:
     return f"summary {Path(out_dir) / 'summary.json'}"
 
 
+#: A file of this name in a run folder asks the run to stop after its current round, with
+#: its summary written (``touch <run>/STOP``; ``fgl tune`` stops a pruned trial so).
+STOP_FILE = "STOP"
+
+
 class RunRecorder:
     """Records one run into ``out_dir`` and prints a progress line per round."""
 
@@ -214,7 +219,9 @@ class RunRecorder:
         self.cfg = cfg
         self.extra = dict(extra or {})
         self.rounds: list[dict[str, Any]] = []
+        self.stopped_after: int | None = None  # the round after which a STOP file was seen
         self.out_dir.mkdir(parents=True, exist_ok=True)
+        (self.out_dir / STOP_FILE).unlink(missing_ok=True)  # an earlier run's request
         atomic_write_text(self.out_dir / "config.json", cfg.to_json() + "\n")
         if not cfg.resume:  # a resumed run keeps its rounds (see resume())
             (self.out_dir / "rounds.jsonl").write_text("")
@@ -240,6 +247,13 @@ class RunRecorder:
         append_line(self.out_dir / "rounds.jsonl", strict_json(record, sort_keys=True))
         if self.cfg.progress:
             log(INFO, "%s", self.progress_line(record))
+
+    def stop_requested(self, server_round: int) -> bool:
+        """Whether the run folder holds a :data:`STOP_FILE` after ``server_round``; the
+        summary then says where the run stopped."""
+        if (self.out_dir / STOP_FILE).exists():
+            self.stopped_after = server_round
+        return self.stopped_after is not None
 
     def progress_line(self, record: Mapping[str, Any]) -> str:
         ev = record.get("eval", {})
@@ -269,6 +283,11 @@ class RunRecorder:
             "model": self.cfg.model,
             **self.extra,
             **summarize_rounds(self.rounds, self.cfg.select_by),
+            **(
+                {"stopped": f"stopped on request ({STOP_FILE}) after round {self.stopped_after}"}
+                if self.stopped_after is not None
+                else {}
+            ),
             **dict(extra or {}),
         }
         atomic_write_text(

@@ -14,6 +14,7 @@ from typing import Any
 
 from fgl_flower.app_defaults import read_toml
 from fgl_flower.bench.columns import COLUMNS, DEFAULT_COLUMNS
+from fgl_flower.bench.tuned import merge_tune, resolve
 from fgl_flower.errors import ConfigError
 
 FLAGS = ("method", "dataset", "partition", "clients", "rounds", "model")
@@ -31,11 +32,18 @@ class Row:
     inprocess: bool = False  # `fgl run --inprocess`
     id: str = ""  # a name other rows compare against (``versus``)
     versus: str = ""  # the ``id`` of the row this one is compared with, seed by seed
+    tune: dict[str, Any] = field(default_factory=dict)  # its study's budget (bench.tuned)
+    tuned: dict[str, Any] | None = None  # the study's best values, set over ``overrides``
+
+    @property
+    def method(self) -> str:
+        """The method as the tables show it (``fedprox, tuned`` for a tuned row)."""
+        return f"{self.args.get('method')}" + (", tuned" if self.tune else "")
 
     @property
     def label(self) -> str:
         """``group (method)``: how the paired table names a row."""
-        return f"{self.group} ({self.args.get('method')})"
+        return f"{self.group} ({self.method})"
 
     @property
     def slug(self) -> str:
@@ -47,6 +55,7 @@ class Row:
         ]
         extra = "-".join(f"{k}={v}" for k, v in sorted(self.own.items()))
         slug = "-".join(p for p in parts if p) + (f"-{extra}" if extra else "")
+        slug += "-tuned" if self.tune else ""  # its tuned values are in its command
         return re.sub(r"[^\w.,=+-]", "_", slug)
 
     def command(self, seed: int | str, out: str, overwrite: bool = True) -> list[str]:
@@ -59,7 +68,7 @@ class Row:
         cmd += ["--seed", str(seed)]
         if self.inprocess:
             cmd.append("--inprocess")
-        for k, v in sorted(self.overrides.items()):
+        for k, v in sorted({**self.overrides, **(self.tuned or {})}.items()):
             cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
         return cmd + ["--out", out] + (["--overwrite"] if overwrite else [])
 
@@ -78,6 +87,7 @@ class Experiment:
     source: Path | None = None  # the experiment file
     order: int = 0  # position among the sections of a shared ``doc``
     paired: tuple[str, ...] = ()  # metric columns compared seed by seed (rows with ``versus``)
+    pending: list[Row] = field(default_factory=list)  # tuned rows waiting for their study
 
 
 def _doc_path(spec: Mapping[str, Any], path: Path, root: Path) -> Path:
@@ -94,7 +104,8 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     rows = []
     for i, raw in enumerate(spec.get("row", [])):
         merged = {**defaults, **raw}
-        unknown = set(merged) - set(FLAGS) - {"group", "set", "paper", "inprocess", "id", "versus"}
+        fields = {"group", "set", "paper", "inprocess", "id", "versus", "tune"}
+        unknown = set(merged) - set(FLAGS) - fields
         if unknown:
             raise ConfigError(f"{path}: row {i} has unknown fields {sorted(unknown)}.")
         rows.append(
@@ -107,6 +118,7 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
                 inprocess=bool(merged.get("inprocess", False)),
                 id=str(raw.get("id", "")),
                 versus=str(raw.get("versus", "")),
+                tune=merge_tune(defaults.get("tune", {}), raw.get("tune", {}), f"{path}: row {i}"),
             )
         )
     if not rows:
@@ -120,9 +132,11 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
     unknown = [c for c in columns + paired if c not in COLUMNS]
     if unknown:
         raise ConfigError(f"{path}: unknown columns {unknown}; known: {', '.join(COLUMNS)}.")
+    doc = _doc_path(spec, path, root)
+    rows, pending = resolve(rows, doc)
     return Experiment(
         title=spec.get("title", path.stem),
-        doc=_doc_path(spec, path, root),
+        doc=doc,
         out=root / spec.get("out", f"runs/{path.stem}"),
         seeds=list(spec.get("seeds", [0, 1, 2])),
         rows=rows,
@@ -133,15 +147,19 @@ def load_experiment(path: str | Path, root: Path | None = None) -> Experiment:
         source=path,
         order=int(spec.get("order", 0)),
         paired=paired,
+        pending=pending,
     )
 
 
-def select_rows(exp: Experiment, patterns: list[str] | None) -> list[Row]:
-    """The rows whose run-folder name (:attr:`Row.slug`) matches one of the shell-style
-    ``patterns`` (e.g. ``*fedavg*``; all rows if ``patterns`` is None)."""
+def select_rows(
+    exp: Experiment, patterns: list[str] | None, rows: list[Row] | None = None
+) -> list[Row]:
+    """The rows (``exp.rows`` unless given) whose run-folder name (:attr:`Row.slug`)
+    matches one of the shell-style ``patterns`` (e.g. ``*fedavg*``; all if ``None``)."""
+    rows = exp.rows if rows is None else rows
     if patterns is None:
-        return list(exp.rows)
-    return [row for row in exp.rows if any(fnmatch.fnmatchcase(row.slug, p) for p in patterns)]
+        return list(rows)
+    return [row for row in rows if any(fnmatch.fnmatchcase(row.slug, p) for p in patterns)]
 
 
 def doc_command(exp: Experiment, row: Row) -> str:

@@ -4,6 +4,7 @@ marked), its paired-difference table, and the documents that several files share
 from __future__ import annotations
 
 import re
+import shlex
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -199,12 +200,12 @@ def render(
     commands: list[str] = []
     for number, (row, runs) in enumerate(rows, 1):
         cmd = doc_command(exp, row)
-        commands.append(f"- c{number} ({row.group}, {row.args.get('method')}): `{cmd}`")
+        commands.append(f"- c{number} ({row.group}, {row.method}): `{cmd}`")
         cells = kept.cells(cmd, exp.seeds, headers)
         if not runs and cells is not None:
             cells[:3] = [
                 row.group,
-                str(row.args.get("method")),
+                row.method,
                 "—" if row.paper is None else str(row.paper),
             ]
             cells[-2] = _marked(cells[-2])
@@ -221,7 +222,7 @@ def render(
         metrics = [COLUMNS[c].render(runs) for c in exp.columns]
         cells = [
             row.group,
-            str(row.args.get("method")),
+            row.method,
             "—" if row.paper is None else str(row.paper),
             *metrics,
             f"{statistics.fmean(per_round):.2f}" if per_round else "—",
@@ -244,6 +245,14 @@ def render(
         "",
         "</details>",
     ]
+    lines += study_lines(exp)
+    if exp.pending:
+        lines += [
+            "",
+            "Waiting for their study (`fgl bench` runs it first): "
+            + "; ".join(f"{row.group} ({row.method})" for row in exp.pending)
+            + ".",
+        ]
     if exp.paired and any(row.versus for row in exp.rows):
         lines += ["", *paired_table(exp, {id(row): runs for row, runs in rows}, kept, reused)]
     return "\n".join(lines) + "\n"
@@ -286,7 +295,7 @@ def paired_table(
         "|" + "---|" * len(PAIRED_HEADER),
     ]
     for row in exp.rows:
-        if not row.versus:
+        if not row.versus or row.versus not in by_id:  # its base row waits for its study
             continue
         base = by_id[row.versus]
         for key in exp.paired:
@@ -333,3 +342,54 @@ def write_docs(exps: list[Experiment]) -> list[Path]:
                 )
             atomic_write_text(doc, text)
     return list(by_doc)
+
+
+def study_lines(exp: Experiment) -> list[str]:
+    """The studies behind the tuned rows (:mod:`~fgl_flower.bench.tuned`): budget, outcome,
+    the best values beside the untuned ones, the search time and the ``fgl tune`` command."""
+    from fgl_flower.bench.tuned import load_studies, studies_path, study_key, tune_command
+
+    tuned = [row for row in exp.rows if row.tuned is not None]
+    if not tuned:
+        return []
+    studies = load_studies(studies_path(exp.doc))
+    out = exp.out.relative_to(exp.root) if exp.out.is_relative_to(exp.root) else exp.out
+    lines = [
+        "",
+        "Tuned rows: each ran the study below (Optuna TPE, the same budget and shared space "
+        "for every row; trials ranked on the validation metric only, weak ones pruned), then "
+        "its seeds with the best values. Records: `.studies.jsonl` beside this page.",
+        "",
+        "| row | trials (done / pruned / failed) | rounds | metric | best | untuned -> best | search min |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    commands = []
+    for row in tuned:
+        record = studies[study_key(row)]
+        spec = record["study"]
+        n = record["trials"]
+        rounds = spec["trial_rounds"] or row.args.get("rounds", "—")
+        changes = ", ".join(
+            f"{k} {_short(record['default'].get(k))} -> {_short(v)}"
+            for k, v in record["best"]["params"].items()
+        )
+        lines.append(
+            f"| {row.group} ({row.method}) | {n['complete']} / {n['pruned']} / {n['fail']} "
+            f"| {rounds} | {record['metric']} | {100 * record['best']['value']:.2f} "
+            f"| {changes} | {record['search_seconds'] / 60:.1f} |"
+        )
+        cmd = tune_command(row, out / row.slug / "study")
+        commands.append(f"- {row.group} ({row.method}): `{shlex.join(cmd)}`")
+    return [
+        *lines,
+        "",
+        "<details><summary>Commands of the studies</summary>",
+        "",
+        *commands,
+        "",
+        "</details>",
+    ]
+
+
+def _short(value: Any) -> str:
+    return f"{value:.3g}" if isinstance(value, float) else str(value)

@@ -28,7 +28,7 @@ def run_experiment(
     jobs: int = 1,
     time_limit: float | None = None,
     neutral: Mapping[str, Any] | None = None,
-) -> None:
+) -> Experiment:
     """Run every (seed, row) with neither a run folder nor a record (only ``seeds`` and the
     rows matching ``rows`` (see :func:`select_rows`) if given) with ``fgl run``, ``jobs`` at
     a time; print one line per run as it starts and one as it ends.
@@ -37,9 +37,24 @@ def run_experiment(
     ``fgl run --resume``, not started again. ``time_limit`` (seconds): no run starts after
     it, and the runs still going are stopped then (as by Ctrl-C), so that the same command
     later resumes them (one that has written its summary is let exit). ``neutral``:
-    :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g. ``checkpoint-every``)."""
+    :data:`OUTCOME_NEUTRAL_KEYS` set for these runs (e.g. ``checkpoint-every``).
+
+    Tuned rows waiting for their study (:mod:`~fgl_flower.bench.tuned`) first run it
+    (:func:`run_studies`); returns the experiment with their best values (reloaded)."""
     from fgl_flower.checkpoint import resumable
 
+    waiting = select_rows(exp, rows, exp.pending)
+    if waiting:
+        deadline = None if time_limit is None else time.monotonic() + time_limit
+        run_studies(exp, waiting, dry_run, jobs, deadline)
+        if dry_run:
+            print(
+                f"(then the seeds of {len(waiting)} tuned row(s) with their studies' best values)",
+                flush=True,
+            )
+        else:
+            exp = reload(exp)
+        time_limit = None if deadline is None else max(deadline - time.monotonic(), 0.0)
     seeds = exp.seeds if seeds is None else seeds
     selected = select_rows(exp, rows)
     records = load_records(records_path(exp.doc))
@@ -81,7 +96,7 @@ def run_experiment(
     if dry_run:
         for tag, _, cmd, _ in pending:
             print(f"{tag} {shlex.join(cmd)}", flush=True)
-        return
+        return exp
     deadline = None if time_limit is None else time.monotonic() + time_limit
     version = code_version()
     _let_runs_take_ctrl_c()
@@ -99,6 +114,7 @@ def run_experiment(
             "and starts the others",
             flush=True,
         )
+    return exp
 
 
 def _let_runs_take_ctrl_c() -> None:
@@ -140,14 +156,14 @@ def _run_one(
         except subprocess.TimeoutExpired:
             code = _wait_if_done(proc, out)
             if code is None:
-                _stop(proc)
+                stop_process(proc)
                 print(
                     f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s",
                     flush=True,
                 )
                 return "stopped"
         except BaseException:  # Ctrl-C in this process reached the run too; let it end
-            _stop(proc)
+            stop_process(proc)
             raise
     wall = time.perf_counter() - t0
     if code == 0:  # a resumed run's wall time covers only its last part
@@ -175,7 +191,7 @@ def _wait_if_done(proc: subprocess.Popen, out: Path) -> int | None:
         return None
 
 
-def _stop(proc: subprocess.Popen) -> None:
+def stop_process(proc: subprocess.Popen) -> None:
     """Stop ``proc`` as Ctrl-C would (its runtimes tear down their processes), then kill
     what is left of its process tree after :data:`STOP_GRACE_S`."""
     if proc.poll() is not None:
@@ -196,3 +212,63 @@ def _stop(proc: subprocess.Popen) -> None:
         pass
     stop_processes([p for p in tree if p.is_running()], grace=5.0)
     proc.wait()
+
+
+def reload(exp: Experiment) -> Experiment:
+    """``exp`` read again from its file (tuned rows whose study has since been recorded
+    get their values)."""
+    from fgl_flower.bench.experiment import load_experiment
+
+    return load_experiment(exp.source, exp.root) if exp.source is not None else exp
+
+
+def run_studies(
+    exp: Experiment, rows: list, dry_run: bool, jobs: int, deadline: float | None
+) -> None:
+    """The study of each tuned row in ``rows`` (``fgl tune`` in ``<out>/<row>/study``, its
+    output in ``tune.log`` there), ``jobs`` at a time; each finished study is recorded
+    beside the document. A study stopped at the deadline resumes when run again."""
+    from fgl_flower.bench.tuned import record_study, study_record, tune_command
+
+    studies = [(row, exp.out / row.slug / "study") for row in rows]
+    if dry_run:
+        for i, (row, folder) in enumerate(studies, 1):
+            print(f"[study {i}/{len(studies)}] {shlex.join(tune_command(row, folder))}")
+        return
+
+    def one(tag: str, row, folder: Path) -> str:
+        if deadline is not None and time.monotonic() >= deadline:
+            return "not started"
+        cmd = tune_command(row, folder)
+        print(f"{tag} {shlex.join(cmd)}", flush=True)
+        folder.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        with open(folder / "tune.log", "a") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+            try:
+                code = proc.wait(None if deadline is None else max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                stop_process(proc)
+                print(f"    {tag} stopped at the time limit (resumes when run again)", flush=True)
+                return "stopped"
+            except BaseException:
+                stop_process(proc)
+                raise
+        if code != 0:
+            print(f"    {tag} FAILED (exit {code}, see {folder / 'tune.log'})", flush=True)
+            return "failed"
+        record_study(exp.doc, study_record(row, folder))
+        print(f"    {tag} done in {time.perf_counter() - t0:.0f}s", flush=True)
+        return "ok"
+
+    _let_runs_take_ctrl_c()
+    pool = ThreadPoolExecutor(max_workers=jobs)
+    try:
+        futures = [
+            pool.submit(one, f"[study {i}/{len(studies)}]", row, folder)
+            for i, (row, folder) in enumerate(studies, 1)
+        ]
+        for future in futures:
+            future.result()
+    finally:
+        pool.shutdown(cancel_futures=True)

@@ -64,6 +64,9 @@ SPEC = MethodSpec(
     name="apfl",
     strategy="fgl_flower.strategies.apfl:APFLStrategy",
     client="fgl_flower.clients.apfl:APFLClient",
+    space={
+        "alpha": "0.05..0.95",
+    },
     tasks=("node", "link"),
     summary="Personalized: each client mixes a local model with its copy of the global one, "
     "alpha v + (1 - alpha) w, and learns alpha.",

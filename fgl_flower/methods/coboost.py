@@ -83,6 +83,10 @@ SPEC = MethodSpec(
     name="coboost",
     strategy="fgl_flower.strategies.coboost:CoBoostStrategy",
     client="fgl_flower.clients.dense:DENSEClient",
+    space={
+        "kd-lr": "0.001..0.1:log",
+        "temperature": "1..10",
+    },
     tasks=("node",),
     summary="One-shot: DENSE's distillation with hard-sample synthesis, an ensemble whose client "
     "weights are boosted on the synthetic data, and perturbed distillation.",

@@ -95,6 +95,10 @@ SPEC = MethodSpec(
     name="dense",
     strategy="fgl_flower.strategies.dense:DENSEStrategy",
     client="fgl_flower.clients.dense:DENSEClient",
+    space={
+        "kd-lr": "0.001..0.05:log",
+        "temperature": "1..30",
+    },
     tasks=("node",),
     summary="One-shot: the clients' models up once; the server distils their ensemble into a "
     "fresh model on generated node features (kNN graph), clients fine-tune it.",

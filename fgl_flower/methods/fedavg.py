@@ -9,6 +9,7 @@ SPEC = MethodSpec(
     name="fedavg",
     strategy="fgl_flower.strategies.fedavg:FedAvgStrategy",
     client="fgl_flower.clients.fedavg:FedAvgClient",
+    space={},
     tasks=("node", "graph", "link", "graph-regression"),
     summary="Average of the shared parameters weighted by training examples.",
     reference="McMahan et al., AISTATS 2017",

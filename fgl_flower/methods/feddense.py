@@ -56,6 +56,9 @@ SPEC = MethodSpec(
     name="feddense",
     strategy="fgl_flower.strategies.feddense:FedDenseStrategy",
     client="fgl_flower.clients.feddense:FedDenseClient",
+    space={
+        "width": "8,16,32",
+    },
     tasks=("graph",),
     summary="Dual-densely connected GNN: feature layers read every earlier map of both "
     "channels; only the narrow structural channel is shared.",

@@ -86,6 +86,10 @@ SPEC = MethodSpec(
     name="fedfa",
     strategy="fgl_flower.strategies.fedfa:FedFAStrategy",
     client="fgl_flower.clients.fedfa:FedFAClient",
+    space={
+        "prob": "0.1..0.9",
+        "momentum": "0.9..0.999",
+    },
     tasks=("node",),
     summary="FedAvg with federated feature augmentation: the statistics of the classifier's "
     "input are perturbed with a variance fused from the batch and from all clients' statistics.",

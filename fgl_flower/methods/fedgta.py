@@ -71,6 +71,10 @@ SPEC = MethodSpec(
     name="fedgta",
     strategy="fgl_flower.strategies.fedgta:FedGTAStrategy",
     client="fgl_flower.clients.fedgta:FedGTAClient",
+    space={
+        "lp-alpha": "0.1..0.9",
+        "accept": "0.3..0.9",
+    },
     tasks=("node",),
     summary="Personalised averages over the clients whose label-propagated predictions have "
     "similar moments, weighted by their topology-aware smoothing confidence; any node backbone.",

@@ -130,6 +130,11 @@ SPEC = MethodSpec(
     name="fedhero",
     strategy="fgl_flower.strategies.fedhero:FedHEROStrategy",
     client="fgl_flower.clients.fedhero:FedHEROClient",
+    space={
+        "alpha": "0.0..0.9",
+        "k": "5..40",
+        "lam": "0.01..1:log",
+    },
     tasks=("node",),
     summary="Dual-channel GNN for heterophilic graphs: a latent kNN graph from a shared "
     "structure learner beside the original graph; only the latent-graph channel is shared.",

@@ -70,6 +70,9 @@ SPEC = MethodSpec(
     name="fedlit",
     strategy="fgl_flower.strategies.fedlit:FedLitStrategy",
     client="fgl_flower.clients.fedlit:FedLitClient",
+    space={
+        "num-types": "2..8",
+    },
     tasks=("node",),
     summary="Latent link types found by clustering the edges (E-M on their embeddings), one "
     "GCN channel per type; the server aligns the clients' types and averages each type's channel.",

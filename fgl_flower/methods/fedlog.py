@@ -109,6 +109,10 @@ SPEC = MethodSpec(
     name="fedlog",
     strategy="fgl_flower.strategies.fedlog:FedLoGStrategy",
     client="fgl_flower.clients.fedlog:FedLoGClient",
+    space={
+        "metric-weight": "0.1..10:log",
+        "num-proto": "5..40",
+    },
     tasks=("node",),
     summary="Clients learn class-wise synthetic nodes (head and tail prototypes); the server "
     "condenses them into global synthetic nodes that every client then also trains on.",

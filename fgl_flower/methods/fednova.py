@@ -24,6 +24,7 @@ SPEC = MethodSpec(
     name="fednova",
     strategy="fgl_flower.strategies.fednova:FedNovaStrategy",
     client="fgl_flower.clients.fednova:FedNovaClient",
+    space={},
     tasks=("node", "graph", "link", "graph-regression"),
     summary="FedAvg with the normalized average: each update divided by the client's local "
     "steps, the sum scaled by their weighted mean.",

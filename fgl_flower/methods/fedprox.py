@@ -9,6 +9,9 @@ SPEC = MethodSpec(
     name="fedprox",
     strategy="fgl_flower.strategies.fedprox:FedProxStrategy",
     client="fgl_flower.clients.fedprox:FedProxClient",
+    space={
+        "mu": "0.0001..1:log",
+    },
     tasks=("node", "graph", "link", "graph-regression"),
     summary="FedAvg with a proximal term mu/2 ||w - w_global||^2 in the local loss.",
     reference="Li et al., MLSys 2020",

@@ -103,6 +103,11 @@ SPEC = MethodSpec(
     name="fedpub",
     strategy="fgl_flower.strategies.fedpub:FedPubStrategy",
     client="fgl_flower.clients.fedpub:FedPubClient",
+    space={
+        "l1": "0.0001..0.01:log",
+        "loc-l2": "0.0001..0.01:log",
+        "norm-scale": "1..10",
+    },
     tasks=("node",),
     summary="Personalised averages weighted by the similarity of the clients' functional "
     "embeddings on a random proxy graph; personalised sparse masks stay on the clients.",

@@ -112,6 +112,10 @@ SPEC = MethodSpec(
     name="fedsageplus",
     strategy="fgl_flower.strategies.fedsageplus:FedSagePlusStrategy",
     client="fgl_flower.clients.fedsageplus:FedSagePlusClient",
+    space={
+        "num-pred": "1..10",
+        "hidden-portion": "0.1..0.7",
+    },
     tasks=("node",),
     summary="Missing-neighbour generators trained across clients (each client's feature loss "
     "also against targets from the others, as gradients), then FedAvg of a GraphSAGE on each "

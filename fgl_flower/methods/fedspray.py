@@ -105,6 +105,11 @@ SPEC = MethodSpec(
     name="fedspray",
     strategy="fgl_flower.strategies.fedspray:FedSprayStrategy",
     client="fgl_flower.clients.fedspray:FedSprayClient",
+    space={
+        "lambda2": "0.1..10:log",
+        "proxy-lr": "0.001..0.1:log",
+        "confidence": "0.5..0.9",
+    },
     tasks=("node",),
     summary="Personalized GNNs distilled from a global feature-structure encoder with "
     "class-wise structure proxies.",

@@ -67,6 +67,7 @@ SPEC = MethodSpec(
     name="fedstar",
     strategy="fgl_flower.strategies.fedstar:FedStarStrategy",
     client="fgl_flower.clients.fedstar:FedStarClient",
+    space={},
     tasks=("graph", "node", "graph-regression"),
     summary="Dual-channel GIN (features + structural encodings); only the structure "
     "encoder is shared.",

@@ -73,6 +73,10 @@ SPEC = MethodSpec(
     name="fedtad",
     strategy="fgl_flower.strategies.fedtad:FedTADStrategy",
     client="fgl_flower.clients.fedtad:FedTADClient",
+    space={
+        "lam1": "0.1..10:log",
+        "lam2": "0.1..10:log",
+    },
     tasks=("node",),
     summary="FedAvg plus data-free distillation on the server: a generator builds a pseudo-graph "
     "on which the global model learns the clients' class-wise reliable predictions.",

@@ -133,6 +133,11 @@ SPEC = MethodSpec(
     name="fggp",
     strategy="fgl_flower.strategies.fggp:FGGPStrategy",
     client="fgl_flower.clients.fggp:FGGPClient",
+    space={
+        "alpha": "0.1..0.9",
+        "tau": "0.1..1:log",
+        "contrast-weight": "0.1..10:log",
+    },
     tasks=("node",),
     summary="FedAvg of a GCN (or ACM-GCN) trained with a learned edge augmentor over the global model's "
     "k-NN graph and a prototype contrast between the views; the server clusters the clients' "

@@ -93,6 +93,11 @@ SPEC = MethodSpec(
     name="fgssl",
     strategy="fgl_flower.strategies.fgssl:FGSSLStrategy",
     client="fgl_flower.clients.fgssl:FGSSLClient",
+    space={
+        "contrast-weight": "0.1..3:log",
+        "tau": "0.05..1:log",
+        "structure-weight": "0.1..3:log",
+    },
     tasks=("node",),
     summary="FedAvg plus a node-level semantic contrast with the global model and a distillation "
     "of each node's neighbour-similarity distribution from it, on weak/strong graph views.",

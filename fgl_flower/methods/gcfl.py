@@ -94,6 +94,10 @@ SPEC = MethodSpec(
     name="gcfl",
     strategy="fgl_flower.strategies.gcfl:GCFLStrategy",
     client="fgl_flower.clients.gcfl:GCFLClient",
+    space={
+        "eps1-node": "0.05..0.5:log",
+        "eps2-node": "0.1..1:log",
+    },
     tasks=("node", "graph", "graph-regression"),
     summary="Clustered FedAvg: clusters split by a min cut of the clients' update "
     "similarities when their updates cancel out.",

@@ -8,6 +8,7 @@ SPEC = MethodSpec(
     name="local",
     strategy="fgl_flower.strategies.local:LocalStrategy",
     client="fgl_flower.clients.local:LocalClient",
+    space={},
     tasks=("node", "graph", "link", "graph-regression"),
     summary="Each client trains alone; nothing is averaged.",
 )

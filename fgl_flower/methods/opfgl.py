@@ -172,6 +172,10 @@ SPEC = MethodSpec(
     name="opfgl",
     strategy="fgl_flower.strategies.opfgl:OPFGLStrategy",
     client="fgl_flower.clients.opfgl:OPFGLClient",
+    space={
+        "beta": "0.05..0.5",
+        "lp-alpha": "0.5..0.99",
+    },
     tasks=("node",),
     summary="One-shot: class statistics up, a condensed global pseudo-graph down, then "
     "local two-stage training with node-adaptive distillation.",

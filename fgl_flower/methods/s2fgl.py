@@ -89,6 +89,10 @@ SPEC = MethodSpec(
     name="s2fgl",
     strategy="fgl_flower.strategies.s2fgl:S2FGLStrategy",
     client="fgl_flower.clients.s2fgl:S2FGLClient",
+    space={
+        "lambda1": "0.1..10:log",
+        "lambda2": "0.1..10:log",
+    },
     tasks=("node",),
     summary="FedAvg with a SALC-prototype knowledge repository (NLIR distillation) and "
     "spectral alignment to the global model (FGMA).",

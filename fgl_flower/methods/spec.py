@@ -61,6 +61,12 @@ class MethodSpec:
             comments of the generated Flower app config show it).
         config_note: One line above the method's section of the app config (what it needs,
             whose defaults these are).
+        space: What ``fgl tune`` varies of its own options, beside the keys every method
+            shares (:data:`fgl_flower.tuning.space.SHARED_SPACE`): option name (as in
+            ``options``) to a range or choice as text (``"0.001..1:log"``, ``"1..10"``,
+            ``"a,b"``; :mod:`fgl_flower.tuning.space`). ``{}``: only the shared keys;
+            ``None`` (a method registered elsewhere may leave it): no declared space, a
+            study must give every key.
         robust_aggregation: Its server combines the uploads by FedAvg's
             :meth:`~fgl_flower.strategies.fedavg.FedAvgStrategy.average` and nothing else,
             so the run's ``aggregation`` rule (median, trimmed mean, Krum) replaces the mean.
@@ -83,6 +89,7 @@ class MethodSpec:
     robust_aggregation: bool = False
     option_help: Mapping[str, str] = field(default_factory=dict)
     config_note: str = ""
+    space: Mapping[str, str] | None = None
 
     def option_defaults(self) -> dict[str, Scalar]:
         return dict(self.options)

@@ -620,7 +620,9 @@ class FGLStrategy(Strategy):
 
         The steps: :meth:`open_run`, then for each round :meth:`train_round`,
         :meth:`evaluate_round` (which records it, :meth:`record_evaluation`) and
-        :meth:`save_checkpoint`; every exchange of a round is a :meth:`round_exchange`.
+        :meth:`save_checkpoint`; every exchange of a round is a :meth:`round_exchange`. A
+        ``STOP`` file in the run folder (:data:`~fgl_flower.results.STOP_FILE`) ends the run
+        after the round in which it appears.
         """
         run = self.open_run(
             grid,
@@ -637,6 +639,9 @@ class FGLStrategy(Strategy):
             record, replies = self.train_round(run, rnd)
             self.evaluate_round(run, record, replies)
             self.save_checkpoint(run, rnd)
+            if run.recorder is not None and run.recorder.stop_requested(rnd):
+                log(INFO, "Stopping after round %d, as the run folder asks (STOP file)", rnd)
+                break
         return run.result
 
     def open_run(
