@@ -11,8 +11,8 @@ import pytest
 from fgl_flower.bench import COLUMNS, load_experiment, write_docs
 from fgl_flower.bench.claims import INDEX, claims_files, load_claims, render_index, render_paper
 from fgl_flower.bench.figures import draw
-from fgl_flower.bench.stats import Estimate
 from fgl_flower.errors import ConfigError
+from fgl_flower.stats import Estimate
 
 ROOT = Path(__file__).resolve().parents[1]
 

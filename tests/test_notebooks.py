@@ -31,6 +31,7 @@ QUICK = {
     "07_deployment.ipynb": {"rounds": 1},
     "08_your_own_method.ipynb": {"rounds": 3},
     "09_your_own_graph.ipynb": {"rounds": 3},
+    "10_tuning.ipynb": {"rounds": 3, "trials": 2, "trial_rounds": 2, "seeds": (0, 1)},
 }
 
 

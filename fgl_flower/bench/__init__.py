@@ -86,7 +86,7 @@ from fgl_flower.bench.render import (
     write_docs,
 )
 from fgl_flower.bench.runner import run_experiment
-from fgl_flower.bench.stats import t_interval
+from fgl_flower.stats import t_interval
 
 __all__ = [
     "COLUMNS",

@@ -51,9 +51,9 @@ from fgl_flower.bench.experiment import Experiment, Row, doc_command, load_exper
 from fgl_flower.bench.figures import draw, plotted
 from fgl_flower.bench.records import collect, load_records, records_path
 from fgl_flower.bench.render import Kept, kept_lines, paired_differences, signed
-from fgl_flower.bench.stats import Estimate
 from fgl_flower.errors import ConfigError
 from fgl_flower.results import atomic_write_text
+from fgl_flower.stats import Estimate
 
 #: How a verdict starts.
 VERDICTS = ("yes", "partly", "no", "not tested", "ours only")

@@ -11,7 +11,7 @@ from fgl_flower.bench.columns import COLUMNS
 
 if TYPE_CHECKING:
     from fgl_flower.bench.claims import Claim, Paper
-    from fgl_flower.bench.stats import Estimate
+    from fgl_flower.stats import Estimate
 
 
 def plotted(claim: Claim) -> bool:

@@ -188,3 +188,16 @@ def sync_records(path: Path, exps: list[Experiment], lock: bool = True) -> Recor
             ]
             atomic_write_text(path, "".join(line + "\n" for line in lines))
     return records
+
+
+def record_study(doc: Path, record: Mapping[str, Any]) -> None:
+    """Add (or replace) a tuned row's study ``record`` in the document's study records
+    (:func:`~fgl_flower.bench.tuned.studies_path`), under the records' lock."""
+    from fgl_flower.bench.tuned import load_studies, studies_path
+
+    path = studies_path(doc)
+    with records_lock(path):
+        studies = load_studies(path)
+        studies[json.dumps(record["study"], sort_keys=True)] = dict(record)
+        lines = [json.dumps(studies[k], sort_keys=True) for k in sorted(studies)]
+        atomic_write_text(path, "".join(line + "\n" for line in lines))

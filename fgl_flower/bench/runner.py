@@ -192,26 +192,11 @@ def _wait_if_done(proc: subprocess.Popen, out: Path) -> int | None:
 
 
 def stop_process(proc: subprocess.Popen) -> None:
-    """Stop ``proc`` as Ctrl-C would (its runtimes tear down their processes), then kill
-    what is left of its process tree after :data:`STOP_GRACE_S`."""
-    if proc.poll() is not None:
-        return
-    import psutil
+    """Stop ``proc`` as Ctrl-C would, then kill what is left of its process tree after
+    :data:`STOP_GRACE_S` (:func:`~fgl_flower.runtime.processes.interrupt_process`)."""
+    from fgl_flower.runtime.processes import interrupt_process
 
-    from fgl_flower.runtime.processes import stop_processes
-
-    try:
-        tree = [psutil.Process(proc.pid)]
-        tree += tree[0].children(recursive=True)
-    except psutil.Error:
-        tree = []
-    proc.send_signal(signal.SIGINT)
-    try:
-        proc.wait(STOP_GRACE_S)
-    except subprocess.TimeoutExpired:
-        pass
-    stop_processes([p for p in tree if p.is_running()], grace=5.0)
-    proc.wait()
+    interrupt_process(proc, STOP_GRACE_S)
 
 
 def reload(exp: Experiment) -> Experiment:
@@ -228,7 +213,8 @@ def run_studies(
     """The study of each tuned row in ``rows`` (``fgl tune`` in ``<out>/<row>/study``, its
     output in ``tune.log`` there), ``jobs`` at a time; each finished study is recorded
     beside the document. A study stopped at the deadline resumes when run again."""
-    from fgl_flower.bench.tuned import record_study, study_record, tune_command
+    from fgl_flower.bench.records import record_study
+    from fgl_flower.bench.tuned import study_record, tune_command
 
     studies = [(row, exp.out / row.slug / "study") for row in rows]
     if dry_run:

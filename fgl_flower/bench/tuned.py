@@ -156,16 +156,3 @@ def study_record(row, study: Path) -> dict[str, Any]:
         "search_seconds": report["search_seconds"],
         "default": report["default"],
     }
-
-
-def record_study(doc: Path, record: Mapping[str, Any]) -> None:
-    """Add (or replace) ``record`` in the document's study records."""
-    from fgl_flower.bench.records import records_lock
-    from fgl_flower.results import atomic_write_text
-
-    path = studies_path(doc)
-    with records_lock(path):
-        studies = load_studies(path)
-        studies[json.dumps(record["study"], sort_keys=True)] = dict(record)
-        lines = [json.dumps(studies[k], sort_keys=True) for k in sorted(studies)]
-        atomic_write_text(path, "".join(line + "\n" for line in lines))

@@ -229,3 +229,24 @@ def _as_psutil(proc: subprocess.Popen) -> psutil.Process | None:
         return psutil.Process(proc.pid)
     except psutil.Error:
         return None
+
+
+def interrupt_process(proc: subprocess.Popen, grace: float) -> None:
+    """Stop ``proc`` as Ctrl-C would (SIGINT: its runtimes tear down their processes), then
+    stop what is left of its process tree after ``grace`` seconds."""
+    if proc.poll() is not None:
+        return
+    import signal
+
+    try:
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
+    except psutil.Error:
+        tree = []
+    proc.send_signal(signal.SIGINT)
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        pass
+    stop_processes([p for p in tree if p.is_running()], grace=TERMINATE_GRACE_S)
+    proc.wait()

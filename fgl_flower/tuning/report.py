@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.bench.stats import Estimate
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.results import atomic_write_text
+from fgl_flower.stats import Estimate
 from fgl_flower.tuning.study import POLL_S, Checked, finished_trials
 from fgl_flower.tuning.trials import InProcessTrial, ProcessTrial, TrialRun, ran_with
 

@@ -21,6 +21,9 @@ from fgl_flower.results import STOP_FILE, atomic_write_text
 
 Scalar = int | float | bool | str
 
+#: Seconds a trial's process gets to end after its Ctrl-C before what is left is stopped.
+STOP_GRACE_S = 60.0
+
 #: The file in a trial's (or final run's) folder that names the overrides it ran.
 RUN_FILE = "run.json"
 
@@ -180,8 +183,8 @@ class ProcessTrial(TrialRun):
         if not hasattr(self, "_proc"):
             return
         if kill:
-            from fgl_flower.bench.runner import stop_process
+            from fgl_flower.runtime.processes import interrupt_process
 
-            stop_process(self._proc)
+            interrupt_process(self._proc, STOP_GRACE_S)
         self._proc.wait()
         self.done()

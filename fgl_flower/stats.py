@@ -1,6 +1,6 @@
-"""The statistics of the results tables and the index: the Student-t interval of a mean over
-seeds, and :class:`Estimate` (a mean with its interval, also from a page's mean ± std, and the
-difference of two unpaired means by Welch's interval)."""
+"""Statistics of results over seeds (the results tables, the index, a study's reruns): the
+Student-t interval of a mean over seeds, and :class:`Estimate` (a mean with its interval, also
+from a page's mean ± std, and the difference of two unpaired means by Welch's interval)."""
 
 from __future__ import annotations
 
