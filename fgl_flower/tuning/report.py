@@ -239,12 +239,13 @@ def paired(tuned: Final, default: Final) -> Estimate | None:
     return Estimate.of([tuned.values[s] - default.values[s] for s in seeds])
 
 
-def _fmt(e: Estimate | None, scale: float = 100.0) -> str:
+def _fmt(e: Estimate | None, scale: float = 100.0, sign: str = "") -> str:
+    """``mean [low, high]`` in points (``sign="+"``: a difference, signed)."""
     if e is None:
         return "n/a"
     if e.low is None:
-        return f"{scale * e.mean:.2f}"
-    return f"{scale * e.mean:.2f} [{scale * e.low:.2f}, {scale * e.high:.2f}]"
+        return f"{scale * e.mean:{sign}.2f}"
+    return f"{scale * e.mean:{sign}.2f} [{scale * e.low:{sign}.2f}, {scale * e.high:{sign}.2f}]"
 
 
 def write_report(
@@ -327,7 +328,8 @@ def write_report(
             "|---|---|---|",
             f"| untuned | {_fmt(finals['default'].estimate())} | {finals['default'].seconds:.0f} |",
             f"| tuned | {_fmt(finals['tuned'].estimate())} | {finals['tuned'].seconds:.0f} |",
-            f"| tuned - untuned (paired) | {_fmt(paired(finals['tuned'], finals['default']))} | |",
+            "| tuned - untuned (paired) | "
+            f"{_fmt(paired(finals['tuned'], finals['default']), sign='+')} | |",
         ]
     lines += ["", *[f"Note: {n}" for n in notes]] if notes else []
     atomic_write_text(folder / "report.md", "\n".join(lines) + "\n")
