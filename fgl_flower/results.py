@@ -248,11 +248,12 @@ class RunRecorder:
         if self.cfg.progress:
             log(INFO, "%s", self.progress_line(record))
 
-    def stop_requested(self, server_round: int) -> bool:
-        """Whether the run folder holds a :data:`STOP_FILE` after ``server_round``; the
-        summary then says where the run stopped."""
+    def stop_requested(self) -> bool:
+        """Whether the run folder holds a :data:`STOP_FILE`; the summary then says after
+        which recorded round the run stopped (a round whose evaluation was still pending,
+        with fused evaluation, is not recorded)."""
         if (self.out_dir / STOP_FILE).exists():
-            self.stopped_after = server_round
+            self.stopped_after = self.rounds[-1]["round"] if self.rounds else 0
         return self.stopped_after is not None
 
     def progress_line(self, record: Mapping[str, Any]) -> str:

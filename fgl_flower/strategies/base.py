@@ -639,7 +639,7 @@ class FGLStrategy(Strategy):
             record, replies = self.train_round(run, rnd)
             self.evaluate_round(run, record, replies)
             self.save_checkpoint(run, rnd)
-            if run.recorder is not None and run.recorder.stop_requested(rnd):
+            if run.recorder is not None and run.recorder.stop_requested():
                 log(INFO, "Stopping after round %d, as the run folder asks (STOP file)", rnd)
                 break
         return run.result

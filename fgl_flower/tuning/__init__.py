@@ -132,6 +132,6 @@ def run_tune(
                 engine=engine,
                 echo=echo,
             )
-    report = write_report(study, checked, folder, finals, notes)
+    report = write_report(study, checked, folder, finals, notes, engine)
     echo(f"wrote {folder / 'report.md'}")
     return StudyResult(folder, report)

@@ -254,8 +254,10 @@ def write_report(
     folder: Path,
     finals: dict[str, Final] | None,
     notes: Sequence[str] = (),
+    engine: str = "inprocess",
 ) -> dict[str, Any]:
-    """``best.json``, ``report.json`` and ``report.md``; returns the report."""
+    """``best.json``, ``report.json`` and ``report.md`` (the best command on the trials'
+    ``engine``); returns the report."""
     best = best_trial(study)
     finished = finished_trials(study)
     overrides = dict(checked.spec.overrides)
@@ -271,7 +273,7 @@ def write_report(
             for state in ("complete", "pruned", "fail")
         },
         "search_seconds": round(sum(t.user_attrs.get("seconds", 0.0) for t in finished), 1),
-        "command": command_of(tuned_overrides),
+        "command": command_of(tuned_overrides, engine),
         "notes": list(notes),
     }
     atomic_write_text(
