@@ -155,7 +155,8 @@ def _quiet_optuna():
 
 def open_study(folder: Path, checked: Checked, overwrite: bool = False):
     """The Optuna study in ``folder`` (created, or loaded when ``folder`` holds the same
-    study; another study there is refused unless ``overwrite``)."""
+    study, whose budget may grow: more ``trials``); another study there, or a smaller
+    budget, is refused unless ``overwrite``."""
     import optuna
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -163,11 +164,16 @@ def open_study(folder: Path, checked: Checked, overwrite: bool = False):
     path = folder / "study.json"
     if path.exists() and not overwrite:
         earlier = json.loads(path.read_text())
-        if earlier != definition:
-            changed = sorted(k for k in definition if earlier.get(k) != definition[k])
+        changed = sorted(k for k in definition if k != "trials" and earlier.get(k) != definition[k])
+        if changed:
             raise ConfigError(
                 f"{folder} holds another study (its {', '.join(changed)} differ); choose "
                 "another --study folder, or pass --overwrite to start this one there."
+            )
+        if definition["trials"] < earlier["trials"]:
+            raise ConfigError(
+                f"{folder} holds this study with {earlier['trials']} trials; ask for "
+                f"{earlier['trials']} or more (more trials extend it), or pass --overwrite."
             )
     if overwrite:
         (folder / "study.db").unlink(missing_ok=True)

@@ -52,10 +52,14 @@ def test_a_study_gives_the_same_trials_twice_and_resumes_after_an_interruption(t
     assert [t.state.name for t in resumed.trials].count("FAIL") == 1  # the interrupted one
 
 
-def test_the_same_folder_refuses_another_study(tmp_path):
+def test_the_same_folder_refuses_another_study_and_extends_its_budget(tmp_path):
     _study(tmp_path, "a", trials=1)
-    with pytest.raises(ConfigError, match="holds another study .*trials"):
-        _study(tmp_path, "a", trials=2)
+    with pytest.raises(ConfigError, match="holds another study .*pruner"):
+        _study(tmp_path, "a", trials=1, pruner="none")
+    _, study, lines = _study(tmp_path, "a", trials=2)  # one more trial
+    assert "resuming: 1 of 2 trials finished" in lines and len(study.trials) == 2
+    with pytest.raises(ConfigError, match="with 2 trials; ask for 2 or more"):
+        _study(tmp_path, "a", trials=1)
 
 
 def test_a_pruned_trial_stops_early_and_is_recorded_as_pruned(tmp_path):
