@@ -280,7 +280,7 @@ def tune(
     Raises:
         ConfigError: Bad input or a bad space, before any trial.
     """
-    from fgl_flower.tuning import StudySpec, default_study_dir, run_tune, study_space
+    from fgl_flower.tuning import StudySpec, default_study_dir, run_space, run_tune
 
     if backend not in ("inprocess", "simulation"):
         raise ConfigError(f"backend={backend!r}: trials run 'inprocess' or in 'simulation'.")
@@ -290,7 +290,7 @@ def tune(
     _check_backend(str(overrides["method"]), backend if jobs == 1 else "process")
     spec = StudySpec(
         overrides=overrides,
-        space=study_space(str(overrides["method"]), dict(space or {})),
+        space=run_space(overrides, dict(space or {})),
         trials=trials,
         trial_rounds=trial_rounds,
         metric=metric,

@@ -260,8 +260,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """``fgl tune``: a study of the run the flags give (:func:`fgl_flower.tuning.run_tune`)."""
-    from fgl_flower.app_defaults import load_app_defaults
-    from fgl_flower.tuning import StudySpec, default_study_dir, run_tune, study_space
+    from fgl_flower.tuning import StudySpec, default_study_dir, run_space, run_tune
 
     overrides = run_overrides(args)
     space: dict[str, str] = {}
@@ -270,7 +269,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
         if not eq:
             raise ConfigError(f"--space {item!r}: use KEY=RANGE (e.g. lr=0.001..0.3:log).")
         space[key.strip()] = text.strip()
-    method = str(overrides.get("method") or load_app_defaults()["method"])
     seeds: tuple[int, ...] = ()
     if args.final_seeds != "none":
         try:
@@ -281,7 +279,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
             ) from None
     spec = StudySpec(
         overrides=overrides,
-        space=study_space(method, space),
+        space=run_space(overrides, space),
         trials=args.trials,
         trial_rounds=args.trial_rounds,
         metric=args.metric or "",
@@ -336,13 +334,14 @@ def cmd_methods(args: argparse.Namespace) -> int:
     width = max(len(name) for name in METHODS) + 2
     if args.spaces:  # what `fgl tune` varies of each method
         from fgl_flower.tuning import SHARED_SPACE
+        from fgl_flower.tuning.space import method_space
 
         print("every method: " + ", ".join(f"{k}={v}" for k, v in SHARED_SPACE.items()))
         for name, spec in METHODS.items():
             own = (
                 "(no declared space)"
                 if spec.space is None
-                else ", ".join(f"{name}.{k}={v}" for k, v in spec.space.items()) or "(shared only)"
+                else ", ".join(f"{k}={v}" for k, v in method_space(spec).items()) or "(shared only)"
             )
             print(f"{name:{width}}{own}")
         return 0

@@ -61,7 +61,7 @@ def merge_tune(defaults: Mapping[str, Any], own: Mapping[str, Any], where: str) 
 def study_spec(row) -> Any:
     """The :class:`~fgl_flower.tuning.StudySpec` of a tuned ``row`` (its run without the
     seed, its budget and space)."""
-    from fgl_flower.tuning import StudySpec, study_space
+    from fgl_flower.tuning import StudySpec, run_space
 
     t = row.tune
     overrides = {FLAG_KEYS[k]: v for k, v in row.args.items() if k in FLAG_KEYS}
@@ -70,7 +70,7 @@ def study_spec(row) -> Any:
         overrides["seed"] = int(t["seed"])
     return StudySpec(
         overrides=overrides,
-        space=study_space(str(row.args["method"]), t.get("space", {})),
+        space=run_space(overrides, t.get("space", {})),
         trials=int(t.get("trials", 20)),
         trial_rounds=t.get("trial-rounds"),
         metric=str(t.get("metric", "")),

@@ -94,9 +94,11 @@ SPEC = MethodSpec(
     name="gcfl",
     strategy="fgl_flower.strategies.gcfl:GCFLStrategy",
     client="fgl_flower.clients.gcfl:GCFLClient",
-    space={
-        "eps1-node": "0.05..0.5:log",
-        "eps2-node": "0.1..1:log",
+    space={  # each data level's split thresholds
+        "node:eps1-node": "0.05..0.5:log",
+        "node:eps2-node": "0.1..1:log",
+        "graph:eps1": "0.01..0.2:log",
+        "graph:eps2": "0.05..0.5:log",
     },
     tasks=("node", "graph", "graph-regression"),
     summary="Clustered FedAvg: clusters split by a min cut of the clients' update "

@@ -64,7 +64,8 @@ class MethodSpec:
         space: What ``fgl tune`` varies of its own options, beside the keys every method
             shares (:data:`fgl_flower.tuning.space.SHARED_SPACE`): option name (as in
             ``options``) to a range or choice as text (``"0.001..1:log"``, ``"1..10"``,
-            ``"a,b"``; :mod:`fgl_flower.tuning.space`). ``{}``: only the shared keys;
+            ``"a,b"``; :mod:`fgl_flower.tuning.space`); ``"graph:eps1"`` limits an option
+            to runs on graph-level data (``node:`` to node-level). ``{}``: only the shared keys;
             ``None`` (a method registered elsewhere may leave it): no declared space, a
             study must give every key.
         robust_aggregation: Its server combines the uploads by FedAvg's

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.tuning.space import SHARED_SPACE, study_space
+from fgl_flower.tuning.space import SHARED_SPACE, run_space, study_space
 from fgl_flower.tuning.study import ENGINES, PRUNERS, StudySpec
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "StudyResult",
     "StudySpec",
     "default_study_dir",
+    "run_space",
     "run_tune",
     "study_space",
 ]

@@ -14,7 +14,8 @@ short text (in a method's spec, on the command line and in experiment files alik
 A study's space is :data:`SHARED_SPACE` (the keys every method trains with, the same space
 for every method of a comparison) plus the method's own ``space`` (its
 :class:`~fgl_flower.methods.spec.MethodSpec`, keys relative to the method: ``mu`` is
-``fedprox.mu``), then the user's overrides. :func:`check_space` refuses, with one line,
+``fedprox.mu``; ``graph:eps1``: only on graph-level data), then the user's overrides.
+:func:`check_space` refuses, with one line,
 an unknown key, a key that decides what is measured, an empty range and any value the
 method's own checks refuse.
 """
@@ -76,6 +77,8 @@ FIXED_KEYS = frozenset(
 
 #: An override that leaves a key out of the study.
 DROP = "none"
+#: Data levels a space key may be limited to (``graph:gcfl.eps1``).
+LEVELS = ("node", "graph")
 
 
 @dataclass(frozen=True)
@@ -176,11 +179,7 @@ def study_space(method: str, overrides: Mapping[str, str] | None = None) -> dict
             f"Method {spec.name!r} declares no search space (MethodSpec.space); give every "
             "key to vary with --space KEY=RANGE, or declare one in its spec."
         )
-    space = (
-        {}
-        if spec.space is None
-        else {**SHARED_SPACE, **{f"{spec.name}.{k}": v for k, v in spec.space.items()}}
-    )
+    space = {} if spec.space is None else {**SHARED_SPACE, **method_space(spec)}
     for key, text in (overrides or {}).items():
         if str(text).strip() == DROP:
             space.pop(key, None)
@@ -191,18 +190,53 @@ def study_space(method: str, overrides: Mapping[str, str] | None = None) -> dict
     return space
 
 
+def run_space(
+    overrides: Mapping[str, Any], space: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The space of a study of the run that ``overrides`` give (run-config keys): its
+    method's :func:`study_space` with ``space`` applied, for the level of its data (keys
+    limited to another level left out, the prefix of the others dropped)."""
+    from fgl_flower.launch import flat_config, task_of_run
+
+    flat = flat_config(dict(overrides))
+    return for_level(study_space(str(flat["method"]), space), task_of_run(flat).level)
+
+
+def method_space(spec: Any) -> dict[str, str]:
+    """A method's declared space (its :class:`~fgl_flower.methods.spec.MethodSpec`) with
+    run-config keys, a level kept in front (gcfl's ``graph:eps1`` is ``graph:gcfl.eps1``)."""
+    out = {}
+    for option, text in (spec.space or {}).items():
+        level, sep, name = option.rpartition(":")
+        out[f"{level}{sep}{spec.name}.{name}"] = text
+    return out
+
+
+def for_level(space: Mapping[str, str], level: str) -> dict[str, str]:
+    """``space`` for a run on ``level`` data: a key written ``node:KEY`` or ``graph:KEY``
+    (a method whose options differ by data level) only on that level, without the prefix."""
+    out = {}
+    for key, text in space.items():
+        scope, sep, bare = key.rpartition(":")
+        if sep and scope not in LEVELS:
+            raise ConfigError(f"--space {key}: a level prefix is one of {', '.join(LEVELS)}.")
+        if not sep or scope == level:
+            out[bare] = text
+    return out
+
+
 def check_space(space: Mapping[str, str], base: Mapping[str, Scalar]) -> dict[str, Param]:
     """``space`` parsed against the flat run config ``base`` (the untuned run): every key a
     run-config key of this run and not in :data:`FIXED_KEYS`, every range non-empty, and
     every value the run's checks accept (a range by its two ends, a choice value by value),
     so that no trial fails on its configuration. One :class:`ConfigError` otherwise."""
-    from fgl_flower.launch import typed
+    from fgl_flower.launch import task_of_run, typed
     from fgl_flower.methods import METHODS
     from fgl_flower.parse import parse_run_config
 
     method = METHODS.get(str(base["method"])).name
     params: dict[str, Param] = {}
-    for key, text in space.items():
+    for key, text in for_level(space, task_of_run(base).level).items():
         if key in FIXED_KEYS or key.startswith("data."):
             raise ConfigError(
                 f"--space {key}: {key} decides what the study measures (or where it runs), "

@@ -92,6 +92,18 @@ def test_every_method_declares_a_space_its_checks_accept(method):
     """The list comes from the registry: a new method without a space fails here."""
     spec = METHODS.get(method)
     assert spec.space is not None, f"{method}: declare MethodSpec.space ({{}}: shared keys only)"
-    assert set(spec.space) <= set(spec.options), f"{method}: space keys must be its options"
+    options = {k.rpartition(":")[2] for k in spec.space}
+    assert options <= set(spec.options), f"{method}: space keys must be its options"
     params = check_space(study_space(method), _base(method))
     assert set(SHARED_SPACE) <= set(params)
+
+
+def test_a_key_limited_to_a_data_level_is_tuned_on_that_level_only():
+    space = study_space("gcfl")
+    assert space["node:gcfl.eps1-node"] and space["graph:gcfl.eps1"]
+    node = check_space(space, _base("gcfl"))
+    graph = check_space(space, _base("gcfl", dataset="synthetic-graphs", partition="random"))
+    assert "gcfl.eps1-node" in node and "gcfl.eps1" not in node
+    assert "gcfl.eps1" in graph and "gcfl.eps1-node" not in graph
+    with pytest.raises(ConfigError, match="level prefix is one of node, graph"):
+        check_space({"edge:lr": "0.01..0.1"}, _base("gcfl"))
