@@ -31,6 +31,16 @@ ENGINES = ("inprocess", "simulation", "deployment")
 OWN_FEDERATION_CLIENTS = 5
 
 
+def set_flags(overrides: Mapping[str, Scalar]) -> list[str]:
+    """``overrides`` as ``fgl run`` flags: ``--set key=value`` per key, sorted (booleans as
+    ``true``/``false``, as the app config writes them)."""
+    return [
+        arg
+        for key, value in sorted(overrides.items())
+        for arg in ("--set", f"{key}={str(value).lower() if isinstance(value, bool) else value}")
+    ]
+
+
 def typed(key: str, value: Any, defaults: Mapping[str, Scalar], where: str = "") -> Scalar:
     """``value`` converted to the type of ``key``'s default (text is parsed); an unknown
     key is a :class:`ConfigError` naming the closest known keys."""

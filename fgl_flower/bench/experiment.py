@@ -16,6 +16,7 @@ from fgl_flower.app_defaults import read_toml
 from fgl_flower.bench.columns import COLUMNS, DEFAULT_COLUMNS
 from fgl_flower.bench.tuned import merge_tune, resolve
 from fgl_flower.errors import ConfigError
+from fgl_flower.launch import set_flags
 
 FLAGS = ("method", "dataset", "partition", "clients", "rounds", "model")
 
@@ -68,8 +69,7 @@ class Row:
         cmd += ["--seed", str(seed)]
         if self.inprocess:
             cmd.append("--inprocess")
-        for k, v in sorted({**self.overrides, **(self.tuned or {})}.items()):
-            cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+        cmd += set_flags({**self.overrides, **(self.tuned or {})})
         return cmd + ["--out", out] + (["--overwrite"] if overwrite else [])
 
 

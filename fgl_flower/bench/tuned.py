@@ -123,6 +123,8 @@ def resolve(rows: list, doc: Path) -> tuple[list, list]:
 def tune_command(row, study: Path) -> list[str]:
     """The ``fgl tune`` of a tuned ``row``'s study (its search only: no final seeds, the
     benchmark runs those)."""
+    from fgl_flower.launch import set_flags
+
     spec = study_spec(row)
     cmd = ["fgl", "tune"]
     for k in ("method", "dataset", "partition", "clients", "rounds", "model"):
@@ -130,8 +132,7 @@ def tune_command(row, study: Path) -> list[str]:
             cmd += [f"--{k}", str(row.args[k])]
     if "seed" in row.tune:
         cmd += ["--seed", str(row.tune["seed"])]
-    for k, v in sorted(row.overrides.items()):
-        cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
+    cmd += set_flags(row.overrides)
     for k, v in sorted(row.tune.get("space", {}).items()):
         cmd += ["--space", f"{k}={v}"]
     cmd += ["--trials", str(spec.trials), "--pruner", spec.pruner]

@@ -132,10 +132,10 @@ def write_plots(study, folder: Path, metric: str) -> list[str]:
 
 def command_of(overrides: Mapping[str, Scalar], engine: str = "inprocess") -> str:
     """The ``fgl run`` of a configuration (its keys as ``--set``)."""
+    from fgl_flower.launch import set_flags
+
     cmd = ["fgl", "run"] + (["--inprocess"] if engine == "inprocess" else [])
-    for k, v in sorted(overrides.items()):
-        cmd += ["--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}"]
-    return shlex.join(cmd)
+    return shlex.join(cmd + set_flags(overrides))
 
 
 def experiment_row(overrides: Mapping[str, Scalar], params: Mapping[str, Scalar]) -> str:

@@ -63,12 +63,9 @@ def quiet_runs() -> Iterator[None]:
 
 def run_command(overrides: Mapping[str, Scalar], out: Path, engine: str) -> list[str]:
     """The ``fgl run`` of a trial: every override as ``--set``, into ``out``."""
-    cmd = [sys.executable, "-m", "fgl_flower.cli", "run"]
-    cmd += [
-        a
-        for k, v in sorted(overrides.items())
-        for a in ("--set", f"{k}={str(v).lower() if isinstance(v, bool) else v}")
-    ]
+    from fgl_flower.launch import set_flags
+
+    cmd = [sys.executable, "-m", "fgl_flower.cli", "run", *set_flags(overrides)]
     cmd += ["--out", str(out), "--overwrite"]
     return cmd + (["--inprocess"] if engine == "inprocess" else [])
 
