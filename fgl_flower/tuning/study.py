@@ -10,8 +10,9 @@ The study folder::
 
 Determinism: with ``jobs=1`` the same study gives the same trials on the CPU, also after an
 interruption. Each trial's sampler is seeded with ``sampler_seed`` plus the number of
-trials finished before it, so a resumed study draws as an uninterrupted one would; a trial
-cut short by the interruption is run again with its parameters. With ``jobs > 1`` trials
+trials asked before it (:func:`drawn`), so a resumed study draws as an uninterrupted one
+would; a trial cut short by the interruption is run again with its parameters. A study
+whose trials all fail stops after as many failures as its budget of trials. With ``jobs > 1`` trials
 are asked before earlier ones are told, so the draws depend on timing.
 """
 
@@ -26,7 +27,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fgl_flower.errors import ConfigError
+from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.results import atomic_write_text
 from fgl_flower.tuning.objective import check_metric, direction, running_best, trial_value
 from fgl_flower.tuning.space import Param, check_space
@@ -195,12 +196,27 @@ def finished_trials(study) -> list:
     return [t for t in study.trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)]
 
 
+#: The study's list of the trials cut short by an interruption (failed, queued again).
+INTERRUPTED = "interrupted"
+
+
+def drawn(study) -> int:
+    """Trials asked so far, those cut short by an interruption aside: the index that seeds
+    the next trial's sampler, so a resumed study draws as an uninterrupted one would (a
+    trial that failed on its own counts: the next draw differs from its values)."""
+    cut = set(study.user_attrs.get(INTERRUPTED, []))
+    return sum(1 for t in study.trials if t.number not in cut)
+
+
 def requeue_interrupted(study) -> int:
     """Trials left running by an interrupted study: marked failed and queued again with
     their parameters (their runs start over). Returns how many."""
     from optuna.trial import TrialState
 
     stale = [t for t in study.trials if t.state == TrialState.RUNNING]
+    if stale:
+        cut = study.user_attrs.get(INTERRUPTED, []) + [t.number for t in stale]
+        study.set_user_attr(INTERRUPTED, cut)
     for t in stale:
         study.tell(t.number, state=TrialState.FAIL)
         study.enqueue_trial(t.params, user_attrs={"requeued_from": t.number})
@@ -213,6 +229,7 @@ class _Running:
     run: TrialRun
     shown: str = ""  # its values, as the study's line shows them
     reported: int = 0  # rounds reported so far
+    error: str = ""  # why it failed, if it did
     pruned_at: int | None = None
 
 
@@ -245,11 +262,21 @@ def run_study(
     if done:
         echo(f"resuming: {done} of {spec.trials} trials finished")
     running: list[_Running] = []
+    failed: list[str] = []  # this call's trials that failed on their own
     try:
         with _quiet_optuna(), quiet_runs():
             while done + len(running) < spec.trials or running:
-                while len(running) < jobs and done + len(running) < spec.trials:
-                    entry = _ask(study, checked, folder, done + len(running), jobs, engine)
+                if len(failed) >= spec.trials and not running:
+                    raise FGLError(
+                        f"{len(failed)} trials failed (the last: {failed[-1]}); see their run "
+                        f"folders in {folder / 'trials'}. Narrow the space, or fix the run."
+                    )
+                while (
+                    len(running) < jobs
+                    and done + len(running) < spec.trials
+                    and len(failed) < spec.trials
+                ):
+                    entry = _ask(study, checked, folder, drawn(study), jobs, engine)
                     running.append(entry)  # before it starts: Ctrl-C from here on stops it
                     echo(f"[trial {entry.trial.number}] {entry.shown}")
                     entry.run.start()
@@ -260,6 +287,8 @@ def run_study(
                     running.remove(entry)
                     state = _tell(study, entry, checked.metric, echo)
                     done += state in (TrialState.COMPLETE, TrialState.PRUNED)
+                    if state == TrialState.FAIL:
+                        failed.append(entry.error)
                 if running:
                     time.sleep(POLL_S)
     except BaseException:  # Ctrl-C: the runs stop; the study resumes with their parameters
@@ -317,7 +346,8 @@ def _tell(study, entry: _Running, metric: str, echo):
         return TrialState.PRUNED
     value = trial_value(run.rounds(), metric) if error is None else None
     if value is None:
-        trial.set_user_attr("error", error or f"no finite {metric}")
+        entry.error = error or f"no finite {metric}"
+        trial.set_user_attr("error", entry.error)
         study.tell(trial, state=TrialState.FAIL)
         echo(f"    [trial {trial.number}] FAILED: {error or f'no finite {metric}'}")
         return TrialState.FAIL

@@ -114,3 +114,22 @@ def test_bad_budgets_stop_before_any_trial():
     ):
         with pytest.raises(ConfigError, match=says):
             check_study(StudySpec(RUN, SPACE, **spec))
+
+
+def test_a_study_whose_trials_all_fail_stops_and_draws_anew_after_each(tmp_path, monkeypatch):
+    import fgl_flower.launch
+    from fgl_flower.errors import FGLError
+
+    def broken(cfg, engine, **kwargs):
+        raise FGLError("a client crashed")
+
+    monkeypatch.setattr(fgl_flower.launch, "execute", broken)
+    with pytest.raises(FGLError, match="2 trials failed \\(the last: a client crashed\\)"):
+        _study(tmp_path, "f", trials=2)
+    from fgl_flower.tuning.study import open_study
+
+    checked = check_study(StudySpec(RUN, SPACE, trials=2))
+    study = open_study(tmp_path / "f", checked)
+    assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
+    assert study.trials[0].params != study.trials[1].params  # not the same draw again
+    assert study.trials[0].user_attrs["error"] == "a client crashed"
