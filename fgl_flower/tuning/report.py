@@ -33,7 +33,7 @@ from typing import Any
 from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.results import atomic_write_text
 from fgl_flower.stats import Estimate
-from fgl_flower.tuning.study import POLL_S, Checked, finished_trials
+from fgl_flower.tuning.study import INTERRUPTED, POLL_S, Checked, finished_trials
 from fgl_flower.tuning.trials import InProcessTrial, ProcessTrial, TrialRun, ran_with
 
 Scalar = int | float | bool | str
@@ -65,7 +65,9 @@ def _cell(value: Any) -> str:
 
 
 def trial_rows(study, keys: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per trial: number, state, value, each parameter, rounds run, seconds."""
+    """One row per trial: number, state, value, each parameter, rounds run, seconds and
+    why it failed (if it did)."""
+    cut = set(study.user_attrs.get(INTERRUPTED, []))
     rows = []
     for t in study.trials:
         rows.append(
@@ -76,6 +78,9 @@ def trial_rows(study, keys: Sequence[str]) -> list[dict[str, Any]]:
                 **{k: t.params.get(k) for k in keys},
                 "rounds": t.user_attrs.get("rounds"),
                 "seconds": t.user_attrs.get("seconds"),
+                "error": "interrupted (run again)"
+                if t.number in cut
+                else t.user_attrs.get("error", ""),
             }
         )
     return rows
