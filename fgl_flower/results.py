@@ -219,7 +219,7 @@ class RunRecorder:
         self.cfg = cfg
         self.extra = dict(extra or {})
         self.rounds: list[dict[str, Any]] = []
-        self.stopped_after: int | None = None  # the round after which a STOP file was seen
+        self.stopped_after: int | None = None  # the last recorded round when STOP was seen
         self.out_dir.mkdir(parents=True, exist_ok=True)
         (self.out_dir / STOP_FILE).unlink(missing_ok=True)  # an earlier run's request
         atomic_write_text(self.out_dir / "config.json", cfg.to_json() + "\n")
