@@ -62,6 +62,7 @@ def test_the_same_folder_refuses_another_study_and_extends_its_budget(tmp_path):
         _study(tmp_path, "a", trials=1)
 
 
+@pytest.mark.slow
 def test_a_pruned_trial_stops_early_and_is_recorded_as_pruned(tmp_path):
     """Three good trials, then one whose learning rate cannot learn: below the median of
     the others at round 10, it is pruned there and its run stops after a few more rounds."""
