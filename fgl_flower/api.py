@@ -260,6 +260,7 @@ def tune(
     backend: str = "inprocess",
     study: str | Path | None = None,
     overwrite: bool = False,
+    storage: str | None = None,
     **options: Any,
 ):
     """Tune ``method``'s hyperparameters (``fgl tune``); returns its
@@ -275,7 +276,8 @@ def tune(
     untuned one are then rerun over ``final_seeds`` at ``rounds``. ``jobs`` trials at a
     time (more than one: each its own ``fgl run`` process); ``backend``: ``"inprocess"``
     or ``"simulation"``. The study lives in ``study`` (default
-    ``./studies/<method>-<dataset>-<partition>-c<clients>``) and resumes from it.
+    ``./studies/<method>-<dataset>-<partition>-c<clients>``) and resumes from it; Optuna's
+    storage is ``study.db`` there unless ``storage`` names another (an Optuna storage URL).
 
     Raises:
         ConfigError: Bad input or a bad space, before any trial.
@@ -306,6 +308,7 @@ def tune(
             engine=backend,
             final_seeds=tuple(final_seeds),
             overwrite=overwrite,
+            storage=storage,
         )
 
 

@@ -294,6 +294,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
         engine="inprocess" if args.inprocess else "simulation",
         final_seeds=seeds,
         overwrite=args.overwrite,
+        storage=args.storage,
     )
     print(result)
     return 0
@@ -657,6 +658,12 @@ def _add_tune_args(p: argparse.ArgumentParser) -> None:
         "--overwrite",
         action="store_true",
         help="start over in a --study folder that holds another study",
+    )
+    p.add_argument(
+        "--storage",
+        metavar="URL",
+        help="an Optuna storage URL for the study (e.g. a database several machines "
+        "share) instead of study.db in the study folder",
     )
 
 

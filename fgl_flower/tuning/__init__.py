@@ -95,11 +95,13 @@ def run_tune(
     engine: str = "inprocess",
     final_seeds: Sequence[int] = (0, 1, 2),
     overwrite: bool = False,
+    storage: str | None = None,
     echo=print,
 ) -> StudyResult:
     """Check ``spec`` (every error before the first trial), run its trials into ``folder``
     (resuming what is there), write its table and plots, rerun the best configuration and
-    the untuned one over ``final_seeds`` (none: skip), and write its report."""
+    the untuned one over ``final_seeds`` (none: skip), and write its report. ``storage``:
+    an Optuna storage URL for the study instead of the folder's ``study.db``."""
     from fgl_flower.tuning.report import (
         best_trial,
         run_finals,
@@ -118,7 +120,9 @@ def run_tune(
         + ", ".join(f"{k}={v}" for k, v in spec.space.items())
         + f"; in {folder}"
     )
-    study = run_study(checked, folder, jobs=jobs, engine=engine, overwrite=overwrite, echo=echo)
+    study = run_study(
+        checked, folder, jobs=jobs, engine=engine, overwrite=overwrite, storage=storage, echo=echo
+    )
     write_trials(study, list(checked.params), folder)
     notes = write_plots(study, folder, checked.metric)
     finals = None

@@ -154,7 +154,16 @@ def _quiet_optuna():
         optuna.logging.set_verbosity(level)
 
 
-def open_study(folder: Path, checked: Checked, overwrite: bool = False):
+def storage_of(folder: Path, storage: str | None) -> tuple[str, str]:
+    """``(storage URL, study name)``: the folder's own ``study.db`` (study ``fgl``), or
+    ``storage`` (an Optuna storage URL, e.g. a database several machines share) with the
+    study named after the folder."""
+    if storage is None:
+        return f"sqlite:///{folder / 'study.db'}", "fgl"
+    return storage, f"fgl-{folder.name}"
+
+
+def open_study(folder: Path, checked: Checked, overwrite: bool = False, storage: str | None = None):
     """The Optuna study in ``folder`` (created, or loaded when ``folder`` holds the same
     study, whose budget may grow: more ``trials``); another study there, or a smaller
     budget, is refused unless ``overwrite``."""
@@ -176,13 +185,16 @@ def open_study(folder: Path, checked: Checked, overwrite: bool = False):
                 f"{folder} holds this study with {earlier['trials']} trials; ask for "
                 f"{earlier['trials']} or more (more trials extend it), or pass --overwrite."
             )
+    url, name = storage_of(folder, storage)
     if overwrite:
         (folder / "study.db").unlink(missing_ok=True)
+        if storage is not None and name in optuna.get_all_study_names(storage=url):
+            optuna.delete_study(study_name=name, storage=url)
     atomic_write_text(path, json.dumps(definition, indent=2) + "\n")
     with _quiet_optuna():
         return optuna.create_study(
-            storage=f"sqlite:///{folder / 'study.db'}",
-            study_name="fgl",
+            storage=url,
+            study_name=name,
             direction=direction(checked.metric),
             pruner=_pruner(checked.spec.pruner, checked.rounds),
             load_if_exists=True,
@@ -240,13 +252,15 @@ def run_study(
     jobs: int = 1,
     engine: str = "inprocess",
     overwrite: bool = False,
+    storage: str | None = None,
     echo=print,
 ):
     """Run ``checked``'s trials into ``folder`` until it has ``trials`` finished ones (a
     resumed study only the missing ones); returns the Optuna study.
 
     ``jobs=1`` with ``engine="inprocess"`` runs each trial in this process; otherwise
-    each trial is an ``fgl run`` process on ``engine``, ``jobs`` at a time. ``echo``
+    each trial is an ``fgl run`` process on ``engine``, ``jobs`` at a time. ``storage``:
+    an Optuna storage URL instead of the folder's ``study.db`` (:func:`storage_of`). ``echo``
     receives one line per trial as it starts and one as it ends."""
     from optuna.trial import TrialState
 
@@ -255,7 +269,7 @@ def run_study(
     if engine not in ENGINES:
         raise ConfigError(f"engine {engine!r}: use one of {', '.join(ENGINES)}.")
     spec = checked.spec
-    study = open_study(folder, checked, overwrite=overwrite)
+    study = open_study(folder, checked, overwrite=overwrite, storage=storage)
     if n := requeue_interrupted(study):
         echo(f"{n} trial(s) cut short by an interruption run again with their parameters")
     done = len(finished_trials(study))

@@ -134,3 +134,15 @@ def test_a_study_whose_trials_all_fail_stops_and_draws_anew_after_each(tmp_path,
     assert [t.state.name for t in study.trials] == ["FAIL", "FAIL"]
     assert study.trials[0].params != study.trials[1].params  # not the same draw again
     assert study.trials[0].user_attrs["error"] == "a client crashed"
+
+
+def test_a_study_may_live_in_another_storage(tmp_path):
+    import optuna
+
+    url = f"sqlite:///{tmp_path / 'shared.db'}"
+    checked = check_study(StudySpec(RUN, SPACE, trials=1))
+    run_study(checked, tmp_path / "s", storage=url, echo=lambda line: None)
+    assert not (tmp_path / "s" / "study.db").exists()
+    assert optuna.get_all_study_names(storage=url) == ["fgl-s"]
+    again = run_study(checked, tmp_path / "s", storage=url, echo=lambda line: None)
+    assert len(again.trials) == 1  # resumed from the shared storage: nothing left to run
