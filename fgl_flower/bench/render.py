@@ -374,7 +374,9 @@ def study_lines(exp: Experiment) -> list[str]:
             for k, v in record["best"]["params"].items()
         )
         lines.append(
-            f"| {row.group} ({row.method}) | {n['complete']} / {n['pruned']} / {n['fail']} "
+            f"| {row.group} ({row.method}) | {n['complete']} / {n['pruned']} / {n['fail']}"
+            + (f" (+{n['interrupted']} interrupted)" if n.get("interrupted") else "")
+            + " "
             f"| {rounds} | {record['metric']} | {100 * record['best']['value']:.2f} "
             f"| {changes} | {record['search_seconds'] / 60:.1f} |"
         )

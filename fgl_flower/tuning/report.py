@@ -86,6 +86,18 @@ def trial_rows(study, keys: Sequence[str]) -> list[dict[str, Any]]:
     return rows
 
 
+def trial_counts(study) -> dict[str, int]:
+    """Trials by outcome: ``complete``, ``pruned``, ``fail`` (failed on their own) and
+    ``interrupted`` (cut short by an interruption, run again)."""
+    cut = set(study.user_attrs.get(INTERRUPTED, []))
+    counts = {"complete": 0, "pruned": 0, "fail": 0, "interrupted": len(cut)}
+    for t in study.trials:
+        state = t.state.name.lower()
+        if state in counts and t.number not in cut:
+            counts[state] += 1
+    return counts
+
+
 def write_trials(study, keys: Sequence[str], folder: Path) -> None:
     """``trials.csv`` and ``trials.md`` of the study."""
     rows = trial_rows(study, keys)
@@ -273,10 +285,7 @@ def write_report(
         "study": checked.spec.to_json(),
         "best": {"trial": best.number, "value": best.value, "params": best.params},
         "default": checked.default,
-        "trials": {
-            state: sum(t.state.name.lower() == state for t in study.trials)
-            for state in ("complete", "pruned", "fail")
-        },
+        "trials": trial_counts(study),
         "search_seconds": round(sum(t.user_attrs.get("seconds", 0.0) for t in finished), 1),
         "command": command_of(tuned_overrides, engine),
         "notes": list(notes),

@@ -28,7 +28,7 @@ def test_python_tune_reports_and_its_best_command_reproduces_the_best_trial(tmp_
         assert (folder / name).is_file(), name
     report = study.report
     assert set(study.best_params) == {"lr", "fedprox.mu"}
-    assert report["trials"] == {"complete": 3, "pruned": 0, "fail": 0}
+    assert report["trials"] == {"complete": 3, "pruned": 0, "fail": 0, "interrupted": 0}
     assert set(report["final"]["tuned"]["values"]) == {"0", "1"}
     assert "| tuned - untuned (paired) |" in str(study)
     assert len(study.trials()) == 3

@@ -50,6 +50,9 @@ def test_a_study_gives_the_same_trials_twice_and_resumes_after_an_interruption(t
     assert any("run again with their parameters" in line for line in lines)
     assert _outcome(resumed) == _outcome(first)
     assert [t.state.name for t in resumed.trials].count("FAIL") == 1  # the interrupted one
+    from fgl_flower.tuning.report import trial_counts
+
+    assert trial_counts(resumed) == {"complete": 3, "pruned": 0, "fail": 0, "interrupted": 1}
 
 
 def test_the_same_folder_refuses_another_study_and_extends_its_budget(tmp_path):
