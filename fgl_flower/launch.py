@@ -31,6 +31,17 @@ ENGINES = ("inprocess", "simulation", "deployment")
 OWN_FEDERATION_CLIENTS = 5
 
 
+#: The ``fgl run`` flags an experiment row gives, and the run-config key of each.
+ROW_FLAGS = {
+    "method": "method",
+    "dataset": "dataset",
+    "partition": "partition",
+    "clients": "num-clients",
+    "rounds": "num-rounds",
+    "model": "model",
+}
+
+
 def set_flags(overrides: Mapping[str, Scalar]) -> list[str]:
     """``overrides`` as ``fgl run`` flags: ``--set key=value`` per key, sorted (booleans as
     ``true``/``false``, as the app config writes them)."""

@@ -16,9 +16,9 @@ from fgl_flower.app_defaults import read_toml
 from fgl_flower.bench.columns import COLUMNS, DEFAULT_COLUMNS
 from fgl_flower.bench.tuned import merge_tune, resolve
 from fgl_flower.errors import ConfigError
-from fgl_flower.launch import set_flags
+from fgl_flower.launch import ROW_FLAGS, set_flags
 
-FLAGS = ("method", "dataset", "partition", "clients", "rounds", "model")
+FLAGS = tuple(ROW_FLAGS)
 
 
 @dataclass

@@ -35,15 +35,6 @@ from fgl_flower.errors import ConfigError
 
 #: Keys of a ``tune`` table.
 TUNE_KEYS = ("trials", "trial-rounds", "seed", "metric", "pruner", "sampler-seed", "space")
-#: Row flags as run-config keys.
-FLAG_KEYS = {
-    "method": "method",
-    "dataset": "dataset",
-    "partition": "partition",
-    "clients": "num-clients",
-    "rounds": "num-rounds",
-    "model": "model",
-}
 
 
 def merge_tune(defaults: Mapping[str, Any], own: Mapping[str, Any], where: str) -> dict:
@@ -64,7 +55,9 @@ def study_spec(row) -> Any:
     from fgl_flower.tuning import StudySpec, run_space
 
     t = row.tune
-    overrides = {FLAG_KEYS[k]: v for k, v in row.args.items() if k in FLAG_KEYS}
+    from fgl_flower.launch import ROW_FLAGS
+
+    overrides = {ROW_FLAGS[k]: v for k, v in row.args.items() if k in ROW_FLAGS}
     overrides.update(row.overrides)
     if "seed" in t:  # the trials' seed (the rows' seeds are the reruns')
         overrides["seed"] = int(t["seed"])
@@ -123,11 +116,11 @@ def resolve(rows: list, doc: Path) -> tuple[list, list]:
 def tune_command(row, study: Path) -> list[str]:
     """The ``fgl tune`` of a tuned ``row``'s study (its search only: no final seeds, the
     benchmark runs those)."""
-    from fgl_flower.launch import set_flags
+    from fgl_flower.launch import ROW_FLAGS, set_flags
 
     spec = study_spec(row)
     cmd = ["fgl", "tune"]
-    for k in ("method", "dataset", "partition", "clients", "rounds", "model"):
+    for k in ROW_FLAGS:
         if k in row.args:
             cmd += [f"--{k}", str(row.args[k])]
     if "seed" in row.tune:

@@ -157,14 +157,9 @@ def command_of(overrides: Mapping[str, Scalar], engine: str = "inprocess") -> st
 
 def experiment_row(overrides: Mapping[str, Scalar], params: Mapping[str, Scalar]) -> str:
     """The best configuration as a ``[[row]]`` of an experiment file (``fgl bench``)."""
-    flags = {
-        "method": "method",
-        "dataset": "dataset",
-        "partition": "partition",
-        "num-clients": "clients",
-        "num-rounds": "rounds",
-        "model": "model",
-    }
+    from fgl_flower.launch import ROW_FLAGS
+
+    flags = {key: flag for flag, key in ROW_FLAGS.items()}
     lines = ["[[row]]"]
     for key, flag in flags.items():
         if key in overrides:
