@@ -107,3 +107,11 @@ def test_a_key_limited_to_a_data_level_is_tuned_on_that_level_only():
     assert "gcfl.eps1" in graph and "gcfl.eps1-node" not in graph
     with pytest.raises(ConfigError, match="level prefix is one of node, graph"):
         check_space({"edge:lr": "0.01..0.1"}, _base("gcfl"))
+
+
+def test_the_tuning_page_shows_the_shared_space_as_the_code_has_it():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tuning.md").read_text()
+    for key, text in SHARED_SPACE.items():
+        assert f"| `{key}` | `{text}` |" in page, key
