@@ -149,22 +149,13 @@ def _run_one(
     codes += [] if version in codes else [version]
     atomic_write_text(out / "bench.json", json.dumps({"command": key, "code": codes}) + "\n")
     t0 = time.perf_counter()
-    with open(out / "fgl.log", "a" if resumed else "w") as log:
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            code = proc.wait(None if deadline is None else max(deadline - time.monotonic(), 0.0))
-        except subprocess.TimeoutExpired:
-            code = _wait_if_done(proc, out)
-            if code is None:
-                stop_process(proc)
-                print(
-                    f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s",
-                    flush=True,
-                )
-                return "stopped"
-        except BaseException:  # Ctrl-C in this process reached the run too; let it end
-            stop_process(proc)
-            raise
+    code = _logged(cmd, out / "fgl.log", "a" if resumed else "w", deadline, out)
+    if code is None:
+        print(
+            f"    {tag} stopped at the time limit after {time.perf_counter() - t0:.0f}s",
+            flush=True,
+        )
+        return "stopped"
     wall = time.perf_counter() - t0
     if code == 0:  # a resumed run's wall time covers only its last part
         bench = {
@@ -177,6 +168,27 @@ def _run_one(
     status = "ok" if code == 0 else f"FAILED (exit {code}, see {out / 'fgl.log'})"
     print(f"    {tag} {status} in {wall:.0f}s", flush=True)
     return "ok" if code == 0 else "failed"
+
+
+def _logged(
+    cmd: list[str], log_path: Path, mode: str, deadline: float | None, out: Path | None = None
+) -> int | None:
+    """Run ``cmd`` with its output in ``log_path`` (opened with ``mode``) until it ends or
+    ``deadline`` (a :func:`time.monotonic` time); its exit code, or ``None`` if it was
+    stopped at the deadline. A run folder ``out`` whose run has written its summary by then
+    is let exit (:func:`_wait_if_done`). Ctrl-C here stops it too and is raised again."""
+    with open(log_path, mode) as log:
+        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            return proc.wait(None if deadline is None else max(deadline - time.monotonic(), 0.0))
+        except subprocess.TimeoutExpired:
+            code = _wait_if_done(proc, out) if out is not None else None
+            if code is None:
+                stop_process(proc)
+            return code
+        except BaseException:  # Ctrl-C in this process reached the run too; let it end
+            stop_process(proc)
+            raise
 
 
 def _wait_if_done(proc: subprocess.Popen, out: Path) -> int | None:
@@ -229,17 +241,10 @@ def run_studies(
         print(f"{tag} {shlex.join(cmd)}", flush=True)
         folder.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        with open(folder / "tune.log", "a") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
-            try:
-                code = proc.wait(None if deadline is None else max(deadline - time.monotonic(), 0))
-            except subprocess.TimeoutExpired:
-                stop_process(proc)
-                print(f"    {tag} stopped at the time limit (resumes when run again)", flush=True)
-                return "stopped"
-            except BaseException:
-                stop_process(proc)
-                raise
+        code = _logged(cmd, folder / "tune.log", "a", deadline)
+        if code is None:
+            print(f"    {tag} stopped at the time limit (resumes when run again)", flush=True)
+            return "stopped"
         if code != 0:
             print(f"    {tag} FAILED (exit {code}, see {folder / 'tune.log'})", flush=True)
             return "failed"
