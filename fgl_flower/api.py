@@ -214,8 +214,8 @@ def run(
 
     if backend not in ENGINES:
         raise ConfigError(f"backend={backend!r}: use one of {', '.join(ENGINES)}.")
-    overrides = _flatten(_data_keys(dataset, partition)) | _flatten(
-        {"method": method, "clients": clients, "rounds": rounds, **options}
+    overrides = _run_keys(
+        dataset, partition, method=method, clients=clients, rounds=rounds, **options
     )
     overrides.setdefault("progress", verbose)
     flat = flat_config(overrides, out=out)
@@ -282,34 +282,39 @@ def tune(
     Raises:
         ConfigError: Bad input or a bad space, before any trial.
     """
-    from fgl_flower.tuning import StudySpec, default_study_dir, run_space, run_tune
+    from fgl_flower.tuning import StudySpec, run_tune
 
     if backend not in ("inprocess", "simulation"):
         raise ConfigError(f"backend={backend!r}: trials run 'inprocess' or in 'simulation'.")
-    overrides = _flatten(_data_keys(dataset, partition)) | _flatten(
-        {"method": method, "clients": clients, "rounds": rounds, **options}
+    overrides = _run_keys(
+        dataset, partition, method=method, clients=clients, rounds=rounds, **options
     )
     _check_backend(str(overrides["method"]), backend if jobs == 1 else "process")
-    spec = StudySpec(
-        overrides=overrides,
-        space=run_space(overrides, dict(space or {})),
+    spec = StudySpec.of(
+        overrides,
+        space,
         trials=trials,
         trial_rounds=trial_rounds,
         metric=metric,
         pruner=pruner,
         sampler_seed=sampler_seed,
     )
-    folder = Path(study) if study is not None else default_study_dir(overrides)
     with _quiet(True):
         return run_tune(
             spec,
-            folder,
+            study,
             jobs=jobs,
             engine=backend,
             final_seeds=tuple(final_seeds),
             overwrite=overwrite,
             storage=storage,
         )
+
+
+def _run_keys(dataset: Any, partition: Any, **options: Any) -> dict[str, Any]:
+    """The run-config keys of a call's ``dataset``, ``partition`` (:func:`_data_keys`) and
+    other arguments (:func:`_flatten`)."""
+    return _flatten(_data_keys(dataset, partition)) | _flatten(options)
 
 
 def _data_keys(dataset: Any, partition: Any) -> dict[str, Any]:
@@ -488,9 +493,7 @@ def partition(
     from fgl_flower.launch import flat_config, resolve_num_clients
     from fgl_flower.parse import parse_run_config
 
-    flat = flat_config(
-        _flatten(_data_keys(dataset, partition)) | _flatten({"clients": clients, **options})
-    )
+    flat = flat_config(_run_keys(dataset, partition, clients=clients, **options))
     cfg = parse_run_config(flat)
     validate_data_config(cfg.data_config())
     with _quiet(True):

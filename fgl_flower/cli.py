@@ -260,7 +260,7 @@ def cmd_deploy_local(args: argparse.Namespace) -> int:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     """``fgl tune``: a study of the run the flags give (:func:`fgl_flower.tuning.run_tune`)."""
-    from fgl_flower.tuning import StudySpec, default_study_dir, run_space, run_tune
+    from fgl_flower.tuning import StudySpec, run_tune
 
     overrides = run_overrides(args)
     space: dict[str, str] = {}
@@ -277,19 +277,18 @@ def cmd_tune(args: argparse.Namespace) -> int:
             raise ConfigError(
                 f"--final-seeds {args.final_seeds!r}: give seeds like 0,1,2, or none."
             ) from None
-    spec = StudySpec(
-        overrides=overrides,
-        space=run_space(overrides, space),
+    spec = StudySpec.of(
+        overrides,
+        space,
         trials=args.trials,
         trial_rounds=args.trial_rounds,
         metric=args.metric or "",
         pruner=args.pruner,
         sampler_seed=args.sampler_seed,
     )
-    folder = Path(args.study) if args.study else default_study_dir(overrides)
     result = run_tune(
         spec,
-        folder,
+        args.study,
         jobs=args.jobs,
         engine="inprocess" if args.inprocess else "simulation",
         final_seeds=seeds,

@@ -52,18 +52,17 @@ def merge_tune(defaults: Mapping[str, Any], own: Mapping[str, Any], where: str) 
 def study_spec(row) -> Any:
     """The :class:`~fgl_flower.tuning.StudySpec` of a tuned ``row`` (its run without the
     seed, its budget and space)."""
-    from fgl_flower.tuning import StudySpec, run_space
+    from fgl_flower.launch import ROW_FLAGS
+    from fgl_flower.tuning import StudySpec
 
     t = row.tune
-    from fgl_flower.launch import ROW_FLAGS
-
     overrides = {ROW_FLAGS[k]: v for k, v in row.args.items() if k in ROW_FLAGS}
     overrides.update(row.overrides)
     if "seed" in t:  # the trials' seed (the rows' seeds are the reruns')
         overrides["seed"] = int(t["seed"])
-    return StudySpec(
-        overrides=overrides,
-        space=run_space(overrides, t.get("space", {})),
+    return StudySpec.of(
+        overrides,
+        t.get("space", {}),
         trials=int(t.get("trials", 20)),
         trial_rounds=t.get("trial-rounds"),
         metric=str(t.get("metric", "")),

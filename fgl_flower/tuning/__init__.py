@@ -89,7 +89,7 @@ def default_study_dir(overrides: dict[str, Any]) -> Path:
 
 def run_tune(
     spec: StudySpec,
-    folder: Path,
+    folder: str | Path | None = None,
     *,
     jobs: int = 1,
     engine: str = "inprocess",
@@ -99,7 +99,7 @@ def run_tune(
     echo=print,
 ) -> StudyResult:
     """Check ``spec`` (every error before the first trial), run its trials into ``folder``
-    (resuming what is there), write its table and plots, rerun the best configuration and
+    (default :func:`default_study_dir`; resuming what is there), write its table and plots, rerun the best configuration and
     the untuned one over ``final_seeds`` (none: skip), and write its report. ``storage``:
     an Optuna storage URL for the study instead of the folder's ``study.db``."""
     from fgl_flower.tuning.report import (
@@ -113,7 +113,7 @@ def run_tune(
     from fgl_flower.tuning.trials import quiet_runs
 
     checked = check_study(spec)
-    folder = Path(folder).expanduser().resolve()
+    folder = Path(folder or default_study_dir(dict(spec.overrides))).expanduser().resolve()
     echo(
         f"Study of {checked.base['method']} on {checked.base['dataset']}: {spec.trials} trials "
         f"x {checked.rounds} rounds, maximising {checked.metric}; space "

@@ -34,7 +34,7 @@ from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.results import atomic_write_text
 from fgl_flower.stats import Estimate
 from fgl_flower.tuning.study import INTERRUPTED, POLL_S, Checked, finished_trials
-from fgl_flower.tuning.trials import InProcessTrial, ProcessTrial, TrialRun, ran_with
+from fgl_flower.tuning.trials import TrialRun, make_run, ran_with
 
 Scalar = int | float | bool | str
 
@@ -203,10 +203,7 @@ def run_finals(
             run_overrides = {**config, "seed": seed, "progress": False, "checkpoint-every": 0}
             if ran_with(out, run_overrides):
                 continue
-            if jobs == 1 and engine == "inprocess":
-                pending.append((name, seed, InProcessTrial(run_overrides, out)))
-            else:
-                pending.append((name, seed, ProcessTrial(run_overrides, out, engine)))
+            pending.append((name, seed, make_run(run_overrides, out, jobs, engine)))
     running: list[tuple[str, int, TrialRun]] = []
     try:
         while pending or running:

@@ -31,7 +31,7 @@ from fgl_flower.errors import ConfigError, FGLError
 from fgl_flower.results import atomic_write_text
 from fgl_flower.tuning.objective import check_metric, direction, running_best, trial_value
 from fgl_flower.tuning.space import Param, check_space
-from fgl_flower.tuning.trials import InProcessTrial, ProcessTrial, TrialRun, quiet_runs
+from fgl_flower.tuning.trials import TrialRun, make_run, quiet_runs
 
 Scalar = int | float | bool | str
 
@@ -68,6 +68,17 @@ class StudySpec:
     metric: str = ""
     pruner: str = "median"
     sampler_seed: int = 0
+
+    @classmethod
+    def of(
+        cls, overrides: Mapping[str, Scalar], space: Mapping[str, str] | None = None, **budget
+    ) -> StudySpec:
+        """The study of the run ``overrides`` give: its method's space for its data level
+        with ``space`` applied (:func:`~fgl_flower.tuning.space.run_space`), and ``budget``
+        (the other fields)."""
+        from fgl_flower.tuning.space import run_space
+
+        return cls(overrides=dict(overrides), space=run_space(overrides, space), **budget)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -294,10 +305,10 @@ def run_study(
                     running.append(entry)  # before it starts: Ctrl-C from here on stops it
                     echo(f"[trial {entry.trial.number}] {entry.shown}")
                     entry.run.start()
+                finished = [e for e in running if e.run.done()]  # before their last read
                 for entry in running:
                     _report(entry, checked.metric)
-                for entry in [e for e in running if e.run.done()]:
-                    _report(entry, checked.metric)  # the rounds written since the last look
+                for entry in finished:
                     running.remove(entry)
                     state = _tell(study, entry, checked.metric, echo)
                     done += state in (TrialState.COMPLETE, TrialState.PRUNED)
@@ -321,10 +332,7 @@ def _ask(study, checked: Checked, folder: Path, index: int, jobs: int, engine: s
     values = {key: param.suggest(trial, key) for key, param in checked.params.items()}
     out = folder / "trials" / f"{trial.number:04d}"
     overrides = {**checked.overrides, **values, "progress": False, "checkpoint-every": 0}
-    if jobs == 1 and engine == "inprocess":
-        run: TrialRun = InProcessTrial(overrides, out)
-    else:
-        run = ProcessTrial(overrides, out, engine)
+    run = make_run(overrides, out, jobs, engine)
     return _Running(trial, run, shown=", ".join(f"{k}={_fmt(v)}" for k, v in values.items()))
 
 
@@ -349,8 +357,9 @@ def _tell(study, entry: _Running, metric: str, echo):
     from optuna.trial import TrialState
 
     trial, run = entry.trial, entry.run
+    rounds = run.rounds()
     trial.set_user_attr("seconds", round(run.seconds, 2))
-    trial.set_user_attr("rounds", len(run.rounds()))
+    trial.set_user_attr("rounds", len(rounds))
     error = run.error()
     if entry.pruned_at is not None:
         study.tell(trial, state=TrialState.PRUNED)
@@ -358,7 +367,7 @@ def _tell(study, entry: _Running, metric: str, echo):
             f"    [trial {trial.number}] pruned after round {entry.pruned_at} ({run.seconds:.0f}s)"
         )
         return TrialState.PRUNED
-    value = trial_value(run.rounds(), metric) if error is None else None
+    value = trial_value(rounds, metric) if error is None else None
     if value is None:
         entry.error = error or f"no finite {metric}"
         trial.set_user_attr("error", entry.error)

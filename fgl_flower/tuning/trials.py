@@ -185,3 +185,11 @@ class ProcessTrial(TrialRun):
             interrupt_process(self._proc, STOP_GRACE_S)
         self._proc.wait()
         self.done()
+
+
+def make_run(overrides: Mapping[str, Scalar], out: Path, jobs: int, engine: str) -> TrialRun:
+    """The run of a trial (or a rerun): in this process when one runs at a time on the
+    in-process grid, else its own ``fgl run`` process on ``engine``."""
+    if jobs == 1 and engine == "inprocess":
+        return InProcessTrial(overrides, out)
+    return ProcessTrial(overrides, out, engine)
