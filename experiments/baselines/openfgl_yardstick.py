@@ -88,6 +88,18 @@ METHODS = {
         "global_model_on_local_data",
         {"fgssl.variant": "openfgl", "agg-weight": "local"},
     ),
+    # SCAFFOLD: OpenFGL applies option II's control update under the job's Adam (ours is
+    # SGD by default, the paper's), averages the models by node counts (its num_samples) and
+    # sets c to the mean of the sampled clients' c_i (ours: c + (1/N) sum Delta c_i, equal
+    # when every client trains every round, as here)
+    "scaffold": (
+        "scaffold",
+        "global_model_on_local_data",
+        {"optimizer": "adam", "agg-weight": "local"},
+    ),
+    # MOON: OpenFGL contrasts every node's hidden representation (ours by default the
+    # training nodes), mu 1, tau 0.5, models averaged by node counts
+    "moon": ("moon", "global_model_on_local_data", {"moon.nodes": "all", "agg-weight": "local"}),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": (

@@ -13,6 +13,7 @@ from __future__ import annotations
 from flwr.app import RecordDict
 
 from fgl_flower.clients.fedavg import FedAvgClient
+from fgl_flower.clients.learner import counting_steps
 from fgl_flower.methods.fednova import STEPS
 
 
@@ -20,15 +21,8 @@ class FedNovaClient(FedAvgClient):
     sends_start = True
 
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
-        self._steps = 0
-        hook = self.learner.optimizer.register_step_post_hook(self._count_step)
-        try:
+        with counting_steps(self.learner.optimizer) as self._count:
             return super().train(content, server_round)
-        finally:
-            hook.remove()
-
-    def _count_step(self, *_) -> None:
-        self._steps += 1
 
     def after_fit(self) -> dict[str, float]:
-        return {STEPS: float(self._steps)}
+        return {STEPS: float(self._count.steps)}

@@ -8,6 +8,7 @@ inside a subgraph and graph regression, so that a method's client (FedAvg, FedPr
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import functools
 from abc import ABC, abstractmethod
@@ -61,6 +62,28 @@ def make_optimizer(params, cfg: RunConfig) -> torch.optim.Optimizer:
     if cfg.optimizer == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
     return make_adam(params, cfg.lr, cfg.weight_decay)
+
+
+class StepCount:
+    """The optimizer steps taken inside :func:`counting_steps` (``.steps``)."""
+
+    steps: int = 0
+
+
+@contextlib.contextmanager
+def counting_steps(optimizer: torch.optim.Optimizer) -> Iterator[StepCount]:
+    """Count ``optimizer``'s steps while the block runs (a post-step hook, removed after):
+    a client's local step count (FedNova's :math:`a_k`, SCAFFOLD's :math:`K`)."""
+    count = StepCount()
+
+    def one_more(*_) -> None:
+        count.steps += 1
+
+    hook = optimizer.register_step_post_hook(one_more)
+    try:
+        yield count
+    finally:
+        hook.remove()
 
 
 def seeded_model(cfg: RunConfig, task: str, num_features: int, num_classes: int) -> nn.Module:

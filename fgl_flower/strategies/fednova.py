@@ -19,7 +19,6 @@ differs is refused). Integer arrays (counters) take FedAvg's mean.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Sequence
 
 import numpy as np
@@ -27,12 +26,12 @@ from flwr.app import ArrayRecord, Message, MessageType, MetricRecord
 
 from fgl_flower.errors import FGLError
 from fgl_flower.methods.fednova import STEPS
-from fgl_flower.protocol import ARRAYS, METRICS, NUM_EXAMPLES
+from fgl_flower.protocol import ARRAYS, METRICS
 from fgl_flower.records import array_numpy, array_of, require_record
 from fgl_flower.strategies.aggregation import weighted_mean_arrays
 from fgl_flower.strategies.fedavg import FedAvgStrategy
 from fgl_flower.strategies.grid import reply_partition_id
-from fgl_flower.strategies.screening import MAX_EXAMPLES
+from fgl_flower.strategies.screening import local_steps_problem
 
 
 def nova_average(
@@ -106,36 +105,12 @@ class FedNovaStrategy(FedAvgStrategy):
             if pid in refused or r.metadata.message_type != MessageType.TRAIN:
                 continue
             if (
-                why := self.steps_problem(require_record(r.content, METRICS, MetricRecord))
+                why := local_steps_problem(
+                    require_record(r.content, METRICS, MetricRecord), STEPS, self.cfg
+                )
             ) is not None:
                 refused[pid] = why
         return refused
-
-    def steps_problem(self, metrics: MetricRecord) -> str | None:
-        """Why a reply's :data:`~fgl_flower.methods.fednova.STEPS` cannot be right, or ``None``."""
-        from fgl_flower.datasets.resolve import level_of
-
-        steps, epochs = metrics.get(STEPS), self.cfg.local_epochs
-        if (
-            isinstance(steps, bool)
-            or not isinstance(steps, (int, float))
-            or not math.isfinite(steps)
-        ):
-            return f"{STEPS} is missing or not a finite number"
-        if level_of(self.cfg.dataset) == "node":
-            expected = epochs  # full batch: one step an epoch
-        elif self.cfg.agg_weight == "train":
-            expected = epochs * math.ceil(float(metrics[NUM_EXAMPLES]) / self.cfg.batch_size)
-        else:
-            most = epochs * math.ceil(MAX_EXAMPLES / self.cfg.batch_size)
-            if steps <= 0 or steps > most or steps % epochs:
-                return f"{STEPS}={steps:g} is not a multiple of local-epochs={epochs} from {epochs} to {most}"
-            return None
-        return (
-            None
-            if steps == expected
-            else f"{STEPS}={steps:g}, but this run takes {expected} local steps"
-        )
 
     def needs_start(self) -> bool:
         """:math:`w` is what every update is measured from: always needed."""

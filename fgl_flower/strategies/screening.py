@@ -181,6 +181,32 @@ def update_norm_problem(upload: ArrayRecord, start: ArrayRecord, clip: float) ->
     return None
 
 
+def local_steps_problem(metrics: MetricRecord, key: str, cfg) -> str | None:
+    """Why the local step count a train reply reports under ``key`` (FedNova's :math:`a_k`,
+    SCAFFOLD's :math:`K`) cannot be right for the run ``cfg``, or ``None``: on node tasks
+    (full batch) exactly ``local-epochs``; on graph tasks ``local-epochs`` times the batches
+    of the client's training examples where ``agg-weight = train`` reports them, else a whole
+    multiple of ``local-epochs`` up to that of :data:`MAX_EXAMPLES` examples (the client's
+    word)."""
+    from fgl_flower.datasets.resolve import level_of
+
+    steps, epochs = metrics.get(key), cfg.local_epochs
+    if isinstance(steps, bool) or not isinstance(steps, (int, float)) or not math.isfinite(steps):
+        return f"{key} is missing or not a finite number"
+    if level_of(cfg.dataset) == "node":
+        expected = epochs  # full batch: one step an epoch
+    elif cfg.agg_weight == "train":
+        expected = epochs * math.ceil(float(metrics[NUM_EXAMPLES]) / cfg.batch_size)
+    else:
+        most = epochs * math.ceil(MAX_EXAMPLES / cfg.batch_size)
+        if steps <= 0 or steps > most or steps % epochs:
+            return f"{key}={steps:g} is not a multiple of local-epochs={epochs} from {epochs} to {most}"
+        return None
+    return (
+        None if steps == expected else f"{key}={steps:g}, but this run takes {expected} local steps"
+    )
+
+
 def values_of(record: ArrayRecord | None, key: str) -> np.ndarray | None:
     """The array ``key`` of ``record`` as float64 values, ``None`` if either is missing."""
     if record is None or key not in record:

@@ -331,6 +331,17 @@ def _drop(record, key):
     return rewrite
 
 
+def _scaled(record, factor):
+    """A rewrite: every array of the reply's ``record`` multiplied by ``factor``."""
+
+    def rewrite(msg, reply):
+        target = reply.content[record]
+        for key, array in list(target.items()):
+            target[key] = type(array)(array.numpy() * np.float32(factor))
+
+    return rewrite
+
+
 def _bad_bytes(data):
     """The first array of the upload with ``data`` for its bytes (a parser's worst case)."""
     from flwr.app import Array
@@ -368,6 +379,16 @@ RECORD_ATTACKS = {
         "fednova",
         _set("metrics", "fednova.steps", 1e9),
         "but this run takes 3 local steps",
+    ),
+    "SCAFFOLD's step count": (
+        "scaffold",
+        _set("metrics", "scaffold.steps", 1.0),
+        "but this run takes 3 local steps",
+    ),
+    "SCAFFOLD's control update, not its own model's": (
+        "scaffold",
+        _scaled("scaffold.delta-control", 100.0),
+        "scaffold.delta-control: differs from (x - y)/(K lr) - c of its own upload",
     ),
     "FedSpray's class ratios": (
         "fedspray",
