@@ -100,6 +100,13 @@ METHODS = {
     # MOON: OpenFGL contrasts every node's hidden representation (ours by default the
     # training nodes), mu 1, tau 0.5, models averaged by node counts
     "moon": ("moon", "global_model_on_local_data", {"moon.nodes": "all", "agg-weight": "local"}),
+    # FedProto: local models evaluated after training; OpenFGL's aggregation (node-count
+    # weights over every client, zeros for a missing class) and its per-class loss sum
+    "fedproto": (
+        "fedproto",
+        "local_model_on_local_data",
+        {"fedproto.aggregate": "openfgl", "fedproto.loss": "class", "agg-weight": "local"},
+    ),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": (
@@ -184,6 +191,10 @@ if args.fl_algorithm == "gcfl_plus":  # NODE_LEVEL_GIN: its GIN sums each graph'
     import openfgl.flcore.gcfl_plus.models as gin  # tasks only); node tasks have no batch
     pool = gin.global_add_pool
     gin.global_add_pool = lambda x, batch: x if batch is None else pool(x, batch)
+# OpenFGL's trainer never seeds (its seed_everything is not called): without this line its
+# "seeds" are unrepeatable draws (rows recorded before 2026-12-07 were run so)
+from openfgl.utils.basic_utils import seed_everything
+seed_everything(args.seed)
 FGLTrainer(args).train()
 """.replace("{simulation}", SIMULATION)
 

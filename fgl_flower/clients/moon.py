@@ -30,54 +30,13 @@ from flwr.app import RecordDict
 from torch import Tensor, nn
 
 from fgl_flower.clients.fedavg import FedAvgClient
-from fgl_flower.errors import FGLError
+from fgl_flower.clients.representation import representation, watch_representation
 from fgl_flower.methods.moon import MoonOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
 
 #: Client-state key of the previous local model.
 PREVIOUS = "moon.previous"
-
-
-class Removable:
-    """A handle whose ``remove()`` undoes a watch (as a torch hook's)."""
-
-    def __init__(self, undo) -> None:
-        self.remove = undo
-
-
-def watch_representation(model: nn.Module, sink) -> Removable:
-    """Call ``sink(z)`` with the representation :math:`z` every forward pass of ``model``
-    computes: a node backbone's ``embed(x, edge_index)`` output (the input of its last layer,
-    wrapped on the instance), or the input of GIN's ``readout``."""
-    embed = getattr(model, "embed", None)
-    if callable(embed):
-
-        def watched(*args, **kwargs):
-            z = embed(*args, **kwargs)
-            sink(z)
-            return z
-
-        model.embed = watched
-        return Removable(lambda: model.__dict__.pop("embed", None))
-    readout = getattr(model, "readout", None)
-    if isinstance(readout, nn.Module):
-        return readout.register_forward_pre_hook(lambda _, a: sink(a[0]))
-    raise FGLError(
-        f"MOON needs a backbone whose representation feeds its output layer; "
-        f"{type(model).__name__} has none (use gcn, graphsage, gat, mlp, acmgcn or gin)."
-    )
-
-
-def representation(model: nn.Module, args: tuple) -> Tensor:
-    """:math:`z` of ``model`` on its forward inputs ``args``."""
-    seen: list[Tensor] = []
-    handle = watch_representation(model, seen.append)
-    try:
-        model(*args)
-    finally:
-        handle.remove()
-    return seen[-1]
 
 
 def model_contrast(z: Tensor, z_glob: Tensor, z_prev: Tensor, tau: float) -> Tensor:

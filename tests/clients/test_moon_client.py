@@ -57,3 +57,23 @@ def test_moon_on_graph_classification(flat, data_root, tmp_path):
     run_inprocess(flat)
     recs = rounds(tmp_path / "run")
     assert probe(recs[1], "moon.contrast-share") > 0.05
+
+
+@pytest.mark.parametrize("option", ["mu", "tau", "nodes"])
+def test_the_options_reach_the_loss(cora, tmp_path, option):
+    """mu scales the contrast's share; tau and the contrasted nodes change it; a larger mu
+    pulls the local representation towards the global model's and from the previous one's
+    (sim-gap grows)."""
+    cora["num-rounds"] = 2
+    small, large = {"mu": (0.1, 10.0), "tau": (0.1, 1.0), "nodes": ("train", "all")}[option]
+    for name, value in (("small", small), ("large", large)):
+        run_inprocess(
+            {**cora, "method": "moon", f"moon.{option}": value, "out-dir": str(tmp_path / name)}
+        )
+    a, b = rounds(tmp_path / "small")[1], rounds(tmp_path / "large")[1]
+    share = lambda r: probe(r, "moon.contrast-share")  # noqa: E731
+    if option == "mu":
+        assert share(b) > share(a) + 0.2
+        assert probe(b, "moon.sim-gap") > probe(a, "moon.sim-gap")
+    else:
+        assert share(b) != share(a)  # the same to the digit if the option were ignored

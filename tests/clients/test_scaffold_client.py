@@ -3,9 +3,18 @@
 and every Delta c_i passes the server's recomputation (no client refused)."""
 
 import pytest
+import torch
+from flwr.app import ConfigRecord, RecordDict
 from run_records import probe, rounds
 
+from fgl_flower.clients.scaffold import CLIENT_CONTROL, ScaffoldClient
+from fgl_flower.clients.state import ClientState
+from fgl_flower.datasets import load_client_data
 from fgl_flower.inprocess import run_inprocess
+from fgl_flower.methods.scaffold import CONTROL, DELTA
+from fgl_flower.parse import parse_run_config
+from fgl_flower.protocol import ARRAYS, CONFIG
+from fgl_flower.records import record_torch, torch_record
 
 
 @pytest.fixture
@@ -39,3 +48,49 @@ def test_the_control_variates_correct_the_local_steps(cora, tmp_path):
         # c - c_i is of the local gradient's order under this heterogeneity, not a rounding
         assert 0.1 < probe(r, "scaffold.correction") < 10
     assert all(probe(r, "scaffold.control-norm") > 0.01 for r in scaffold)
+
+
+def test_one_corrected_step_by_hand(flat):
+    """One plain SGD step (lr 0.5, no dropout, no weight decay) from the sent x with c and a
+    stored c_i: y = x - lr (g + c - c_i); Delta c = (x - y)/lr - c = g - c_i, and the stored
+    c_i becomes c_i + Delta c = g, the gradient at x (option II with K = 1)."""
+    flat.update(
+        {
+            "method": "scaffold",
+            "optimizer": "sgd",
+            "lr": 0.5,
+            "local-epochs": 1,
+            "weight-decay": 0.0,
+            "dropout": 0.0,
+        }
+    )
+    cfg = parse_run_config(flat)
+    state = ClientState(RecordDict())
+    client = ScaffoldClient(cfg, load_client_data(cfg.data_config(), 0), state, 0)
+    x = {k: v.detach().clone() for k, v in client.learner.get_shared().items()}
+    gen = torch.Generator().manual_seed(0)
+    c = {k: 0.01 * torch.randn(v.shape, generator=gen) for k, v in x.items()}
+    ci = {k: 0.01 * torch.randn(v.shape, generator=gen) for k, v in x.items()}
+    state.save_tensors(CLIENT_CONTROL, ci)
+    # the gradient at x, on a copy
+    model = client.learner.model
+    model.train()
+    model.zero_grad()
+    client.learner.loss_of(client.learner.predictor(model)).backward()
+    g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    content = RecordDict(
+        {
+            ARRAYS: torch_record(x),
+            CONTROL: torch_record(c),
+            CONFIG: ConfigRecord({"server-round": 2}),
+        }
+    )
+    reply = client.train(content, 2)
+    y = record_torch(reply[ARRAYS])
+    delta = record_torch(reply[DELTA])
+    stored = state.load_tensors(CLIENT_CONTROL)
+    for k in x:
+        assert torch.allclose(y[k], x[k] - 0.5 * (g[k] + c[k] - ci[k]), atol=1e-6)
+        assert torch.allclose(delta[k], g[k] - ci[k], atol=1e-5)
+        assert torch.allclose(stored[k], g[k], atol=1e-5)

@@ -100,3 +100,27 @@ def test_the_control_variate_is_checkpointed(flat, messages):
     fresh = strategy(flat)
     fresh.restore(records)
     assert fresh.control.tolist() == [0.5, 1.0]
+
+
+def test_the_server_step_starts_from_x_and_c_ignores_the_weights(flat, messages):
+    """x = (1, 1), K = 2, lr = 0.5; weights n = (1, 3) under agg-weight = train: the mean is
+    (1/4)(0, 1) + (3/4)(1, 0) = (0.75, 0.25); eta_g = 2: x + 2 (mean - x) = (0.5, -0.5).
+    Delta c = (x - y)/1 - 0 = (1, 0) and (0, 1): c = (1/2)(1, 1), unweighted."""
+    s = strategy(flat, **{"server-lr": 2.0})
+    s.cfg = parse_run_config({**flat, "agg-weight": "train"})
+    start = [1.0, 1.0]
+    replies = [
+        reply(0, [0.0, 1.0], [1.0, 0.0], start=start, n=1.0),
+        reply(1, [1.0, 0.0], [0.0, 1.0], start=start, n=3.0),
+    ]
+    out, _ = s.aggregate_train(1, replies)
+    assert record_torch(out)["w"].tolist() == [0.5, -0.5]
+    assert s.control.tolist() == [0.5, 0.5]
+
+
+def test_the_check_uses_the_reported_step_count(flat, messages):
+    """K = 4 steps (a graph client's epochs x batches): Delta c = (x - y)/(4 lr) = (0.5, 0)."""
+    s = strategy(flat)
+    s._start = (1, torch_record({"w": torch.zeros(2)}))
+    assert s.delta_problem(reply(0, [-1.0, 0.0], [0.5, 0.0], steps=4)) is None
+    assert s.delta_problem(reply(0, [-1.0, 0.0], [1.0, 0.0], steps=4)) is not None

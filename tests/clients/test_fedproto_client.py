@@ -1,0 +1,55 @@
+"""FedProto's client: the regulariser by hand; on Cora (Louvain, 10 clients) with weight 0 it
+is Local to the digit, with the default weight round 1 is Local's and later rounds are not,
+the regulariser carries a share of the loss and nodes sit nearer their class's prototype."""
+
+import pytest
+import torch
+from run_records import probe, rounds
+
+from fgl_flower.clients.fedproto import margin, prototype_loss
+from fgl_flower.inprocess import run_inprocess
+
+
+def test_the_regulariser_and_the_margin_by_hand():
+    """z = (1, 0), (0, 2) of classes 0, 1; prototypes (0, 0), (0, 1): squared errors 1 and 1
+    over h = 2 entries -> sample form 0.5 (mean over both nodes), class form 0.5 + 0.5."""
+    z, y = torch.tensor([[1.0, 0.0], [0.0, 2.0]]), torch.tensor([0, 1])
+    protos = torch.tensor([[0.0, 0.0], [0.0, 1.0]])
+    assert float(prototype_loss(z, y, protos, "sample")) == pytest.approx(0.5)
+    assert float(prototype_loss(z, y, protos, "class")) == pytest.approx(1.0)
+    # node 0: own 1, other sqrt(2); node 1: own 1, other 2; prototypes 1 apart
+    assert margin(z, y, protos, torch.tensor([1, 1])) == pytest.approx(((2**0.5 - 1) + 1) / 2)
+
+
+@pytest.fixture
+def cora(flat, data_root):
+    flat.update(
+        {
+            "dataset": "Cora",
+            "data-root": str(data_root),
+            "partition": "louvain",
+            "num-clients": 10,
+            "num-rounds": 3,
+        }
+    )
+    return flat
+
+
+def test_fedproto_on_cora_is_local_plus_a_live_regulariser(cora, tmp_path):
+    run_inprocess({**cora, "method": "local", "out-dir": str(tmp_path / "local")})
+    run_inprocess(
+        {**cora, "method": "fedproto", "fedproto.weight": 0.0, "out-dir": str(tmp_path / "w0")}
+    )
+    run_inprocess({**cora, "method": "fedproto"})
+    local, w0, proto = (rounds(tmp_path / d) for d in ("local", "w0", "run"))
+    loss = lambda recs: [r["train"]["train_loss"] for r in recs]  # noqa: E731
+    assert loss(w0) == loss(local)
+    assert loss(proto)[0] == loss(local)[0]  # round 1: no global prototypes yet
+    assert loss(proto)[1:] != loss(local)[1:]
+    for r in proto[1:]:
+        assert 0.05 < probe(r, "fedproto.loss-share") < 0.95
+        assert probe(r, "fedproto.margin") > 0
+    assert all(probe(r, "fedproto.spread") > 0.1 for r in proto)
+    assert (
+        proto[-1]["bytes_up"] < 0.01 * local[-1].get("bytes_up", 1) or proto[-1]["bytes_up"] < 2e5
+    )
