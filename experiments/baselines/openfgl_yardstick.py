@@ -107,6 +107,21 @@ METHODS = {
         "local_model_on_local_data",
         {"fedproto.aggregate": "openfgl", "fedproto.loss": "class", "agg-weight": "local"},
     ),
+    # FedTGP: OpenFGL's client loss (per-class errors summed), its server's 10 full-batch
+    # epochs, and no margin (its mean prototypes are divided by M once per class, M^C in all,
+    # so its margin is ~1e-7 of the gap); left: its server's Adam (ours SGD, the official
+    # code's) and its zero prototypes of absent classes among the server's training data
+    "fedtgp": (
+        "fedtgp",
+        "local_model_on_local_data",
+        {
+            "fedtgp.loss": "class",
+            "fedtgp.server-epochs": 10,
+            "fedtgp.server-batch": 0,
+            "fedtgp.margin-threshold": 0.0,
+            "agg-weight": "local",
+        },
+    ),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": (

@@ -60,9 +60,14 @@ def margin(z: Tensor, y: Tensor, prototypes: Tensor, present: Tensor) -> float:
 class FedProtoClient(LearnerClient):
     """Local model, prototype regulariser, prototypes up (module docstring)."""
 
+    #: the method's options (``weight``, ``loss``) and its probes' prefix (FedTGP's client is
+    #: this one with its own)
+    options = FedProtoOptions
+    probe_prefix = "fedproto"
+
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.check_can_train()
-        o = FedProtoOptions.from_config(self.cfg)
+        o = self.options.from_config(self.cfg)
         g, model = self.data.data, self.learner.model
         record = get_record(content, GLOBAL, ArrayRecord)
         received = record_torch(record) if record is not None and len(record) else None
@@ -90,12 +95,14 @@ class FedProtoClient(LearnerClient):
         probes: dict[str, float] = {}
         if terms:
             con = sum(terms) / len(terms)
-            probes["fedproto.loss-share"] = con / (res["train_loss"] + con) if con > 0 else 0.0
+            probes[f"{self.probe_prefix}.loss-share"] = (
+                con / (res["train_loss"] + con) if con > 0 else 0.0
+            )
         if received is not None:
             model.eval()
             with torch.no_grad():
                 z = representation(model, self.learner.inputs())[g.train_mask]
-            probes["fedproto.margin"] = margin(
+            probes[f"{self.probe_prefix}.margin"] = margin(
                 z,
                 g.y[g.train_mask],
                 received["prototypes"].to(self.device),

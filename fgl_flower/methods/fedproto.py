@@ -60,16 +60,22 @@ class FedProtoOptions(MethodOptions):
 
 
 def check_config(cfg: RunConfig) -> None:
-    from fgl_flower.models.registry import MODELS, model_for_task
-
     o = FedProtoOptions.from_config(cfg)
     o.require_choice("fedproto", "aggregate", AGGREGATIONS)
     o.require_choice("fedproto", "loss", LOSSES)
     o.require_nonnegative("fedproto", "weight")
+    require_prototype_backbone(cfg, "fedproto")
+
+
+def require_prototype_backbone(cfg: RunConfig, method: str) -> None:
+    """Stop unless the run's backbone has a hidden representation its output layer reads
+    (what a prototype averages)."""
+    from fgl_flower.models.registry import MODELS, model_for_task
+
     model = model_for_task(cfg.model, "node")
     if not MODELS.get(model).hidden or cfg.num_layers < 2:
         raise ConfigError(
-            f"fedproto's prototypes are means of the representations the output layer reads; "
+            f"{method}'s prototypes are means of the representations the output layer reads; "
             f"model={model!r} with num-layers={cfg.num_layers} has none. Use gcn, graphsage, gat, "
             "mlp or acmgcn with num-layers >= 2."
         )

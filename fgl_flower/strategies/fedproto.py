@@ -72,9 +72,12 @@ class FedProtoStrategy(FGLStrategy):
 
     checked_uploads = {MessageType.TRAIN: (PROTOTYPES,)}
 
+    #: the method's options (FedTGP's server is this one with its own)
+    options = FedProtoOptions
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.opts = FedProtoOptions.from_config(cfg)
+        self.opts = self.options.from_config(cfg)
         self.prototypes: np.ndarray | None = None  # [C, h]; None before round 1 ends
         self.present: np.ndarray | None = None  # [C]
 

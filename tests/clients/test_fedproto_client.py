@@ -53,3 +53,17 @@ def test_fedproto_on_cora_is_local_plus_a_live_regulariser(cora, tmp_path):
     assert (
         proto[-1]["bytes_up"] < 0.01 * local[-1].get("bytes_up", 1) or proto[-1]["bytes_up"] < 2e5
     )
+
+
+def test_fedtgp_on_cora_trains_prototypes_the_clients_follow(cora, tmp_path):
+    """FedTGP's clients are FedProto's: round 1 is Local's; later the regulariser, the
+    adaptive margin and the server's loss are all alive."""
+    run_inprocess({**cora, "method": "local", "out-dir": str(tmp_path / "local")})
+    run_inprocess({**cora, "method": "fedtgp", "fedtgp.server-epochs": 20})
+    local, tgp = rounds(tmp_path / "local"), rounds(tmp_path / "run")
+    assert tgp[0]["train"]["train_loss"] == local[0]["train"]["train_loss"]
+    for r in tgp[1:]:
+        assert 0.05 < probe(r, "fedtgp.loss-share") < 0.95
+        assert probe(r, "fedtgp.margin") > 0
+    assert all(probe(r, "fedtgp.adaptive-margin") > 0.1 for r in tgp)
+    assert all(probe(r, "fedtgp.spread") > 0.1 for r in tgp)
