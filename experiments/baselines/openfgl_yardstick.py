@@ -122,6 +122,15 @@ METHODS = {
             "agg-weight": "local",
         },
     ),
+    # FedDC: OpenFGL's alpha 0.1, its Adam, node-count weights. Not expressible: OpenFGL's
+    # correction is (1/(lr K)) <theta, last update> with no control variates (ours and the
+    # official code's: SCAFFOLD's c - c_i), its drift adds the previous round's update (one
+    # round late), and its model is the weighted mean of theta_i + h_i over the sampled
+    "feddc": (
+        "feddc",
+        "global_model_on_local_data",
+        {"feddc.alpha": 0.1, "optimizer": "adam", "agg-weight": "local"},
+    ),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": (

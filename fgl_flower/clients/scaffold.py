@@ -41,6 +41,9 @@ CLIENT_CONTROL = "scaffold.ci"
 class ScaffoldClient(FedAvgClient):
     sends_start = True  # the server checks each Delta c_i against x, so it needs x in round 1
 
+    #: the prefix of its probes (FedDC's client is this one with its own)
+    probe_prefix = "scaffold"
+
     def train(self, content: RecordDict, server_round: int) -> RecordDict:
         self.load_global(content)
         x = {k: v for k, v in self.shared_snapshot().items() if v.is_floating_point()}
@@ -67,10 +70,18 @@ class ScaffoldClient(FedAvgClient):
         reply[DELTA] = torch_record(delta)
         metrics = reply[METRICS]
         metrics[STEPS] = float(k)
-        probes = {"scaffold.correction": sum(ratios) / len(ratios) if ratios else 0.0}
+        probes = {
+            f"{self.probe_prefix}.correction": sum(ratios) / len(ratios) if ratios else 0.0,
+            **self.after_round(x, y),
+        }
         for name, value in as_metrics(probes).items():
             metrics[name] = value
         return reply
+
+    def after_round(self, x: dict[str, Tensor], y: dict[str, Tensor]) -> dict[str, float]:
+        """Probes of what a method built on this client keeps after the round, from the start
+        ``x`` and the trained ``y`` (none for SCAFFOLD)."""
+        return {}
 
     def received_control(self, content: RecordDict, x: dict[str, Tensor]) -> dict[str, Tensor]:
         """:math:`c` as sent (float arrays of the global model), zero where none came."""

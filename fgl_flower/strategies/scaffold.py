@@ -50,9 +50,13 @@ class ScaffoldStrategy(FedAvgStrategy):
 
     checked_uploads = {MessageType.TRAIN: (ARRAYS, DELTA)}
 
+    #: the prefix of its probes (FedDC's server is this one with its own)
+    probe_prefix = "scaffold"
+
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.server_lr = float(cfg.option("server-lr"))
+        #: eta_g (methods built on SCAFFOLD's control variates without it take 1: FedDC)
+        self.server_lr = float(dict(cfg.method_options).get("server-lr", 1.0))
         #: :math:`c`, float64, the float arrays of the global model flattened in their order
         #: (``None``: zero, before the first aggregation)
         self.control: np.ndarray | None = None
@@ -167,8 +171,8 @@ class ScaffoldStrategy(FedAvgStrategy):
         return mean, metrics
 
     def server_probes(self, server_round: int) -> dict[str, float]:
-        return {"scaffold.control-norm": self.control_norm}
+        return {f"{self.probe_prefix}.control-norm": self.control_norm}
 
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         """In round 1 :math:`c = c_i = 0`: no correction, by design."""
-        return ("scaffold.correction",) if server_round == 1 else ()
+        return (f"{self.probe_prefix}.correction",) if server_round == 1 else ()

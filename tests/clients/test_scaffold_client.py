@@ -94,3 +94,19 @@ def test_one_corrected_step_by_hand(flat):
         assert torch.allclose(y[k], x[k] - 0.5 * (g[k] + c[k] - ci[k]), atol=1e-6)
         assert torch.allclose(delta[k], g[k] - ci[k], atol=1e-5)
         assert torch.allclose(stored[k], g[k], atol=1e-5)
+
+
+def test_feddc_is_scaffold_plus_a_live_drift(cora, tmp_path):
+    """With alpha = 0 FedDC's clients train as SCAFFOLD's in round 1; its server then adds
+    the mean drift, so the global models differ; alpha reaches the loss from round 2."""
+    run_inprocess({**cora, "method": "scaffold", "out-dir": str(tmp_path / "scaffold")})
+    run_inprocess({**cora, "method": "feddc", "feddc.alpha": 0.0, "out-dir": str(tmp_path / "a0")})
+    run_inprocess({**cora, "method": "feddc"})
+    scaffold, a0, feddc = (rounds(tmp_path / d) for d in ("scaffold", "a0", "run"))
+    assert all("failures" not in r for r in feddc + a0)
+    assert a0[0]["train"]["train_loss"] == scaffold[0]["train"]["train_loss"]
+    assert a0[0]["eval"] != scaffold[0]["eval"]  # the drift moves the global model
+    assert feddc[1]["train"]["train_loss"] != a0[1]["train"]["train_loss"]
+    for r in feddc:
+        assert probe(r, "feddc.drift") > 0.01 and probe(r, "feddc.drift-share") > 0.01
+    assert all(probe(r, "feddc.correction") > 0.1 for r in feddc[1:])
