@@ -125,7 +125,7 @@ METHODS = {
     # FedDC: OpenFGL's alpha 0.1, its Adam, node-count weights. Not expressible: OpenFGL's
     # correction is (1/(lr K)) <theta, last update> with no control variates (ours and the
     # official code's: SCAFFOLD's c - c_i), its drift adds the previous round's update (one
-    # round late), and its model is the weighted mean of theta_i + h_i over the sampled
+    # round late), and its model is the weighted mean of theta_i + h_i over the sampled clients
     "feddc": (
         "feddc",
         "global_model_on_local_data",

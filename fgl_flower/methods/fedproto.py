@@ -16,10 +16,10 @@ PROTOTYPES = "fedproto.prototypes"
 #: has the class); absent in round 1.
 GLOBAL = "fedproto.global"
 
-#: How the server averages a class's prototypes: ``paper`` (the mean over the clients that
+#: How the server averages a class's prototypes: ``official`` (the mean over the clients that
 #: have the class, the official code's ``proto_aggregation``) or ``openfgl`` (weighted by
 #: the clients' node counts over every client, a client without the class adding zeros).
-AGGREGATIONS = ("paper", "openfgl")
+AGGREGATIONS = ("official", "openfgl")
 #: The regulariser: ``sample`` (the official code's: the mean squared error of each training
 #: node's representation against its class's global prototype) or ``class`` (OpenFGL's: that
 #: error averaged within each class, summed over the classes).
@@ -55,7 +55,7 @@ class FedProtoOptions(MethodOptions):
     official code's ``ld`` = 1, OpenFGL's 1), how the server averages and the loss form."""
 
     weight: float = 1.0
-    aggregate: str = "paper"
+    aggregate: str = "official"
     loss: str = "sample"
 
 
@@ -93,7 +93,7 @@ SPEC = MethodSpec(
     options=FedProtoOptions.defaults(),
     option_help={
         "weight": "lambda: weight of the prototype regulariser",
-        "aggregate": "paper (mean over the clients with the class) | openfgl (node-count weights, zeros included)",
+        "aggregate": "official (mean over the clients with the class) | openfgl (node-count weights, zeros included)",
         "loss": "sample (each node against its class's prototype, the official code) | class (per-class errors summed, OpenFGL)",
     },
     check=check_config,

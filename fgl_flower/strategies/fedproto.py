@@ -7,7 +7,7 @@ fedproto.PROTOTYPES`) of the clients :math:`N_j` that have training nodes of it,
 .. math::
     \bar C^{(j)} = \frac{1}{|N_j|} \sum_{i \in N_j} C_i^{(j)}
 
-(``fedproto.aggregate = paper``, the official code's ``proto_aggregation``), or OpenFGL's
+(``fedproto.aggregate = official``, the official code's ``proto_aggregation``), or OpenFGL's
 :math:`\sum_i \frac{n_i}{\sum_k n_k} C_i^{(j)}` over every client (``openfgl``; :math:`n_i`
 its weight as ``agg-weight`` says, OpenFGL's node counts under ``local``; a client without
 the class adds zeros). The global prototypes travel with the

@@ -67,3 +67,29 @@ def test_fedtgp_on_cora_trains_prototypes_the_clients_follow(cora, tmp_path):
         assert probe(r, "fedtgp.margin") > 0
     assert all(probe(r, "fedtgp.adaptive-margin") > 0.1 for r in tgp)
     assert all(probe(r, "fedtgp.spread") > 0.1 for r in tgp)
+
+
+def test_uploaded_prototypes_are_eval_mode_class_means_of_training_nodes(flat):
+    from flwr.app import RecordDict
+
+    from fgl_flower.clients.fedproto import FedProtoClient
+    from fgl_flower.clients.state import ClientState
+    from fgl_flower.datasets import load_client_data
+    from fgl_flower.parse import parse_run_config
+
+    flat.update({"method": "fedproto", "dropout": 0.5})
+    cfg = parse_run_config(flat)
+    client = FedProtoClient(
+        cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0
+    )
+    g, model = client.data.data, client.learner.model
+    model.train()  # prototypes() must switch dropout off itself
+    protos, counts = client.prototypes()
+    model.eval()
+    with torch.no_grad():
+        z = model.embed(g.x, g.edge_index)
+    for c in range(client.data.num_classes):
+        nodes = g.train_mask & (g.y == c)
+        assert counts[c] == nodes.sum()
+        want = z[nodes].mean(dim=0) if nodes.any() else torch.zeros(z.size(1))
+        assert torch.allclose(protos[c], want, atol=1e-6)

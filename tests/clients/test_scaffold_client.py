@@ -110,3 +110,53 @@ def test_feddc_is_scaffold_plus_a_live_drift(cora, tmp_path):
     for r in feddc:
         assert probe(r, "feddc.drift") > 0.01 and probe(r, "feddc.drift-share") > 0.01
     assert all(probe(r, "feddc.correction") > 0.1 for r in feddc[1:])
+
+
+def test_one_feddc_step_by_hand(flat):
+    """FedDC: one SGD step from w with a stored drift h, c and c_i: the penalty's gradient at
+    w is alpha (w + h - w) = alpha h, so y = w - lr (g + alpha h + c - c_i); the drift becomes
+    h + (y - w) and Delta c = (w - y)/lr - c = g + alpha h - c_i."""
+    from fgl_flower.clients.feddc import DRIFT, FedDCClient
+
+    flat.update(
+        {
+            "method": "feddc",
+            "optimizer": "sgd",
+            "lr": 0.5,
+            "local-epochs": 1,
+            "weight-decay": 0.0,
+            "dropout": 0.0,
+            "feddc.alpha": 0.3,
+        }
+    )
+    cfg = parse_run_config(flat)
+    state = ClientState(RecordDict())
+    client = FedDCClient(cfg, load_client_data(cfg.data_config(), 0), state, 0)
+    w = {k: v.detach().clone() for k, v in client.learner.get_shared().items()}
+    gen = torch.Generator().manual_seed(1)
+    c, ci, h = (
+        {k: 0.01 * torch.randn(v.shape, generator=gen) for k, v in w.items()} for _ in range(3)
+    )
+    state.save_tensors(CLIENT_CONTROL, ci)
+    state.save_tensors(DRIFT, h)
+    model = client.learner.model
+    model.train()
+    model.zero_grad()
+    client.learner.loss_of(client.learner.predictor(model)).backward()
+    g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    content = RecordDict(
+        {
+            ARRAYS: torch_record(w),
+            CONTROL: torch_record(c),
+            CONFIG: ConfigRecord({"server-round": 2}),
+        }
+    )
+    reply = client.train(content, 2)
+    y, delta = record_torch(reply[ARRAYS]), record_torch(reply[DELTA])
+    drift = state.load_tensors(DRIFT)
+    for k in w:
+        step = g[k] + 0.3 * h[k] + c[k] - ci[k]
+        assert torch.allclose(y[k], w[k] - 0.5 * step, atol=1e-6)
+        assert torch.allclose(drift[k], h[k] + (y[k] - w[k]), atol=1e-6)
+        assert torch.allclose(delta[k], g[k] + 0.3 * h[k] - ci[k], atol=1e-5)

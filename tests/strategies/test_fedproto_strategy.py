@@ -19,18 +19,18 @@ N0, N1 = np.array([2, 1, 0]), np.array([0, 5, 4])
 
 
 def test_global_prototypes_by_hand():
-    """paper: the mean over the clients that have the class: (1, 0), (0, 3), (3, 3).
+    """official: the mean over the clients that have the class: (1, 0), (0, 3), (3, 3).
     openfgl: weights n = (1, 3) -> (1/4, 3/4) over both, zeros included: (1/4, 0), (0, 3.5),
     (9/4, 9/4)."""
-    out, present = global_prototypes([P0, P1], [N0, N1], [1.0, 3.0], "paper")
+    out, present = global_prototypes([P0, P1], [N0, N1], [1.0, 3.0], "official")
     assert out.tolist() == [[1.0, 0.0], [0.0, 3.0], [3.0, 3.0]] and present.tolist() == [1, 1, 1]
     out, _ = global_prototypes([P0, P1], [N0, N1], [1.0, 3.0], "openfgl")
     assert out.tolist() == [[0.25, 0.0], [0.0, 3.5], [2.25, 2.25]]
-    out, present = global_prototypes([P0], [N0], [1.0], "paper")
+    out, present = global_prototypes([P0], [N0], [1.0], "official")
     assert present.tolist() == [1, 1, 0] and out[2].tolist() == [0.0, 0.0]
     # spread: distances between (1, 0), (0, 3), (3, 3): sqrt(10), sqrt(13), 3 over mean norm
     norms = np.mean([1.0, 3.0, np.sqrt(18)])
-    assert spread(*global_prototypes([P0, P1], [N0, N1], [1, 1], "paper")) == pytest.approx(
+    assert spread(*global_prototypes([P0, P1], [N0, N1], [1, 1], "official")) == pytest.approx(
         np.mean([np.sqrt(10), np.sqrt(13), 3.0]) / norms
     )
 

@@ -71,3 +71,17 @@ def test_trained_prototypes_sit_by_their_classes_and_resume(flat, messages):
     s.aggregate_train(2, replies)
     fresh.aggregate_train(2, replies)
     assert fresh.prototypes.tolist() == s.prototypes.tolist()
+
+
+def test_classes_a_client_lacks_do_not_train_the_prototypes(flat, messages):
+    """A client's row with count 0 (here a far-away vector) is not training data: the trained
+    prototypes are the same whatever that row holds."""
+    flat.update({"method": "fedtgp", "hidden": 2, "fedtgp.server-epochs": 5})
+    out = []
+    for junk in ([0.0, 0.0], [100.0, -100.0]):
+        s = FedTGPStrategy(parse_run_config(flat))
+        s.aggregate_train(
+            1, [reply(0, [[5.0, 0.0], [0.0, 5.0]], [3, 2]), reply(1, [[5.2, 0.1], junk], [4, 0])]
+        )
+        out.append(s.prototypes.tolist())
+    assert out[0] == out[1]
