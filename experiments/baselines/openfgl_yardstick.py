@@ -131,6 +131,10 @@ METHODS = {
         "global_model_on_local_data",
         {"feddc.alpha": 0.1, "optimizer": "adam", "agg-weight": "local"},
     ),
+    # FedGL: OpenFGL's defaults (ssl weight 0.1, threshold 0.5, no pseudo graph), node-count
+    # weights; left: OpenFGL's FedGL model sums the neighbours over the raw adjacency (no self
+    # loops, no normalisation), ours is the run's GCN
+    "fedgl": ("fedgl", "global_model_on_local_data", {"agg-weight": "local"}),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": (
