@@ -53,7 +53,7 @@ SPEC = MethodSpec(
     options={"alpha": 0.01},
     option_help={"alpha": "weight of the drift penalty alpha/2 ||theta + h_i - w||^2"},
     # SCAFFOLD's control variates: plain SGD, as the paper's and its code's local solver
-    defaults={"optimizer": "sgd", "lr": 0.1},
+    defaults={"optimizer": "sgd"},
     check=check_config,
     probes=PROBES,
 )

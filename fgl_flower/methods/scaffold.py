@@ -49,7 +49,7 @@ SPEC = MethodSpec(
     reference="Karimireddy et al., ICML 2020",
     options={"server-lr": 1.0},
     # option II reads (x - y_i) / (K lr) as the mean local gradient: plain SGD, as in the paper
-    defaults={"optimizer": "sgd", "lr": 0.1},
+    defaults={"optimizer": "sgd"},
     option_help={
         "server-lr": "eta_g: the server's step along the clients' mean update (1: their mean)",
     },
