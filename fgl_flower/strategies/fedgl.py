@@ -42,18 +42,37 @@ from fgl_flower.strategies.screening import counts_problem, values_of
 def fuse(
     probs: list[np.ndarray], nodes: list[np.ndarray], rates: list[float], threshold: float
 ) -> np.ndarray:
-    """``[V]`` global pseudo-labels (-1: none) from each client's ``probs [n_i, C]`` of its
-    global ``nodes [n_i]`` and its ``rates`` (module docstring)."""
-    size = 1 + max(int(n.max()) for n in nodes if n.size) if any(n.size for n in nodes) else 0
+    """``[2, K]``: the distinct global node ids of the uploads (sorted) and their pseudo-labels
+    (-1: none), from each client's ``probs [n_i, C]`` of its global ``nodes [n_i]`` and its
+    ``rates`` (module docstring). Memory grows with the nodes uploaded, not with the largest id."""
+    ids, inverse = np.unique(np.concatenate(nodes), return_inverse=True)
     c = probs[0].shape[1]
-    total = np.zeros((size, c))
-    weight = np.zeros(size)
+    total = np.zeros((len(ids), c))
+    weight = np.zeros(len(ids))
+    start = 0
     for p, n, r in zip(probs, nodes, rates):
-        kept = np.where(p >= threshold, p, 0.0)
-        np.add.at(total, n, r * kept)
-        np.add.at(weight, n, r)
+        rows = inverse[start : start + len(n)]
+        start += len(n)
+        np.add.at(total, rows, r * np.where(p >= threshold, p, 0.0))
+        np.add.at(weight, rows, r)
     q = total / np.maximum(weight, 1e-12)[:, None]
-    return np.where(q.sum(axis=1) > 0, q.argmax(axis=1), -1).astype(np.int64)
+    labels = np.where(q.sum(axis=1) > 0, q.argmax(axis=1), -1)
+    return np.stack([ids, labels]).astype(np.int64)
+
+
+def labels_of(fused: np.ndarray, nodes: np.ndarray) -> np.ndarray:
+    """The pseudo-labels of ``nodes`` (global ids) in ``fused`` (:func:`fuse`), -1 where none."""
+    ids, labels = fused
+    at = np.minimum(np.searchsorted(ids, nodes), max(len(ids) - 1, 0))
+    found = (len(ids) > 0) & (ids[at] == nodes) if len(ids) else np.zeros(len(nodes), bool)
+    return np.where(found, labels[at], -1).astype(np.int64)
+
+
+def classes_of(reply: Message) -> tuple[int, ...]:
+    """The class dimension of a reply's uploaded probabilities (every client's must agree)."""
+    return tuple(
+        np.shape(values_of(get_record(reply.content, PREDICTIONS, ArrayRecord), "probs"))[1:]
+    )
 
 
 class FedGLStrategy(FedAvgStrategy):
@@ -68,7 +87,7 @@ class FedGLStrategy(FedAvgStrategy):
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
         self.opts = FedGLOptions.from_config(cfg)
-        self.labels: np.ndarray | None = None  # [V] global pseudo-labels, -1: none
+        self.labels: np.ndarray | None = None  # [2, K]: node ids and their pseudo-labels
         self.client_nodes: dict[int, np.ndarray] = {}  # partition id -> its global node ids
 
     # -- the client node lists, checkpointed as one array and offsets ----------------------------
@@ -111,9 +130,7 @@ class FedGLStrategy(FedAvgStrategy):
         for m in messages:
             own = self.client_nodes.get(partition_of.get(m.metadata.dst_node_id))
             if own is not None:
-                known = own < len(self.labels)
-                labels = np.full(len(own), -1, dtype=np.int64)
-                labels[known] = self.labels[own[known]]
+                labels = labels_of(self.labels, own)
                 content = RecordDict(dict(m.content.items()))
                 content[PSEUDO] = ArrayRecord({"labels": Array(labels)})
                 m = Message(
@@ -123,6 +140,26 @@ class FedGLStrategy(FedAvgStrategy):
                 )
             out.append(m)
         return out
+
+    def screen(
+        self, server_round: int, messages: list[Message], replies: list[Message]
+    ) -> dict[int, str]:
+        """FedAvg's checks; every client's predictions must have the classes of the others."""
+        refused = super().screen(server_round, messages, replies)
+        refused.update(
+            self.screen_agreement(
+                replies,
+                refused,
+                MessageType.TRAIN,
+                lambda r: tuple(
+                    np.shape(values_of(get_record(r.content, PREDICTIONS, ArrayRecord), "probs"))[
+                        1:
+                    ]
+                ),
+                f"{PREDICTIONS}/probs' classes",
+            )
+        )
+        return refused
 
     def reply_problem(self, server_round: int, reply: Message) -> str | None:
         """Probabilities must be rows of shares; node ids whole, distinct, one per row."""

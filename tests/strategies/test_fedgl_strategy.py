@@ -9,7 +9,7 @@ from fgl_flower.methods.fedgl import PREDICTIONS, PSEUDO
 from fgl_flower.parse import parse_run_config
 from fgl_flower.protocol import METRICS, NUM_EXAMPLES, PARTITION_ID
 from fgl_flower.records import record_torch, torch_record
-from fgl_flower.strategies.fedgl import FedGLStrategy, fuse
+from fgl_flower.strategies.fedgl import FedGLStrategy, classes_of, fuse, labels_of
 
 
 def test_the_fusion_by_hand():
@@ -19,10 +19,19 @@ def test_the_fusion_by_hand():
     below: no label."""
     a = np.array([[0.1, 0.9], [0.6, 0.4]])
     b = np.array([[0.3, 0.7], [0.5, 0.5], [0.45, 0.55]])
-    labels = fuse([a, b], [np.array([0, 1]), np.array([1, 2, 3])], [0.25, 0.75], 0.5)
-    assert labels.tolist() == [1, 1, 0, 1]
-    labels = fuse([a, b], [np.array([0, 1]), np.array([1, 2, 3])], [0.25, 0.75], 0.6)
-    assert labels.tolist() == [1, 1, -1, -1]
+    fused = fuse([a, b], [np.array([0, 1]), np.array([1, 2, 3])], [0.25, 0.75], 0.5)
+    assert fused.tolist() == [[0, 1, 2, 3], [1, 1, 0, 1]]
+    fused = fuse([a, b], [np.array([0, 1]), np.array([1, 2, 3])], [0.25, 0.75], 0.6)
+    assert fused[1].tolist() == [1, 1, -1, -1]
+    # the weights decide node 1: A (0.9, 0) at 3/4 against B (0, 0.6) at 1/4 -> class 0;
+    # swapped -> class 1
+    a2, b2 = np.array([[0.9, 0.1]]), np.array([[0.4, 0.6]])
+    one = [np.array([1]), np.array([1])]
+    assert fuse([a2, b2], one, [0.75, 0.25], 0.5)[1].tolist() == [0]
+    assert fuse([a2, b2], one, [0.25, 0.75], 0.5)[1].tolist() == [1]
+    # a huge node id costs nothing: only the ids uploaded are kept
+    assert fuse([a2], [np.array([2**31 - 2])], [1.0], 0.5).tolist() == [[2**31 - 2], [0]]
+    assert labels_of(fused, np.array([3, 1, 7])).tolist() == [-1, 1, -1]
 
 
 def reply(pid, probs, nodes):
@@ -63,3 +72,12 @@ def test_malformed_predictions_are_refused(flat, messages):
     assert "not rows of probabilities" in s.reply_problem(1, reply(0, [[0.6, 0.9]], [3]))
     assert "node ids repeat" in s.reply_problem(1, reply(0, [[0.1, 0.9], [0.5, 0.5]], [3, 3]))
     assert "not whole numbers" in s.reply_problem(1, reply(0, [[0.1, 0.9]], [-1]))
+    # a client with another number of classes is the odd one out, not a crash
+    s.nodes = {0: 100, 1: 101, 2: 102}
+    replies = [
+        reply(0, [[0.1, 0.9]], [3]),
+        reply(1, [[0.2, 0.8]], [4]),
+        reply(2, [[0.2, 0.3, 0.5]], [5]),
+    ]
+    refused = s.screen_agreement(replies, {}, MessageType.TRAIN, classes_of, "classes")
+    assert list(refused) == [2]
