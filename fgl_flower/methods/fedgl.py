@@ -78,5 +78,4 @@ SPEC = MethodSpec(
     },
     check=check_config,
     probes=PROBES,
-    robust_aggregation=True,
 )
