@@ -15,9 +15,9 @@ model's (its model after its last round of training, kept in its state), both in
 and without gradient; :math:`\mathrm{sim}` the cosine. On node tasks the contrasted examples
 are the training nodes (``moon.nodes = train``, the paper's batch of training examples) or
 every node (``all``, OpenFGL's); on graph tasks the graphs of each mini-batch. A client with
-no previous local model yet (its first round) trains on :math:`\ell_{sup}` alone, where the
-official code's previous model is the initial global one, whose contrast is the constant
-:math:`\log 2` with zero gradient.
+no previous local model yet (its first round) trains on :math:`\ell_{sup}` alone; in round 1
+the official code's pool of previous models is empty and its contrast exactly 0, the same
+update (docs/methods/moon.md).
 """
 
 from __future__ import annotations
