@@ -54,6 +54,7 @@ SPEC = MethodSpec(
     option_help={"alpha": "weight of the drift penalty alpha/2 ||theta + h_i - w||^2"},
     # SCAFFOLD's control variates: plain SGD, as the paper's and its code's local solver
     defaults={"optimizer": "sgd"},
+    demo={"lr": 0.1},  # the no-option demo: plain SGD at the app's 0.01 learns little in 20 rounds
     check=check_config,
     probes=PROBES,
 )

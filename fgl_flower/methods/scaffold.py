@@ -50,6 +50,7 @@ SPEC = MethodSpec(
     options={"server-lr": 1.0},
     # option II reads (x - y_i) / (K lr) as the mean local gradient: plain SGD, as in the paper
     defaults={"optimizer": "sgd"},
+    demo={"lr": 0.1},  # the no-option demo: plain SGD at the app's 0.01 learns little in 20 rounds
     option_help={
         "server-lr": "eta_g: the server's step along the clients' mean update (1: their mean)",
     },
