@@ -63,9 +63,10 @@ def fuse(
 def labels_of(fused: np.ndarray, nodes: np.ndarray) -> np.ndarray:
     """The pseudo-labels of ``nodes`` (global ids) in ``fused`` (:func:`fuse`), -1 where none."""
     ids, labels = fused
-    at = np.minimum(np.searchsorted(ids, nodes), max(len(ids) - 1, 0))
-    found = (len(ids) > 0) & (ids[at] == nodes) if len(ids) else np.zeros(len(nodes), bool)
-    return np.where(found, labels[at], -1).astype(np.int64)
+    if not len(ids):
+        return np.full(len(nodes), -1, dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids, nodes), len(ids) - 1)
+    return np.where(ids[at] == nodes, labels[at], -1).astype(np.int64)
 
 
 def classes_of(reply: Message) -> tuple[int, ...]:
