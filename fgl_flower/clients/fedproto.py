@@ -74,10 +74,10 @@ class FedProtoClient(LearnerClient):
         terms: list[float] = []
         seen: dict[str, Tensor] = {}
         extra, handle = None, None
-        if received is not None and o.weight > 0:
+        present = received["present"].to(self.device).bool() if received is not None else None
+        mask = g.train_mask & present[g.y] if present is not None else None
+        if mask is not None and mask.any() and o.weight > 0:  # none: no class of ours is global
             protos = received["prototypes"].to(self.device)
-            present = received["present"].to(self.device).bool()
-            mask = g.train_mask & present[g.y]
             handle = watch_representation(model, lambda z: seen.__setitem__("z", z))
 
             def extra(_: nn.Module) -> Tensor:

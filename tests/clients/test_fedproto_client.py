@@ -93,3 +93,35 @@ def test_uploaded_prototypes_are_eval_mode_class_means_of_training_nodes(flat):
         assert counts[c] == nodes.sum()
         want = z[nodes].mean(dim=0) if nodes.any() else torch.zeros(z.size(1))
         assert torch.allclose(protos[c], want, atol=1e-6)
+
+
+def test_a_client_none_of_whose_classes_is_global_trains_alone(flat):
+    """Global prototypes for none of the client's classes (it sat out, the others lack them):
+    no regulariser, no NaN, and no loss-share probe."""
+    from flwr.app import ConfigRecord, RecordDict
+
+    from fgl_flower.clients.fedproto import FedProtoClient
+    from fgl_flower.clients.state import ClientState
+    from fgl_flower.datasets import load_client_data
+    from fgl_flower.methods.fedproto import GLOBAL
+    from fgl_flower.parse import parse_run_config
+    from fgl_flower.protocol import CONFIG, METRICS
+    from fgl_flower.records import torch_record
+
+    flat.update({"method": "fedproto"})
+    cfg = parse_run_config(flat)
+    client = FedProtoClient(
+        cfg, load_client_data(cfg.data_config(), 0), ClientState(RecordDict()), 0
+    )
+    c, h = client.data.num_classes, cfg.hidden
+    content = RecordDict(
+        {
+            GLOBAL: torch_record(
+                {"prototypes": torch.zeros(c, h), "present": torch.zeros(c, dtype=torch.long)}
+            ),
+            CONFIG: ConfigRecord({"server-round": 2}),
+        }
+    )
+    metrics = client.train(content, 2)[METRICS]
+    assert torch.isfinite(torch.tensor(metrics["train_loss"]))
+    assert "probe.fedproto.loss-share" not in metrics
