@@ -22,12 +22,7 @@ from flwr.app import ArrayRecord, Message, MetricRecord
 from fgl_flower.protocol import ARRAYS
 from fgl_flower.records import array_numpy, array_of, require_record
 from fgl_flower.strategies.grid import reply_partition_id
-from fgl_flower.strategies.scaffold import ScaffoldStrategy, float_keys
-
-
-def flat(record: ArrayRecord, keys: list[str]) -> np.ndarray:
-    """``record``'s arrays ``keys``, flattened in that order (float64)."""
-    return np.concatenate([array_numpy(record[k]).astype(np.float64).ravel() for k in keys])
+from fgl_flower.strategies.scaffold import ScaffoldStrategy, flat, float_keys, unflat
 
 
 class FedDCStrategy(ScaffoldStrategy):
@@ -61,17 +56,10 @@ class FedDCStrategy(ScaffoldStrategy):
         shift = self.drifts.astype(np.float64).mean(axis=0)
         model = flat(mean, keys) + shift
         self.drift_share = float(np.linalg.norm(shift) / max(np.linalg.norm(model), 1e-12))
-        sizes = np.cumsum([array_numpy(start[k]).size for k in keys])[:-1]
-        parts = dict(zip(keys, np.split(model, sizes)))
+        parts = unflat(model, start, keys)
         out = ArrayRecord(
             {
-                k: array_of(
-                    parts[k]
-                    .reshape(array_numpy(start[k]).shape)
-                    .astype(array_numpy(start[k]).dtype)
-                )
-                if k in parts
-                else mean[k]
+                k: array_of(parts[k].astype(array_numpy(start[k]).dtype)) if k in parts else mean[k]
                 for k in mean.keys()
             }
         )

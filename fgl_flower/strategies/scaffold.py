@@ -43,6 +43,26 @@ def float_keys(record: ArrayRecord) -> list[str]:
     return [k for k in record.keys() if np.issubdtype(array_numpy(record[k]).dtype, np.floating)]
 
 
+def flat(arrays, keys: list[str]) -> np.ndarray:
+    """``arrays[k]`` for ``keys`` (an ArrayRecord's or a dict of ndarrays), flattened in that
+    order into one float64 vector (:math:`c`, FedDC's drifts)."""
+    return np.concatenate(
+        [
+            np.asarray(array_numpy(arrays[k]) if isinstance(arrays, ArrayRecord) else arrays[k])
+            .astype(np.float64)
+            .ravel()
+            for k in keys
+        ]
+    )
+
+
+def unflat(vector: np.ndarray, reference: ArrayRecord, keys: list[str]) -> dict[str, np.ndarray]:
+    """:func:`flat`'s inverse: ``vector`` cut into ``reference``'s arrays ``keys`` (shapes)."""
+    shapes = [array_numpy(reference[k]).shape for k in keys]
+    parts = np.split(vector, np.cumsum([int(np.prod(s)) for s in shapes])[:-1])
+    return {k: part.reshape(shape) for k, part, shape in zip(keys, parts, shapes)}
+
+
 class ScaffoldStrategy(FedAvgStrategy):
     """FedAvg's rounds with the server control variate (module docstring)."""
 
@@ -71,11 +91,9 @@ class ScaffoldStrategy(FedAvgStrategy):
     def control_of(self, reference: ArrayRecord) -> dict[str, np.ndarray]:
         """:math:`c` shaped as ``reference``'s float arrays (zeros before round 1 ends)."""
         keys = float_keys(reference)
-        shapes = [array_numpy(reference[k]).shape for k in keys]
         if self.control is None:
-            return {k: np.zeros(s) for k, s in zip(keys, shapes)}
-        parts = np.split(self.control, np.cumsum([int(np.prod(s)) for s in shapes])[:-1])
-        return {k: p.reshape(s) for k, p, s in zip(keys, parts, shapes)}
+            return {k: np.zeros(array_numpy(reference[k]).shape) for k in keys}
+        return unflat(self.control, reference, keys)
 
     def configure_train(
         self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
@@ -166,7 +184,7 @@ class ScaffoldStrategy(FedAvgStrategy):
             delta = require_record(r.content, DELTA, ArrayRecord)
             for k in keys:
                 c[k] = c[k] + array_numpy(delta[k]).astype(np.float64) / population
-        self.control = np.concatenate([c[k].ravel() for k in keys]) if keys else None
+        self.control = flat(c, keys) if keys else None
         self.control_norm = float(np.linalg.norm(self.control)) if keys else 0.0
         return mean, metrics
 
