@@ -91,7 +91,8 @@ class FedProtoClient(LearnerClient):
         finally:
             if handle is not None:
                 handle.remove()
-        own, counts = self.prototypes()
+        z = self.train_representations()
+        own, counts = self.prototypes(z)
         probes: dict[str, float] = {}
         if terms:
             con = sum(terms) / len(terms)
@@ -99,9 +100,6 @@ class FedProtoClient(LearnerClient):
                 con / (res["train_loss"] + con) if con > 0 else 0.0
             )
         if received is not None:
-            model.eval()
-            with torch.no_grad():
-                z = representation(model, self.learner.inputs())[g.train_mask]
             probes[f"{self.probe_prefix}.margin"] = margin(
                 z,
                 g.y[g.train_mask],
@@ -114,12 +112,20 @@ class FedProtoClient(LearnerClient):
         return reply
 
     @torch.no_grad()
-    def prototypes(self) -> tuple[Tensor, Tensor]:
-        """``(prototypes [C, h], counts [C])``: the mean eval-mode representation of the
-        training nodes of each class (zeros for a class without one)."""
-        g, model = self.data.data, self.learner.model
+    def train_representations(self) -> Tensor:
+        """``[T, h]``: the eval-mode representations of the training nodes (the prototypes'
+        and the margin probe's input, computed once a round)."""
+        model = self.learner.model
         model.eval()
-        z = representation(model, self.learner.inputs())[g.train_mask]
+        return representation(model, self.learner.inputs())[self.data.data.train_mask]
+
+    @torch.no_grad()
+    def prototypes(self, z: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(prototypes [C, h], counts [C])``: the mean eval-mode representation of the
+        training nodes of each class (zeros for a class without one); ``z``: those
+        representations where already computed (:meth:`train_representations`)."""
+        g = self.data.data
+        z = self.train_representations() if z is None else z
         y = g.y[g.train_mask]
         c = self.data.num_classes
         counts = torch.bincount(y, minlength=c)
