@@ -6,20 +6,6 @@ from run_records import probe, rounds
 from fgl_flower.inprocess import run_inprocess
 
 
-@pytest.fixture
-def cora(flat, data_root):
-    flat.update(
-        {
-            "dataset": "Cora",
-            "data-root": str(data_root),
-            "partition": "louvain",
-            "num-clients": 10,
-            "num-rounds": 3,
-        }
-    )
-    return flat
-
-
 def test_fedgl_on_cora_is_fedavg_plus_live_pseudo_labels(cora, tmp_path):
     """Round 1 is FedAvg's (no pseudo-labels yet); from round 2 most unlabelled nodes carry
     one and their loss enters training; ssl-weight 0 is FedAvg to the digit."""

@@ -21,20 +21,6 @@ def test_the_regulariser_and_the_margin_by_hand():
     assert margin(z, y, protos, torch.tensor([1, 1])) == pytest.approx(((2**0.5 - 1) + 1) / 2)
 
 
-@pytest.fixture
-def cora(flat, data_root):
-    flat.update(
-        {
-            "dataset": "Cora",
-            "data-root": str(data_root),
-            "partition": "louvain",
-            "num-clients": 10,
-            "num-rounds": 3,
-        }
-    )
-    return flat
-
-
 def test_fedproto_on_cora_is_local_plus_a_live_regulariser(cora, tmp_path):
     run_inprocess({**cora, "method": "local", "out-dir": str(tmp_path / "local")})
     run_inprocess(

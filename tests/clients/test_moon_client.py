@@ -23,20 +23,6 @@ def test_the_contrast_by_hand():
     assert float(model_contrast(3 * z, a, b, 0.5)) == pytest.approx(math.log(1 + math.exp(-2)))
 
 
-@pytest.fixture
-def cora(flat, data_root):
-    flat.update(
-        {
-            "dataset": "Cora",
-            "data-root": str(data_root),
-            "partition": "louvain",
-            "num-clients": 10,
-            "num-rounds": 3,
-        }
-    )
-    return flat
-
-
 def test_moon_on_cora_is_fedavg_plus_a_live_contrast(cora, tmp_path):
     run_inprocess({**cora, "method": "fedavg", "out-dir": str(tmp_path / "fedavg")})
     run_inprocess({**cora, "method": "moon", "moon.mu": 0.0, "out-dir": str(tmp_path / "mu0")})

@@ -18,20 +18,10 @@ from fgl_flower.records import record_torch, torch_record
 
 
 @pytest.fixture
-def cora(flat, data_root):
-    flat.update(
-        {
-            "dataset": "Cora",
-            "data-root": str(data_root),
-            "partition": "louvain",
-            "num-clients": 10,
-            "num-rounds": 3,
-            "optimizer": "sgd",
-            "lr": 0.5,
-            "local-epochs": 5,
-        }
-    )
-    return flat
+def cora(cora):
+    """The shared Cora fixture with plain SGD (SCAFFOLD's solver): lr 0.5, 5 local epochs."""
+    cora.update({"optimizer": "sgd", "lr": 0.5, "local-epochs": 5})
+    return cora
 
 
 def test_the_control_variates_correct_the_local_steps(cora, tmp_path):
@@ -48,6 +38,28 @@ def test_the_control_variates_correct_the_local_steps(cora, tmp_path):
         # c - c_i is of the local gradient's order under this heterogeneity, not a rounding
         assert 0.1 < probe(r, "scaffold.correction") < 10
     assert all(probe(r, "scaffold.control-norm") > 0.01 for r in scaffold)
+
+
+def gradient_at_start(client) -> dict:
+    """The gradient of the client's training loss at its current model (no step taken)."""
+    model = client.learner.model
+    model.train()
+    model.zero_grad()
+    client.learner.loss_of(client.learner.predictor(model)).backward()
+    g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    return g
+
+
+def round_two(start: dict, control: dict) -> RecordDict:
+    """A round-2 train message with the global model ``start`` and the control variate."""
+    return RecordDict(
+        {
+            ARRAYS: torch_record(start),
+            CONTROL: torch_record(control),
+            CONFIG: ConfigRecord({"server-round": 2}),
+        }
+    )
 
 
 def test_one_corrected_step_by_hand(flat):
@@ -72,20 +84,8 @@ def test_one_corrected_step_by_hand(flat):
     c = {k: 0.01 * torch.randn(v.shape, generator=gen) for k, v in x.items()}
     ci = {k: 0.01 * torch.randn(v.shape, generator=gen) for k, v in x.items()}
     state.save_tensors(CLIENT_CONTROL, ci)
-    # the gradient at x, on a copy
-    model = client.learner.model
-    model.train()
-    model.zero_grad()
-    client.learner.loss_of(client.learner.predictor(model)).backward()
-    g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    model.zero_grad()
-    content = RecordDict(
-        {
-            ARRAYS: torch_record(x),
-            CONTROL: torch_record(c),
-            CONFIG: ConfigRecord({"server-round": 2}),
-        }
-    )
+    g = gradient_at_start(client)
+    content = round_two(x, c)
     reply = client.train(content, 2)
     y = record_torch(reply[ARRAYS])
     delta = record_torch(reply[DELTA])
@@ -139,19 +139,8 @@ def test_one_feddc_step_by_hand(flat):
     )
     state.save_tensors(CLIENT_CONTROL, ci)
     state.save_tensors(DRIFT, h)
-    model = client.learner.model
-    model.train()
-    model.zero_grad()
-    client.learner.loss_of(client.learner.predictor(model)).backward()
-    g = {n: p.grad.detach().clone() for n, p in model.named_parameters()}
-    model.zero_grad()
-    content = RecordDict(
-        {
-            ARRAYS: torch_record(w),
-            CONTROL: torch_record(c),
-            CONFIG: ConfigRecord({"server-round": 2}),
-        }
-    )
+    g = gradient_at_start(client)
+    content = round_two(w, c)
     reply = client.train(content, 2)
     y, delta = record_torch(reply[ARRAYS]), record_torch(reply[DELTA])
     drift = state.load_tensors(DRIFT)
