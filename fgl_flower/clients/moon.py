@@ -80,9 +80,10 @@ class MoonClient(FedAvgClient):
     def extra_loss(self, content: RecordDict):
         o = MoonOptions.from_config(self.cfg)
         model = self.learner.model
-        previous = self.frozen(model)
-        if o.mu == 0 or not self.state.load_module(PREVIOUS, previous):
+        if o.mu == 0 or PREVIOUS not in self.state:  # no contrast: copy no model
             return None
+        previous = self.frozen(model)
+        self.state.load_module(PREVIOUS, previous)
         previous.eval()
         glob = self.frozen(model)  # the global model: loaded just before
         seen: dict[str, object] = {}
