@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, TextIO
 
-from fgl_flower.runtime.errors import RunTimeoutError, SuperLinkStartError
+from fgl_flower.runtime.errors import RayStartError, RunTimeoutError, SuperLinkStartError
 from fgl_flower.runtime.processes import ANSI_ESCAPE, ProcessGroup
 
 RUN_FAILED = 1
@@ -34,6 +34,10 @@ COMPLETED = "finished:completed"
 _RUN_ID = re.compile(r"Successfully started run (\d+)")
 _FAILURE_LINE = re.compile(r"ERROR.*Exit Code: \d+|raised an exception")
 _SUPERLINK_START_FAILED = re.compile(r"Failed to start local SuperLink within")
+#: Ray's ``Node`` gives its raylet a fixed 30 s to register with the GCS; a loaded machine
+#: (a CI runner with several test workers) can exceed it. Raised in the backend's start,
+#: before the simulation engine hands any message to a client.
+_RAY_START_FAILED = re.compile(r"The current node timed out during startup")
 _CLI_TIMEOUT_S = 60.0
 #: Lines of Flower's output that a user of ``fgl`` cannot act on (the run's log file keeps
 #: them): the federation is sized to the run (``num-supernodes = num-clients``, set by
@@ -56,6 +60,7 @@ class _OutputPump(threading.Thread):
         self.done = threading.Event()  # the line ``done`` was streamed
         self.saw_failure = False
         self.superlink_start_failed = False
+        self.ray_start_failed = False
         try:
             self._tty = stream.isatty()
         except (AttributeError, ValueError):
@@ -85,6 +90,8 @@ class _OutputPump(threading.Thread):
             self.saw_failure = True
         if _SUPERLINK_START_FAILED.search(line):
             self.superlink_start_failed = True
+        if _RAY_START_FAILED.search(line):
+            self.ray_start_failed = True
         if self.done_line and self.done_line in line and not self.saw_failure:
             self.done.set()
 
@@ -105,7 +112,9 @@ def run_flwr(
 
     On timeout, exception or KeyboardInterrupt the run is stopped with ``flwr stop``
     (best effort) and the ``flwr`` child terminated before the error propagates. If ``flwr``
-    could not start its local SuperLink, :class:`SuperLinkStartError` (no run was started).
+    could not start its local SuperLink, :class:`SuperLinkStartError` (no run was started);
+    if the run failed because Ray's node did not start, :class:`RayStartError` (no client
+    had trained).
     A streamed line containing ``done`` (after no failure line) returns 0 at once, with
     ``flwr run`` and the run still winding down. Once the outcome is known, every process
     of ``group`` is killed: the run is over (its status read, or its results written), its
@@ -133,6 +142,9 @@ def run_flwr(
             raise SuperLinkStartError("flwr run could not start its local SuperLink in time")
         if returncode == 0:
             returncode = _outcome(flwr, pump, connection, env, workdir)
+        if returncode != 0 and pump.ray_start_failed:
+            group.stop(grace=0)
+            raise RayStartError(f"Ray's local node did not start in time (run {pump.run_id})")
     group.stop(grace=0)
     return returncode or 0
 

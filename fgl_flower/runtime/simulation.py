@@ -19,15 +19,16 @@ from fgl_flower.runtime.config import (
     work_directory,
     write_connections,
 )
-from fgl_flower.runtime.errors import SuperLinkStartError
+from fgl_flower.runtime.errors import RuntimeStartError
 from fgl_flower.runtime.flwr_cli import run_flwr
 from fgl_flower.runtime.processes import ProcessGroup, free_ports, stop_processes
 
 CONNECTION = "local"
 
 
-#: Tries of ``flwr run`` when it cannot start its local SuperLink within Flower's fixed 15 s.
-SUPERLINK_START_ATTEMPTS = 3
+#: Tries of ``flwr run`` when its local SuperLink (Flower's fixed 15 s) or Ray's node (Ray's
+#: fixed 30 s) does not start in time: no client has trained then, so nothing is lost.
+START_ATTEMPTS = 3
 
 
 def run_simulation(
@@ -92,7 +93,7 @@ def run_simulation(
             federation,
         ]
         args += run_config_args(work / "run-config.toml", run_config)
-        for attempt in range(1, SUPERLINK_START_ATTEMPTS + 1):
+        for attempt in range(1, START_ATTEMPTS + 1):
             with ProcessGroup() as group:
                 try:
                     code = run_flwr(
@@ -110,12 +111,12 @@ def run_simulation(
                     # (its state in memory ends with this run), so it is killed here.
                     stop_processes(local_superlinks(flwr_home), grace=0)
                     return code
-                except SuperLinkStartError:
-                    if attempt == SUPERLINK_START_ATTEMPTS:
+                except RuntimeStartError as err:
+                    if attempt == START_ATTEMPTS:
                         raise
                     print(
-                        f"Starting the local SuperLink again (attempt {attempt + 1}: Flower waits "
-                        "15 s for it, which a busy machine can exceed)",
+                        f"Starting the run again (attempt {attempt + 1} of {START_ATTEMPTS}): "
+                        f"{err}; a busy machine can exceed the fixed wait",
                         file=stream or sys.stdout,
                     )
                 finally:
