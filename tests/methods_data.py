@@ -8,7 +8,8 @@ from fgl_flower.methods import METHODS
 
 #: What a method needs besides the app defaults to run in a test: S2FGL and FedFA their backbone, O-pFGL
 #: DENSE and Co-Boost (one-shot) one round and short optimisations (minutes a run by default),
-#: FedSage+ fewer generator rounds than the tests' rounds.
+#: FedSage+ and AdaFGL fewer
+#: rounds in their first phase than the tests' rounds.
 NEEDS = {
     "s2fgl": {"model": "acmgcn", "hidden": 16},
     "fedfa": {"model": "acmgcn", "hidden": 16},
@@ -16,6 +17,9 @@ NEEDS = {
     # FedSage+: three generator rounds (after two local epochs; the resume test breaks into
     # the third), then a classifier round
     "fedsageplus": {"num-rounds": 4, "fedsageplus.gen-rounds": 3, "fedsageplus.pretrain-epochs": 2},
+    # AdaFGL: two FedAvg rounds build the extractor, two personalized rounds follow (the resume
+    # test breaks into the first of them)
+    "adafgl": {"num-rounds": 4, "adafgl.fed-rounds": 2},
     # FGGP classifies the last hidden layer, which two layers leave without a dropout before
     # it: three, so that eval-dropout has a dropout to keep
     "fggp": {"num-layers": 3},

@@ -135,6 +135,22 @@ METHODS = {
     # weights; left: OpenFGL's FedGL model sums the neighbours over the raw adjacency (no self
     # loops, no normalisation), ours is the run's GCN
     "fedgl": ("fedgl", "global_model_on_local_data", {"agg-weight": "local"}),
+    # AdaFGL: OpenFGL's schedule (50 FedAvg rounds, then one step of both modules a round),
+    # its alpha 0.5 and beta 0 (the official code's 0.05 and 0.2), the HCS mix, node-count
+    # weights. Left: in step 1 OpenFGL evaluates each client's locally trained model (ours the
+    # global model, as FedAvg); both pick the best round by node-weighted validation accuracy
+    "adafgl": (
+        "adafgl",
+        "local_model_on_local_data",
+        {
+            "adafgl.fed-rounds": 50,
+            "adafgl.epochs": 1,
+            "adafgl.fusion": "mix",
+            "adafgl.alpha": 0.5,
+            "adafgl.beta": 0.0,
+            "agg-weight": "local",
+        },
+    ),
     # FGGP: OpenFGL averages the classifier layer and evaluates it (its server's prototypes
     # reach no client), rebuilds the k-NN graph every round, weights by node counts
     "fggp": (
@@ -219,6 +235,9 @@ if args.fl_algorithm == "gcfl_plus":  # NODE_LEVEL_GIN: its GIN sums each graph'
     import openfgl.flcore.gcfl_plus.models as gin  # tasks only); node tasks have no batch
     pool = gin.global_add_pool
     gin.global_add_pool = lambda x, batch: x if batch is None else pool(x, batch)
+if args.fl_algorithm == "adafgl":  # its C product loads a library from an absolute path of the
+    import openfgl.flcore.adafgl.op as op  # authors' machine (_utils.py:39) and stops on Linux;
+    op.csr_sparse_dense_matmul = lambda adj, feat: adj.dot(feat)  # its other platforms' product
 # OpenFGL's trainer never seeds (its seed_everything is not called): without this line its
 # "seeds" are unrepeatable draws (rows recorded before 2026-12-07 were run so)
 from openfgl.utils.basic_utils import seed_everything
