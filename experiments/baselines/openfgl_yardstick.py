@@ -16,7 +16,7 @@ Install OpenFGL apart (see ``experiments/platform/peers.py`` for the offline rec
     ~/venvs/openfgl/bin/pip install dtaidistance  # imported by its GCFL+, not declared by openfgl-lib
 
 and give it the raw Cora under ``<openfgl-root>/global/subgraph_fl/Cora`` (``--openfgl-root``,
-default ``~/openfgl-data``). Then::
+default ``~/openfgl-data``; CiteSeer likewise for ``--dataset CiteSeer``). Then::
 
     FGL_DATA_ROOT=../shared/data python experiments/baselines/openfgl_yardstick.py \\
         --openfgl-python ~/venvs/openfgl/bin/python --methods fedavg,fedpub,fedgta --seeds 0,1,2
@@ -216,6 +216,7 @@ METHODS = {
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)
 ROUNDS = JOB["num-rounds"]  # a row run with other rounds (--rounds) says so in its method cell
+DATASET = JOB["dataset"]  # a row on another dataset (--dataset) says so too
 
 OPENFGL_RUN = """
 import sys
@@ -477,10 +478,16 @@ def main() -> None:
     ap.add_argument(
         "--openfgl-root",
         default=str(Path.home() / "openfgl-data"),
-        help="folder holding global/subgraph_fl/Cora for OpenFGL",
+        help="folder holding global/subgraph_fl/<dataset> for OpenFGL",
     )
     ap.add_argument(
         "--methods", default="fedavg,fedpub", help=f"comma-separated: {', '.join(METHODS)}"
+    )
+    ap.add_argument(
+        "--dataset",
+        default=JOB["dataset"],
+        choices=("Cora", "CiteSeer"),
+        help="the job's dataset (its raw files under <openfgl-root>/global/subgraph_fl/<dataset>)",
     )
     ap.add_argument("--seeds", default="0,1,2")
     ap.add_argument(
@@ -509,12 +516,19 @@ def main() -> None:
         sys.exit(f"unknown method(s) {unknown}: choose from {', '.join(METHODS)}")
     seeds = [int(s) for s in args.seeds.split(",")]
     JOB["num-rounds"] = args.rounds
+    JOB["dataset"] = args.dataset
     records = Records(Path(args.records))
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "openfgl"
         root.mkdir()
         if any(records.get(m, s, "openfgl") is None for m in methods for s in seeds):
+            raw = Path(args.openfgl_root).expanduser() / "global" / "subgraph_fl" / args.dataset
+            if not raw.is_dir():
+                sys.exit(
+                    f"{raw} is missing: copy the dataset's Planetoid folder there (e.g. cp -r "
+                    f"../shared/data/Planetoid/{args.dataset} {raw.parent}/)."
+                )
             export_partition(root, Path(args.openfgl_root).expanduser())
         for method in methods:
             ours, theirs = run_method(
@@ -527,6 +541,8 @@ def main() -> None:
             )
             print(f"{method}: OpenFGL {', '.join(f'{v:.2f}' for v in theirs)}", flush=True)
             label = method if args.rounds == ROUNDS else f"{method}, {args.rounds} rounds"
+            if args.dataset != DATASET:
+                label = f"{label}, {args.dataset}"
             rows.append((label, ours, theirs))
     table = render(rows, seeds)
     print(table)
@@ -549,10 +565,10 @@ def render(rows: list[tuple[str, list[float], list[float]]], seeds: list[int]) -
         lines.append(
             f"| {method} | {_mean_std(ours)} | {_mean_std(theirs)} | {diff:+.2f} | {per_seed} |"
         )
-    job = {k: v for k, v in JOB.items() if k != "num-rounds"}
+    job = {k: v for k, v in JOB.items() if k not in ("num-rounds", "dataset")}
     return "\n".join(lines) + (
-        f"\n\nSeeds {', '.join(map(str, seeds))}; {ROUNDS} rounds unless the row says "
-        f"otherwise; job: {json.dumps(job)}.\n"
+        f"\n\nSeeds {', '.join(map(str, seeds))}; {ROUNDS} rounds and {DATASET} unless the row "
+        f"says otherwise; job: {json.dumps(job)}.\n"
     )
 
 

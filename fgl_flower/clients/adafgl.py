@@ -56,7 +56,8 @@ class Knowledge:
         if n > ops.MAX_NODES:
             raise FGLError(
                 f"Partition {client.partition_id} has {n} nodes; AdaFGL's similarity matrices are "
-                f"dense [n, n] (above {ops.MAX_NODES} nodes they would not fit): use more clients."
+                f"dense [n, n], about a dozen of {4 * n * n / 2**30:.1f} GiB each in a training step "
+                f"(the limit is {ops.MAX_NODES} nodes): use more clients."
             )
         model.eval()
         with torch.no_grad():

@@ -26,9 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-#: The similarity matrices are dense ``[n, n]`` (as in both codes); above this many local
-#: nodes a client stops with a message instead of allocating them.
-MAX_NODES = 30_000
+#: The similarity matrices are dense ``[n, n]`` (as in both codes), and a step of the
+#: heterophilous module keeps about a dozen for its backward (~11 GB at this size, 4 bytes an
+#: entry); above this many local nodes a client stops with a message instead.
+MAX_NODES = 15_000
 
 
 def similarity(z: Tensor) -> Tensor:
@@ -75,6 +76,19 @@ def propagated_features(adj_norm: Tensor, x: Tensor, steps: int) -> Tensor:
     return torch.cat(out, dim=1)
 
 
+def label_propagation(
+    adj_norm: Tensor, y0: Tensor, seed: Tensor, steps: int, alpha: float
+) -> Tensor:
+    r"""``steps`` times :math:`Y \leftarrow \alpha \hat A Y + (1 - \alpha) Y_0`, then
+    :math:`Y_{seed} \mathrel{+}= Y_{0,seed}` (``init_lp_propagate``: the seed rows are
+    added to, not clamped). ``y0 [n, C]``, ``seed`` node indices; returns :math:`Y`."""
+    out = y0
+    for _ in range(steps):
+        out = alpha * (adj_norm @ out) + (1.0 - alpha) * y0
+        out[seed] += y0[seed]
+    return out
+
+
 def homophily_confidence(
     adj_norm: Tensor,
     y: Tensor,
@@ -85,28 +99,19 @@ def homophily_confidence(
     alpha: float = 0.5,
 ) -> float:
     r"""The Homophily Confidence Score: the training nodes drawn into halves (``generator``;
-    the first :math:`\lfloor |T|/2 \rfloor` seed), :math:`Y_0` one-hot labels with the other
-    nodes' rows uniform, then ``steps`` times
-
-    .. math::
-        Y \leftarrow \alpha \hat A Y + (1 - \alpha) Y_0, \qquad Y_{seed} \mathrel{+}= Y_{0,seed}
-
-    (``init_lp_propagate``; :math:`\hat A` the normalized *original* adjacency). Returns the
-    accuracy of :math:`\arg\max Y` on the held-out half (``nan`` with fewer than 2 training
-    nodes)."""
+    the first :math:`\lfloor |T|/2 \rfloor` seed), :math:`Y_0` one-hot labels of the seeds and
+    uniform rows elsewhere, :func:`label_propagation` over :math:`\hat A` (the normalized
+    *original* adjacency); the accuracy of :math:`\arg\max Y` on the held-out half (``nan``
+    with fewer than 2 training nodes). Both codes reset only the held-out, validation and test
+    rows, so a node in no split keeps its true label there; here it is uniform too."""
     train = train_mask.nonzero().view(-1)
     if len(train) < 2:
         return float("nan")
     order = train[torch.randperm(len(train), generator=generator).to(train.device)]
     seed, held = order[: len(train) // 2], order[len(train) // 2 :]
-    y0 = F.one_hot(y, num_classes).float()
-    unlabelled = torch.ones(len(y), dtype=torch.bool, device=y.device)
-    unlabelled[seed] = False
-    y0[unlabelled] = 1.0 / num_classes
-    out = y0
-    for _ in range(steps):
-        out = alpha * (adj_norm @ out) + (1.0 - alpha) * y0
-        out[seed] += y0[seed]
+    y0 = torch.full((len(y), num_classes), 1.0 / num_classes, device=y.device)
+    y0[seed] = F.one_hot(y[seed], num_classes).float()
+    out = label_propagation(adj_norm, y0, seed, steps, alpha)
     return float((out[held].argmax(dim=1) == y[held]).float().mean())
 
 

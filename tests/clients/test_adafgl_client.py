@@ -80,3 +80,17 @@ def test_the_knowledge_a_client_derives_from_the_extractor(flat):
     adj = ops.normalize(ops.dense_adjacency(g.edge_index, g.num_nodes), 0.5)
     want = torch.cat([x, adj @ x, adj @ adj @ x, adj @ adj @ adj @ x], dim=1)
     assert torch.allclose(knowledge.x_k, want, atol=1e-5)
+
+
+def test_step_two_continues_from_the_saved_modules_and_optimizer(ada, tmp_path):
+    """Without dropout, two step-2 rounds of one Adam step each end where one round of two
+    steps ends: the extractor, the modules and Adam's state carry over between rounds."""
+    ada = {**ada, "dropout": 0.0}
+    run_inprocess({**ada, "out-dir": str(tmp_path / "two-rounds")})
+    run_inprocess(
+        {**ada, "num-rounds": 3, "adafgl.epochs": 2, "out-dir": str(tmp_path / "two-steps")}
+    )
+    rounds_, steps = rounds(tmp_path / "two-rounds")[-1], rounds(tmp_path / "two-steps")[-1]
+    assert rounds_["train"]["train_loss"] == pytest.approx(steps["train"]["train_loss"], rel=1e-6)
+    assert rounds_["eval"]["test_acc"] == steps["eval"]["test_acc"]
+    assert rounds_["eval"]["val_loss"] == pytest.approx(steps["eval"]["val_loss"], rel=1e-6)

@@ -92,3 +92,60 @@ def test_the_predictions_and_their_fusion():
     a, b = torch.tensor([[1.0, 0.0]]), torch.tensor([[0.0, 1.0]])
     assert ops.fuse(a, b, 0.75).tolist() == [[0.75, 0.25]]
     assert ops.fuse(None, b, 0.75) is b and ops.fuse(a, None, 0.2) is a
+
+
+def test_label_propagation_by_hand():
+    """A path 0-1-2-3 (self-loops: degrees 2, 3, 3, 2), seeds 0 (class 0) and 3 (class 1),
+    nodes 1 and 2 uniform; alpha 1/2. One step: node 1 = 1/2 (A Y0)_1 + 1/2 (1/2, 1/2) with
+    (A Y0)_1 = (1, 0)/sqrt(6) + (1/2, 1/2)/3 + (1/2, 1/2)/3; seed 0 = 1/2 (A Y0)_0 + 1/2 (1, 0),
+    then + (1, 0) again."""
+    a = torch.tensor([[0.0, 1, 0, 0], [1, 0, 1, 0], [0, 1, 0, 1], [0, 0, 1, 0]])
+    y0 = torch.tensor([[1.0, 0.0], [0.5, 0.5], [0.5, 0.5], [0.0, 1.0]])
+    seed = torch.tensor([0, 3])
+    one = ops.label_propagation(ops.normalize(a, 0.5), y0, seed, 1, 0.5)
+    s6 = math.sqrt(6)
+    node1 = [0.5 * (1 / s6 + 1 / 3) + 0.25, 0.5 * (1 / 3) + 0.25]
+    node0 = [0.5 * (0.5 + 0.5 / s6) + 0.5 + 1.0, 0.5 * (0.5 / s6)]
+    assert one[1].tolist() == pytest.approx(node1)
+    assert one[0].tolist() == pytest.approx(node0)
+    assert one[2].tolist() == pytest.approx(node1[::-1])  # the mirror image
+    # the second step starts from the first's Y (seed rows included, as they were added to)
+    adj = ops.normalize(a, 0.5)
+    two = ops.label_propagation(adj, y0, seed, 2, 0.5)
+    want = 0.5 * (adj @ one) + 0.5 * y0
+    want[seed] += y0[seed]
+    assert torch.allclose(two, want)
+
+
+def test_the_heterophilous_forward_by_hand():
+    """Which MLP feeds the propagation, which PReLU each part uses (one for H_loc and H_smooth,
+    one for the propagation MLP and its signals), and O, recomputed from the weights."""
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    n, f, k, hidden, c = 5, 3, 2, 4, 3
+    module = ops.HeteModule(f, (k + 1) * f, hidden, c, 0.0, beta=0.2).eval()
+    with torch.no_grad():
+        module.act.weight.fill_(0.1)
+        module.prop_act.weight.fill_(0.3)
+    x, x_k = torch.randn(n, f), torch.randn(n, (k + 1) * f)
+    knowledge = (torch.rand(n, n) > 0.5).float().fill_diagonal_(0)
+
+    def run(layers, inp, slope):
+        for layer in layers[:-1]:
+            inp = F.prelu(F.linear(inp, layer.weight, layer.bias), torch.tensor([slope]))
+        return F.linear(inp, layers[-1].weight, layers[-1].bias)
+
+    with torch.no_grad():
+        h_loc, h_s, out = module(x, x_k, knowledge)
+        h = run(module.prop, x_k, 0.3)
+        r = 0.2 * knowledge + 0.8 * ops.similarity(h)
+        mu, top = r.mean(), r.max()
+        r = torch.where(r > mu, (r - mu) / (top - mu), -r / mu) + torch.eye(n)
+        pos = torch.softmax(F.prelu(r, torch.tensor([0.3])) @ h, dim=1)
+        neg = torch.softmax(F.prelu(-r, torch.tensor([0.3])) @ h, dim=1)
+        assert torch.allclose(h_loc, run(module.local, x, 0.1), atol=1e-6)
+        assert torch.allclose(h_s, run(module.smooth, x_k, 0.1), atol=1e-6)
+        assert torch.allclose(out, (pos - neg + h) / 2, atol=1e-6)
+    assert [tuple(layer.weight.shape) for layer in module.local] == [(4, 3), (4, 4), (3, 4)]
+    assert [tuple(layer.weight.shape) for layer in module.prop] == [(4, 9), (4, 4), (3, 4)]
