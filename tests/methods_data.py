@@ -8,7 +8,7 @@ from fgl_flower.methods import METHODS
 
 #: What a method needs besides the app defaults to run in a test: S2FGL and FedFA their backbone, O-pFGL
 #: DENSE and Co-Boost (one-shot) one round and short optimisations (minutes a run by default),
-#: FedSage+ and AdaFGL fewer
+#: FedSage+, FedDEP and AdaFGL fewer
 #: rounds in their first phase than the tests' rounds.
 NEEDS = {
     "s2fgl": {"model": "acmgcn", "hidden": 16},
@@ -17,6 +17,15 @@ NEEDS = {
     # FedSage+: three generator rounds (after two local epochs; the resume test breaks into
     # the third), then a classifier round
     "fedsageplus": {"num-rounds": 4, "fedsageplus.gen-rounds": 3, "fedsageplus.pretrain-epochs": 2},
+    # FedDEP: as FedSage+ (short encoder and clustering: 5 + 10 steps)
+    "feddep": {
+        "num-rounds": 4,
+        "model": "graphsage",
+        "feddep.gen-rounds": 3,
+        "feddep.pretrain-epochs": 2,
+        "feddep.encoder-epochs": 5,
+        "feddep.kmeans-iters": 10,
+    },
     # AdaFGL: two FedAvg rounds build the extractor, two personalized rounds follow (the resume
     # test breaks into the first of them)
     "adafgl": {"num-rounds": 4, "adafgl.fed-rounds": 2},

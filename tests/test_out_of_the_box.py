@@ -21,6 +21,7 @@ SHORT = {
     "fedsageplus": {
         "fedsageplus": {"gen_rounds": 1}
     },  # its demo's 5 generator rounds need more than 2
+    "feddep": {"feddep": {"gen_rounds": 1}},  # its demo's 2 generator rounds need more than 2
     "adafgl": {"adafgl": {"fed_rounds": 1}},  # its demo's 10 FedAvg rounds need more than 2
 }
 

@@ -212,6 +212,32 @@ METHODS = {
             "agg-weight": "uniform",
         },
     ),
+    # FedDEP: OpenFGL's feddep_config (2 local + 3 FedDEP epochs, 5 prototypes and slots, half
+    # the validation nodes hidden), its run lr/weight decay for the generator, uniform FedAvg
+    # weights; its default local_model_on_local_data is the only mode in which its models see
+    # the mended embeddings (its server evaluates with them zero); ours evaluates the global
+    # model on them (docs/methods/feddep.md)
+    "feddep": (
+        "feddep",
+        "local_model_on_local_data",
+        {
+            "model": "graphsage",
+            "feddep.gen-rounds": 3,
+            "feddep.pretrain-epochs": 2,
+            "feddep.encoder-epochs": 50,
+            "feddep.num-pred": 5,
+            "feddep.num-protos": 5,
+            "feddep.hide-portion": 0.5,
+            "feddep.latent": 128,
+            "feddep.gen-dropout": 0.5,
+            "feddep.gen-lr": 0.01,
+            "feddep.gen-weight-decay": 5e-4,
+            "feddep.beta-d": 1.0,
+            "feddep.beta-n": 1.0,
+            "feddep.beta-c": 1.0,
+            "agg-weight": "uniform",
+        },
+    ),
 }
 
 SIMULATION = "subgraph_fl_louvain"  # the folder name OpenFGL looks in (resolution 1)

@@ -87,7 +87,9 @@ class NeighGen(nn.Module):
 
     with the feature MLP ``latent -> 256 -> 2048 -> K·D`` (ReLU, dropout before the last
     layer) as in all three codes; the noise is drawn in every forward (also in eval mode, as
-    they do). ``forward(x [N, D], edge_index) -> (n̂ [N], X̂ [N, K, D])``.
+    they do). ``forward(x [N, D], edge_index) -> (n̂ [N], X̂ [N, K, D'])``, where ``D'`` =
+    ``out_channels`` is ``D`` (FedSage+ generates features) unless given (FedDEP generates
+    ``D'``-dimensional embeddings, :mod:`fgl_flower.models.feddep`).
     """
 
     def __init__(
@@ -97,13 +99,15 @@ class NeighGen(nn.Module):
         hidden: int = 64,
         latent: int = 128,
         dropout: float = 0.5,
+        out_channels: int | None = None,
     ) -> None:
         super().__init__()
-        self.num_pred, self.in_channels, self.dropout = num_pred, in_channels, dropout
+        out = in_channels if out_channels is None else out_channels
+        self.num_pred, self.in_channels, self.dropout = num_pred, out, dropout
         self.enc1, self.enc2 = SAGEConv(in_channels, hidden), SAGEConv(hidden, latent)
         self.dgen = nn.Linear(latent, 1)
         self.fgen = nn.ModuleList(
-            [nn.Linear(latent, 256), nn.Linear(256, 2048), nn.Linear(2048, num_pred * in_channels)]
+            [nn.Linear(latent, 256), nn.Linear(256, 2048), nn.Linear(2048, num_pred * out)]
         )
 
     def encode(self, x: Tensor, edge_index: Tensor) -> Tensor:
@@ -122,14 +126,24 @@ class NeighGen(nn.Module):
         return F.relu(self.dgen(z)).squeeze(-1), self.generate(z)
 
 
-def slot_counts(predicted: Tensor, num_pred: int) -> Tensor:
+def slot_counts(predicted: Tensor, num_pred: int, rounding: str = "floor") -> Tensor:
     """``[N]`` long: :math:`\\min(K, \\lfloor\\hat n_v\\rfloor)` generated neighbours per node
-    (the codes truncate)."""
-    return predicted.detach().floor().clamp(0, num_pred).long()
+    (FedSage+'s codes truncate; ``rounding = "round"``: :math:`\\min(K, \\mathrm{round}(\\hat
+    n_v))`, FedDEP's codes in their local loss and mending, half to even as numpy and torch)."""
+    if rounding == "floor":
+        return predicted.detach().floor().clamp(0, num_pred).long()
+    if rounding == "round":
+        return predicted.detach().round().clamp(0, num_pred).long()
+    raise ValueError(f"rounding={rounding!r}: use 'floor' or 'round'")
 
 
 def feature_loss(
-    pred: Tensor, target: Tensor, pred_count: Tensor, true_count: Tensor, matching: str = "min"
+    pred: Tensor,
+    target: Tensor,
+    pred_count: Tensor,
+    true_count: Tensor,
+    matching: str = "min",
+    rounding: str = "floor",
 ) -> Tensor:
     r"""The feature loss over the first :math:`\min(K, \lfloor\hat n_v\rfloor)` generated slots
     of every node, each matched to one of its :math:`\min(K, n_v)` true missing neighbours:
@@ -142,13 +156,14 @@ def feature_loss(
     three codes compute: they compare a slot's error with ``D`` times the best so far, which
     for ``D > 1`` nearly always replaces it, so a slot ends matched to the last true neighbour
     ``k`` whose error is below ``D`` times the running value. A node with no true missing
-    neighbour adds 0. ``pred``/``target`` ``[N, K, D]``, counts ``[N]``.
+    neighbour adds 0. ``pred``/``target`` ``[N, K, D]``, counts ``[N]``; ``rounding`` turns
+    :math:`\hat n_v` into a slot count (:func:`slot_counts`).
     """
     n, k, d = pred.shape
     if n == 0:
         return pred.sum() * 0.0
     err = ((pred.unsqueeze(2) - target.unsqueeze(1)) ** 2).mean(-1)  # [N, K slots, K targets]
-    slots = slot_counts(pred_count, k)
+    slots = slot_counts(pred_count, k, rounding)
     targets = true_count.detach().clamp(0, k).long()
     valid_target = torch.arange(k, device=pred.device)[None, :] < targets[:, None]  # [N, K]
     if matching == "min":

@@ -39,11 +39,19 @@ from fgl_flower.strategies.grid import reply_partition_id
 
 
 class FedSagePlusStrategy(FedAvgStrategy):
-    """Generator rounds with the cross-client feature gradients, then FedAvg."""
+    """Generator rounds with the cross-client feature gradients, then FedAvg.
+
+    The record names, the options (with ``gen_rounds`` and ``cross``) and the probes of each
+    phase are class attributes, so that a method with the same exchange on other payloads
+    (FedDEP's embeddings, :mod:`fgl_flower.strategies.feddep`) sets its own."""
+
+    OPTIONS: type = FedSagePlusOptions
+    GENERATED, CROSS, GRADIENTS, ROUND_CLIENTS = GENERATED, CROSS, GRADIENTS, ROUND_CLIENTS
+    GENERATOR_PROBES, CLASSIFIER_PROBES = GENERATOR_PROBES, CLASSIFIER_PROBES
 
     def __init__(self, cfg) -> None:
         super().__init__(cfg)
-        self.opts = FedSagePlusOptions.from_config(cfg)
+        self.opts = self.OPTIONS.from_config(cfg)
         self._gradients: dict[
             int, torch.Tensor
         ] = {}  # this round's summed gradients by partition id
@@ -77,7 +85,9 @@ class FedSagePlusStrategy(FedAvgStrategy):
             self.broadcast(RecordDict({CONFIG: config}), f"{MessageType.QUERY}.generate")
         )
         generated = {
-            reply_partition_id(r): record_torch(require_record(r.content, GENERATED, ArrayRecord))
+            reply_partition_id(r): record_torch(
+                require_record(r.content, self.GENERATED, ArrayRecord)
+            )
             for r in replies
         }
         messages = []
@@ -92,14 +102,14 @@ class FedSagePlusStrategy(FedAvgStrategy):
             }
             messages.append(
                 Message(
-                    content=RecordDict({CONFIG: config, CROSS: torch_record(others)}),
+                    content=RecordDict({CONFIG: config, self.CROSS: torch_record(others)}),
                     message_type=f"{MessageType.QUERY}.cross_grad",
                     dst_node_id=node,
                 )
             )
         for reply in send(messages):
             for key, grad in record_torch(
-                require_record(reply.content, GRADIENTS, ArrayRecord)
+                require_record(reply.content, self.GRADIENTS, ArrayRecord)
             ).items():
                 i = int(key.removeprefix("grad."))
                 self._gradients[i] = self._gradients[i] + grad if i in self._gradients else grad
@@ -109,12 +119,12 @@ class FedSagePlusStrategy(FedAvgStrategy):
     ) -> Iterable[Message]:
         if not self.generator_round(server_round):
             return super().configure_train(server_round, arrays, config, grid)
-        config = ConfigRecord({**config, ROUND_CLIENTS: len(self.selected)})
+        config = ConfigRecord({**config, self.ROUND_CLIENTS: len(self.selected)})
         messages = []
         for pid, node in zip(self.selected, self.node_ids):
             content = self.round_content(server_round, arrays, config)
             if pid in self._gradients:
-                content[GRADIENTS] = torch_record({"grad": self._gradients[pid]})
+                content[self.GRADIENTS] = torch_record({"grad": self._gradients[pid]})
             messages.append(
                 Message(content=content, message_type=MessageType.TRAIN, dst_node_id=node)
             )
@@ -129,5 +139,5 @@ class FedSagePlusStrategy(FedAvgStrategy):
 
     def idle_probes(self, server_round: int) -> tuple[str, ...]:
         if self.generator_round(server_round):
-            return CLASSIFIER_PROBES + (() if self.opts.cross else GENERATOR_PROBES)
-        return GENERATOR_PROBES
+            return self.CLASSIFIER_PROBES + (() if self.opts.cross else self.GENERATOR_PROBES)
+        return self.GENERATOR_PROBES
