@@ -176,6 +176,17 @@ def test_records_claims_pair_by_seed(tmp_path):
     )
     claim = load_claims(_claims(folder, body), tmp_path).claims[0]
     assert claim.difference and claim.ours[0].mean == pytest.approx(0.5)
+    # the same runs on a second dataset: a dotted key reads the nested job, and without it two
+    # records of a seed are an error, not a silent mix
+    more = [{**x, "job": {"dataset": "CiteSeer"}, "test_acc": x["test_acc"] - 10} for x in lines]
+    lines = [{**x, "job": {"dataset": "Cora"}} for x in lines] + more
+    (results / "toy.runs.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines))
+    with pytest.raises(ConfigError, match="two records of seed"):
+        load_claims(_claims(folder, body), tmp_path)
+    body = body.replace('side = "ours" }', 'side = "ours", "job.dataset" = "CiteSeer" }')
+    body = body.replace('side = "openfgl" }', 'side = "openfgl", "job.dataset" = "CiteSeer" }')
+    claim = load_claims(_claims(folder, body), tmp_path).claims[0]
+    assert claim.ours[0].mean == pytest.approx(0.5)
 
 
 def test_figure_is_drawn(tmp_path):

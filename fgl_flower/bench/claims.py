@@ -24,7 +24,8 @@ A claim with ``versus = "file.toml:pattern"`` is a difference: ours is row minus
 paired by seed (same partition, splits and initial model), and ``paper`` is the paper's
 difference. A claim may read a script's records instead of bench rows: ``records =
 "baselines.runs.jsonl"`` (beside ``results``), ``where = {method = "fedavg", side = "ours"}``,
-``value = "test_acc"`` (a fraction, or points with ``scale = 1``), and ``versus_where``.
+``value = "test_acc"`` (a fraction, or points with ``scale = 1``), and ``versus_where``; a
+dotted key reads a nested field (``"job.dataset" = "Cora"``).
 
 Ours: the mean over seeds and the Student-t 95 % interval of the mean (of the paired
 differences, for a difference). A row without records shows its kept line's mean, and the
@@ -229,6 +230,15 @@ def _difference(
     return Estimate(est.mean, est.low, est.high, est.n, from_page=True, sd=est.sd)
 
 
+def _field(rec: Mapping[str, Any], key: str) -> Any:
+    """``rec[key]``, a dotted ``key`` reading nested mappings (``None`` where absent)."""
+    for part in key.split("."):
+        if not isinstance(rec, Mapping):
+            return None
+        rec = rec.get(part)
+    return rec
+
+
 def _script_values(
     folder: Path, results: Path, entry: Mapping[str, Any], where_key: str
 ) -> dict[int, float]:
@@ -238,7 +248,7 @@ def _script_values(
     out: dict[int, float] = {}
     for line in path.read_text().splitlines():
         rec = json.loads(line)
-        if all(rec.get(k) == v for k, v in wanted.items()):
+        if all(_field(rec, k) == v for k, v in wanted.items()):
             seed = int(rec["seed"])
             if seed in out:
                 raise ConfigError(f"{folder}: {wanted} selects two records of seed {seed}.")
