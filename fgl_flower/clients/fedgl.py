@@ -19,7 +19,7 @@ from flwr.app import ArrayRecord, RecordDict
 from torch import Tensor, nn
 
 from fgl_flower.clients.fedavg import FedAvgClient
-from fgl_flower.methods.fedgl import PREDICTIONS, PSEUDO, FedGLOptions
+from fgl_flower.methods.fedgl import GRAPH, PREDICTIONS, PSEUDO, FedGLOptions
 from fgl_flower.probes import as_metrics
 from fgl_flower.protocol import METRICS
 from fgl_flower.records import get_record, record_torch, torch_record
@@ -32,16 +32,23 @@ class FedGLClient(FedAvgClient):
         self._terms: list[float] = []
         self._probes: dict[str, float] = {}
         self._hook = None
+        self.use_graph(content, probe=True)
         try:
             reply = super().train(content, server_round)
         finally:
             if self._hook is not None:
                 self._hook.remove()
-        g, model = self.data.data, self.learner.model
-        model.eval()
+        g = self.data.data
+        self.learner.model.eval()
         with torch.no_grad():
-            probs = F.softmax(model(g.x, g.edge_index), dim=1)
-        reply[PREDICTIONS] = torch_record({"probs": probs, "nodes": g.global_id.to(probs.device)})
+            logits = self.learner.logits()
+        reply[PREDICTIONS] = torch_record(
+            {
+                "probs": F.softmax(logits, dim=1),
+                "embeddings": logits,
+                "nodes": g.global_id.to(logits.device),
+            }
+        )
         if self._terms:
             ssl = sum(self._terms) / len(self._terms)
             sup = float(reply[METRICS]["train_loss"])
@@ -49,6 +56,31 @@ class FedGLClient(FedAvgClient):
         for name, value in as_metrics(self._probes).items():
             reply[METRICS][name] = value
         return reply
+
+    def evaluate(self, content: RecordDict, server_round: int) -> RecordDict:
+        self.use_graph(content)
+        return super().evaluate(content, server_round)
+
+    def use_graph(self, content: RecordDict, probe: bool = False) -> None:
+        """Train or evaluate on the local edges (weight 1) plus the message's pseudo-graph
+        block (:data:`~fgl_flower.methods.fedgl.GRAPH`), or on the local edges alone (the
+        learner's default) where the message has none."""
+        record = get_record(content, GRAPH, ArrayRecord)
+        self.learner.edges = None
+        if record is None or not len(record):
+            return
+        g = self.data.data
+        block = record_torch(record)
+        edges = block["edges"].to(g.edge_index.device, torch.long)
+        weight = block["weight"].to(g.edge_index.device, torch.float32)
+        local = g.edge_index.size(1)
+        self.learner.edges = (
+            torch.cat([g.edge_index, edges], dim=1),
+            torch.cat([weight.new_ones(local), weight]),
+        )
+        if probe:
+            self._probes["fedgl.graph-edges"] = edges.size(1) / max(local, 1)
+            self._probes["fedgl.graph-mass"] = float(weight.sum()) / max(local, 1)
 
     def extra_loss(self, content: RecordDict):
         o = FedGLOptions.from_config(self.cfg)
@@ -63,7 +95,7 @@ class FedGLClient(FedAvgClient):
         with torch.no_grad():  # the received global model's own predictions
             was = model.training
             model.eval()
-            own = model(g.x, g.edge_index).argmax(dim=1)
+            own = self.learner.logits().argmax(dim=1)
             model.train(was)
         if mask.any():
             self._probes["fedgl.agreement"] = float((own[mask] == labels[mask]).float().mean())

@@ -221,6 +221,10 @@ class NodeLearner(Learner):
 
     task = "node"
     data: NodeClientData
+    #: ``(edge_index [2, E], edge_weight [E])`` that every forward pass takes in place of the
+    #: subgraph's own unweighted edges (FedGL's local edges plus its pseudo-graph); None (every
+    #: other method): the subgraph's ``edge_index`` alone.
+    edges: tuple[Tensor, Tensor] | None = None
 
     @property
     def num_train(self) -> int:
@@ -231,13 +235,13 @@ class NodeLearner(Learner):
         return self.data.num_local
 
     def logits(self) -> Tensor:
-        g = self.data.data
-        return self.model(g.x, g.edge_index)
+        return self.model(*self.inputs())
 
     def inputs(self, query: Tensor | None = None) -> tuple:
-        """``(x, edge_index)``: a node model's logits ``[N, C]`` of every node."""
+        """``(x, edge_index)`` (or ``(x, edge_index, edge_weight)`` under :attr:`edges`): a
+        node model's logits ``[N, C]`` of every node."""
         g = self.data.data
-        return g.x, g.edge_index
+        return (g.x, g.edge_index) if self.edges is None else (g.x, *self.edges)
 
     def loss_of(self, predict: Predict) -> Tensor:
         """Cross-entropy of the logits on the training nodes."""

@@ -32,11 +32,30 @@ from flwr.app import (
     RecordDict,
 )
 
-from fgl_flower.methods.fedgl import PREDICTIONS, PSEUDO, FedGLOptions
+from fgl_flower.methods.fedgl import GRAPH, PREDICTIONS, PSEUDO, FedGLOptions
 from fgl_flower.records import get_record, require_record
 from fgl_flower.strategies.fedavg import FedAvgStrategy
 from fgl_flower.strategies.grid import reply_partition_id
 from fgl_flower.strategies.screening import counts_problem, values_of
+
+
+def fuse_mean(
+    values: list[np.ndarray], nodes: list[np.ndarray], rates: list[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""``(ids [K], mean [K, d])``: the distinct global node ids of the uploads (sorted) and
+    :math:`\sum_{i \ni v} r_i x_i(v) / \sum_{i \ni v} r_i` of each, from each client's
+    ``values [n_i, d]`` of its global ``nodes [n_i]`` and its ``rates``. Memory grows with the
+    nodes uploaded, not with the largest id."""
+    ids, inverse = np.unique(np.concatenate(nodes), return_inverse=True)
+    total = np.zeros((len(ids), values[0].shape[1]))
+    weight = np.zeros(len(ids))
+    start = 0
+    for x, n, r in zip(values, nodes, rates):
+        rows = inverse[start : start + len(n)]
+        start += len(n)
+        np.add.at(total, rows, r * x)
+        np.add.at(weight, rows, r)
+    return ids, total / np.maximum(weight, 1e-12)[:, None]
 
 
 def fuse(
@@ -44,20 +63,57 @@ def fuse(
 ) -> np.ndarray:
     """``[2, K]``: the distinct global node ids of the uploads (sorted) and their pseudo-labels
     (-1: none), from each client's ``probs [n_i, C]`` of its global ``nodes [n_i]`` and its
-    ``rates`` (module docstring). Memory grows with the nodes uploaded, not with the largest id."""
-    ids, inverse = np.unique(np.concatenate(nodes), return_inverse=True)
-    c = probs[0].shape[1]
-    total = np.zeros((len(ids), c))
-    weight = np.zeros(len(ids))
-    start = 0
-    for p, n, r in zip(probs, nodes, rates):
-        rows = inverse[start : start + len(n)]
-        start += len(n)
-        np.add.at(total, rows, r * np.where(p >= threshold, p, 0.0))
-        np.add.at(weight, rows, r)
-    q = total / np.maximum(weight, 1e-12)[:, None]
+    ``rates`` (module docstring)."""
+    ids, q = fuse_mean([np.where(p >= threshold, p, 0.0) for p in probs], nodes, rates)
     labels = np.where(q.sum(axis=1) > 0, q.argmax(axis=1), -1)
     return np.stack([ids, labels]).astype(np.int64)
+
+
+def pseudo_graph(
+    emb: np.ndarray, k: int, block_entries: int = 1 << 23
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""The pseudo-graph over the rows of ``emb [K, d]`` (module docstring): ``(edges [2, E],
+    weight [E])``, edge ``(j, i)`` from source row ``j`` to target row ``i``, for every
+    :math:`i \ne j` among the ``k`` largest positive dot products of row ``j``, with weight
+    :math:`Z_{ji} / \sqrt{r_j r_i}`. The similarities are computed ``block_entries`` at a
+    time (rows x K), so memory is O(K k) plus one block, never K x K."""
+    n = len(emb)
+    k = min(k, n)
+    nbr = np.empty((n, k), dtype=np.int64)
+    val = np.empty((n, k))
+    step = max(1, block_entries // max(n, 1))
+    for s in range(0, n, step):
+        sim = np.maximum(emb[s : s + step] @ emb.T, 0.0)
+        idx = (
+            np.argpartition(-sim, k - 1, axis=1)[:, :k]
+            if k < n
+            else np.tile(np.arange(n), (len(sim), 1))
+        )
+        nbr[s : s + step] = idx
+        val[s : s + step] = np.take_along_axis(sim, idx, axis=1)
+    total = val.sum(axis=1, keepdims=True)
+    z = np.divide(val, total, out=np.zeros_like(val), where=total > 0)  # rows of Z sum to 1
+    rows = np.repeat(np.arange(n), k).reshape(n, k)
+    off = nbr != rows
+    r = 1.0 + np.where(off, z, 0.0).sum(axis=1)  # Z's row sums once its diagonal is 1
+    keep = off & (z > 0)
+    src, dst = rows[keep], nbr[keep]
+    return np.stack([src, dst]), z[keep] / np.sqrt(r[src] * r[dst])
+
+
+def block_of(
+    edges: np.ndarray, weight: np.ndarray, nodes: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The edges of ``(edges [2, E], weight [E])`` (global node ids) between two of ``nodes``
+    (a client's global ids, in its node order), as positions in ``nodes``, and their weights."""
+    if not len(nodes) or not edges.shape[1]:
+        return np.zeros((2, 0), dtype=np.int64), np.zeros(0)
+    order = np.argsort(nodes, kind="stable")
+    ordered = nodes[order]
+    at = np.minimum(np.searchsorted(ordered, edges), len(nodes) - 1)
+    local = np.where(ordered[at] == edges, order[at], -1)
+    keep = (local >= 0).all(axis=0)
+    return local[:, keep].astype(np.int64), weight[keep]
 
 
 def labels_of(fused: np.ndarray, nodes: np.ndarray) -> np.ndarray:
@@ -83,6 +139,8 @@ class FedGLStrategy(FedAvgStrategy):
         "labels",
         "client_node_ids",
         "client_node_offsets",
+        "graph_edges",
+        "graph_weight",
     )
 
     def __init__(self, cfg) -> None:
@@ -90,6 +148,9 @@ class FedGLStrategy(FedAvgStrategy):
         self.opts = FedGLOptions.from_config(cfg)
         self.labels: np.ndarray | None = None  # [2, K]: node ids and their pseudo-labels
         self.client_nodes: dict[int, np.ndarray] = {}  # partition id -> its global node ids
+        # the pseudo-graph (graph-weight > 0): edges [2, E] (global ids) and weights [E]
+        self.graph_edges: np.ndarray | None = None
+        self.graph_weight: np.ndarray | None = None
 
     # -- the client node lists, checkpointed as one array and offsets ----------------------------
     @property
@@ -122,20 +183,40 @@ class FedGLStrategy(FedAvgStrategy):
 
     # -- messages ------------------------------------------------------------------------------
     def configure_train(self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid):
-        """FedAvg's train messages, each with the pseudo-labels of its client's nodes."""
-        messages = list(super().configure_train(server_round, arrays, config, grid))
-        if self.labels is None:
+        """FedAvg's train messages, each with the pseudo-labels of its client's nodes and the
+        pseudo-graph's block among them."""
+        messages = super().configure_train(server_round, arrays, config, grid)
+        return self.with_own(messages, labels=True)
+
+    def configure_evaluate(
+        self, server_round: int, arrays: ArrayRecord, config: ConfigRecord, grid
+    ):
+        """FedAvg's evaluate messages, each with the pseudo-graph's block among its client's
+        nodes: the model is evaluated on the graph it will train on next."""
+        messages = super().configure_evaluate(server_round, arrays, config, grid)
+        return self.with_own(messages, labels=False)
+
+    def with_own(self, messages: Iterable[Message], labels: bool) -> list[Message]:
+        """``messages``, each with its client's pseudo-labels (if ``labels``) and pseudo-graph
+        block, where the server has them and knows the client's nodes."""
+        messages = list(messages)
+        if self.labels is None and self.graph_edges is None:
             return messages
         partition_of = {node: pid for pid, node in self.nodes.items()}
         out = []
         for m in messages:
             own = self.client_nodes.get(partition_of.get(m.metadata.dst_node_id))
-            if own is not None:
-                labels = labels_of(self.labels, own)
-                content = RecordDict(dict(m.content.items()))
-                content[PSEUDO] = ArrayRecord({"labels": Array(labels)})
+            extra = {}
+            if own is not None and labels and self.labels is not None:
+                extra[PSEUDO] = ArrayRecord({"labels": Array(labels_of(self.labels, own))})
+            if own is not None and self.graph_edges is not None:
+                edges, weight = block_of(self.graph_edges, self.graph_weight, own)
+                extra[GRAPH] = ArrayRecord(
+                    {"edges": Array(edges), "weight": Array(weight.astype(np.float32))}
+                )
+            if extra:
                 m = Message(
-                    content=content,
+                    content=RecordDict({**dict(m.content.items()), **extra}),
                     dst_node_id=m.metadata.dst_node_id,
                     message_type=m.metadata.message_type,
                 )
@@ -163,13 +244,19 @@ class FedGLStrategy(FedAvgStrategy):
         return refused
 
     def reply_problem(self, server_round: int, reply: Message) -> str | None:
-        """Probabilities must be rows of shares; node ids whole, distinct, one per row."""
+        """Probabilities must be rows of shares, embeddings finite and one row per node like
+        them; node ids whole, distinct, one per row."""
         if reply.metadata.message_type != MessageType.TRAIN:
             return None
         record = get_record(reply.content, PREDICTIONS, ArrayRecord)
         probs, nodes = values_of(record, "probs"), values_of(record, "nodes")
+        emb = values_of(record, "embeddings")
         if probs is None or nodes is None or probs.ndim != 2 or nodes.shape != (probs.shape[0],):
             return f"{PREDICTIONS}: not probs [n, C] with nodes [n]"
+        if emb is None or emb.shape != probs.shape:
+            return f"{PREDICTIONS}: not embeddings [n, C] like probs"
+        if not (np.isfinite(probs).all() and np.isfinite(emb).all()):
+            return f"{PREDICTIONS}: probs or embeddings not finite"
         if (why := counts_problem(nodes, f"{PREDICTIONS}/nodes")) is not None:
             return why
         if len(np.unique(nodes)) != nodes.size:
@@ -194,7 +281,13 @@ class FedGLStrategy(FedAvgStrategy):
             else [1.0] * len(replies)
         )
         total = sum(rates) or 1.0
-        self.labels = fuse(probs, nodes, [r / total for r in rates], self.opts.threshold)
+        rates = [r / total for r in rates]
+        self.labels = fuse(probs, nodes, rates, self.opts.threshold)
+        if self.opts.graph_weight > 0:
+            emb = [values_of(rec, "embeddings").astype(np.float64) for rec in records]
+            ids, fused = fuse_mean(emb, nodes, rates)
+            edges, weight = pseudo_graph(fused, self.opts.k)
+            self.graph_edges, self.graph_weight = ids[edges], self.opts.graph_weight * weight
         for r, n in zip(replies, nodes):
             self.client_nodes[reply_partition_id(r)] = n
         return arrays, metrics
