@@ -48,6 +48,9 @@ NEEDS = {
         "fedlog.pre-epochs": 3,
         "fedlog.num-proto": 3,
     },
+    # FedGL: its pseudo-graph on (off by default), so that resume, sampling, fused evaluation,
+    # reused clients and eval-dropout cover it too
+    "fedgl": {"fedgl.graph-weight": 0.5},
     "coboost": {
         "num-rounds": 1,
         "coboost.epochs": 3,
