@@ -7,8 +7,16 @@ plus a cross-entropy on the global pseudo-labels.
 :math:`T` the client's training nodes and :math:`P` its other nodes that carry a global
 pseudo-label :math:`\hat y` (:data:`~fgl_flower.methods.fedgl.PSEUDO`, from round 2),
 :math:`w` = ``fedgl.ssl-weight``; the logits are those of the step's forward pass. After
-training the client uploads its model (FedAvg) and the eval-mode class probabilities of all
-its nodes with their global ids (:data:`~fgl_flower.methods.fedgl.PREDICTIONS`).
+training the client uploads its model (FedAvg) and the eval-mode class probabilities and
+logits (the pseudo-graph's embeddings) of all its nodes with their global ids
+(:data:`~fgl_flower.methods.fedgl.PREDICTIONS`).
+
+A message with a pseudo-graph block (:data:`~fgl_flower.methods.fedgl.GRAPH`, train or
+evaluate, ``fedgl.graph-weight > 0``, from round 2) makes every forward pass of that message
+(training, evaluation, the upload) run on the local edges with weight 1 plus the block's
+weighted edges (:attr:`~fgl_flower.clients.learner.NodeLearner.edges`), so the backbone
+normalises :math:`A + \lambda S` as it normalises :math:`A`; a message without one runs on
+the local edges alone.
 """
 
 from __future__ import annotations

@@ -13,8 +13,25 @@ weight under ``pred-weight = sampling-rate``, 1 under ``mean``) and :math:`\thet
 
 so a node gets a pseudo-label where some client that holds it predicts a class with
 probability at least :math:`\theta`. Each client receives the labels of its own nodes with
-the next round's train message (:data:`~fgl_flower.methods.fedgl.PSEUDO`). The global labels
-and each client's node ids are checkpointed.
+the next round's train message (:data:`~fgl_flower.methods.fedgl.PSEUDO`).
+
+With ``fedgl.graph-weight`` :math:`\lambda > 0`, the pseudo-graph: the uploaded embeddings
+(each client's logits) are fused the same way, :math:`e(v) = \sum_{i \ni v} r_i e_i(v) /
+\sum_{i \ni v} r_i`, over the uploaded nodes; then (OpenFGL's construction)
+
+.. math::
+    Z_{j\cdot} = \frac{\mathrm{top}_k\big(\max(e(j)^\top e(\cdot), 0)\big)}
+    {\sum \mathrm{top}_k(\ldots)}, \qquad Z_{jj} \leftarrow 1, \qquad
+    r_j = \textstyle\sum_i Z_{ji}, \qquad
+    w_{j \to i} = \lambda\, \frac{Z_{ji}}{\sqrt{r_j r_i}} \quad (i \ne j),
+
+an edge from every node to each of its ``fedgl.k`` most similar nodes (OpenFGL's
+:math:`D^{-1/2} Z^\top D^{-1/2}`: the graph is not symmetric). The similarities are computed
+a block of rows at a time, so memory is O(K k), K the nodes uploaded. Each client receives the
+block among its own nodes (:data:`~fgl_flower.methods.fedgl.GRAPH`, without the diagonal: its
+backbone adds its own self-loops) with the next round's train messages and with evaluate
+messages, so a model is evaluated on the graph that the next round trains on (the fused
+evaluation sends the same). The labels, the graph and each client's node ids are checkpointed.
 """
 
 from __future__ import annotations
