@@ -296,7 +296,9 @@ class FedDEPClient(FedAvgClient):
                     self.cfg.seed, self.partition_id, server_round, int(pid), "feddep-cross"
                 )
             )
-            targets = draw_targets(p["target"], p["own"], feats.size(0), k, draws)
+            targets = draw_targets(
+                p["target"], p["own"], feats.size(0), k, draws, self.opts.empty_slot
+            )
             full = torch.full((feats.size(0),), float(k), device=self.device)
             loss = feature_loss(feats, targets, others[f"pred.{pid}"].to(self.device), full, "min")
             grads[f"grad.{pid}"] = torch.autograd.grad(loss, feats)[0]

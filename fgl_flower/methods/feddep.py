@@ -10,11 +10,13 @@ from fgl_flower.methods.spec import MethodSpec
 from fgl_flower.probes import Probe
 
 #: Reply/record names of the generator rounds' payloads (besides the model).
-GENERATED = "feddep.generated"  # client -> server: "feats" [N', K, H], "pred" [N'], "true" [N']
+GENERATED = "feddep.generated"  # client -> server: "feats" [N', K, H], "pred" [N']
 CROSS = "feddep.cross"  # server -> client j: the others' GENERATED as "<key>.<pid>"
 GRADIENTS = "feddep.gradients"  # j -> server: "grad.<pid>" [N'_i, K, H]; server -> i: "grad"
 #: Config key of the generator rounds' train messages: the clients in the round (M).
 ROUND_CLIENTS = "feddep.clients"
+#: ``empty-slot``: the codes' signed-sum test, or only all-zero slots.
+EMPTY_SLOT = ("sum", "zero")
 
 PROBES = (
     Probe(
@@ -75,6 +77,7 @@ class FedDEPOptions(MethodOptions):
     beta_n: float = 1.0  # ... of the embedding reconstruction losses (own and the others')
     beta_c: float = 1.0  # ... of the internal classifier's loss on the mended impaired graph
     cross: bool = True  # the other clients' reconstruction losses (FedDEP); false: local only
+    empty_slot: str = "sum"  # a drawn target slot is empty: signed sum < 1e-15 (codes) | zero
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -95,6 +98,7 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"feddep.gen-dropout={o.gen_dropout} must be in [0, 1).")
     if not 0 < o.hide_portion < 1:
         raise ConfigError(f"feddep.hide-portion={o.hide_portion} must be in (0, 1).")
+    o.require_choice("feddep", "empty_slot", EMPTY_SLOT)
     o.require_nonnegative("feddep", "gen_lr", "gen_weight_decay", "beta_d", "beta_n", "beta_c")
     if cfg.model != "graphsage":
         raise ConfigError(
@@ -140,6 +144,9 @@ SPEC = MethodSpec(
         "beta-n": "weight of the embedding reconstruction losses (own and the other clients')",
         "beta-c": "weight of the internal classifier's loss on the mended impaired graph",
         "cross": "the other clients' reconstruction losses (FedDEP); false: each generator alone",
+        "empty-slot": "a drawn target slot takes the centre's own prototype when its entries sum "
+        "below 1e-15 (sum: both codes, also real prototypes with a negative sum) or are all zero "
+        "(zero)",
     },
     # the no-option demo (no dataset named): 2 generator rounds, then classifier rounds
     demo={"num-rounds": 10, "feddep.gen-rounds": 2},

@@ -112,22 +112,35 @@ def prototype_gap(embeddings: Tensor, node_protos: Tensor) -> float:
 
 
 def draw_targets(
-    missing: Tensor, own: Tensor, count: int, num_pred: int, generator: torch.Generator
+    missing: Tensor,
+    own: Tensor,
+    count: int,
+    num_pred: int,
+    generator: torch.Generator,
+    empty: str = "sum",
 ) -> Tensor:
     r"""``[count, K, H]``: a client's targets for another client's generated embeddings, as
     both codes draw them: ``count`` centre nodes ``c`` uniformly with replacement, and for each
     ``K`` slots ``s`` uniformly with replacement among the ``K`` of ``missing [N', K, H]`` (the
-    prototypes of the centre's hidden neighbours, zero-padded); a zero slot (no hidden
-    neighbour there) takes the centre's own prototype ``own[c]`` (``[N', H]``). Drawn on the
-    CPU from ``generator``; zeros if the client has no node."""
+    prototypes of the centre's hidden neighbours, zero-padded); a slot deemed empty takes the
+    centre's own prototype ``own[c]`` (``[N', H]``). ``empty = "sum"``: the codes' test, the
+    *signed* sum of the slot's entries below ``1e-15``, which also replaces every real
+    prototype whose entries sum to a negative number; ``"zero"``: only an all-zero slot (no
+    hidden neighbour there). Drawn on the CPU from ``generator``; zeros if the client has no
+    node."""
     n, k, h = missing.shape
     if n == 0:
         return missing.new_zeros(count, num_pred, h)
     centre = torch.randint(n, (count,), generator=generator).to(missing.device)
     slot = torch.randint(k, (count, num_pred), generator=generator).to(missing.device)
     rows = missing[centre[:, None], slot]  # [count, K, H]
-    empty = rows.abs().sum(-1, keepdim=True) < 1e-15
-    return torch.where(empty, own[centre][:, None, :].expand_as(rows), rows)
+    if empty == "sum":
+        is_empty = rows.sum(-1, keepdim=True) < 1e-15
+    elif empty == "zero":
+        is_empty = rows.abs().sum(-1, keepdim=True) < 1e-15
+    else:
+        raise ValueError(f"empty={empty!r}: use 'sum' or 'zero'")
+    return torch.where(is_empty, own[centre][:, None, :].expand_as(rows), rows)
 
 
 def slot_mask(pred_count: Tensor, num_pred: int) -> Tensor:

@@ -53,6 +53,24 @@ def test_draw_targets_replaces_an_empty_slot_by_the_centres_own_prototype():
     assert got.shape == (4, 3, 1)
 
 
+def test_the_codes_empty_test_also_replaces_a_prototype_with_a_negative_sum():
+    # node 0: a real prototype (-1, 0.5) (sum -0.5) and an empty slot; node 1: (2, -1), (-3, 1)
+    missing = torch.tensor([[[-1.0, 0.5], [0.0, 0.0]], [[2.0, -1.0], [-3.0, 1.0]]])
+    own = torch.tensor([[5.0, 5.0], [6.0, 6.0]])
+    g = torch.Generator().manual_seed(1)
+    centre, slot = torch.randint(2, (8,), generator=g), torch.randint(2, (8, 3), generator=g)
+    signed = {(0, 0): [5.0, 5.0], (0, 1): [5.0, 5.0], (1, 0): [2.0, -1.0], (1, 1): [6.0, 6.0]}
+    zero = {(0, 0): [-1.0, 0.5], (0, 1): [5.0, 5.0], (1, 0): [2.0, -1.0], (1, 1): [-3.0, 1.0]}
+    for empty, table in (("sum", signed), ("zero", zero)):
+        got = draw_targets(missing, own, 8, 3, torch.Generator().manual_seed(1), empty)
+        want = [[table[int(c), int(s)] for s in row] for c, row in zip(centre, slot)]
+        assert got.tolist() == want, empty
+    # the draws reach both kinds of slot, so the two tests differ
+    assert {(int(c), int(s)) for c, row in zip(centre, slot) for s in row} >= {(0, 0), (1, 1)}
+    with pytest.raises(ValueError):
+        draw_targets(missing, own, 1, 1, torch.Generator(), "abs")
+
+
 def test_slots_round_and_the_mended_embedding_averages_over_all_k():
     count = torch.tensor([0.4, 1.5, 2.6, 9.0, 2.5])
     assert slot_mask(count, 3).tolist() == [
