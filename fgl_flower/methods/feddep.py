@@ -17,6 +17,8 @@ GRADIENTS = "feddep.gradients"  # j -> server: "grad.<pid>" [N'_i, K, H]; server
 ROUND_CLIENTS = "feddep.clients"
 #: ``empty-slot``: the codes' signed-sum test, or only all-zero slots.
 EMPTY_SLOT = ("sum", "zero")
+#: ``trainable``: the embedding head only (official code), or the whole LocalDGen (OpenFGL).
+TRAINABLE = ("fgen", "all")
 
 PROBES = (
     Probe(
@@ -78,6 +80,7 @@ class FedDEPOptions(MethodOptions):
     beta_c: float = 1.0  # ... of the internal classifier's loss on the mended impaired graph
     cross: bool = True  # the other clients' reconstruction losses (FedDEP); false: local only
     empty_slot: str = "sum"  # a drawn target slot is empty: signed sum < 1e-15 (codes) | zero
+    trainable: str = "fgen"  # what the federated steps train: fgen (official code) | all (OpenFGL)
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -99,6 +102,7 @@ def check_config(cfg: RunConfig) -> None:
     if not 0 < o.hide_portion < 1:
         raise ConfigError(f"feddep.hide-portion={o.hide_portion} must be in (0, 1).")
     o.require_choice("feddep", "empty_slot", EMPTY_SLOT)
+    o.require_choice("feddep", "trainable", TRAINABLE)
     o.require_nonnegative("feddep", "gen_lr", "gen_weight_decay", "beta_d", "beta_n", "beta_c")
     if cfg.model != "graphsage":
         raise ConfigError(
@@ -147,6 +151,8 @@ SPEC = MethodSpec(
         "empty-slot": "a drawn target slot takes the centre's own prototype when its entries sum "
         "below 1e-15 (sum: both codes, also real prototypes with a negative sum) or are all zero "
         "(zero)",
+        "trainable": "fgen: the federated steps train the embedding head only (official code); "
+        "all: encoder, count head, embedding head and classifier (OpenFGL)",
     },
     # the no-option demo (no dataset named): 2 generator rounds, then classifier rounds
     demo={"num-rounds": 10, "feddep.gen-rounds": 2},
