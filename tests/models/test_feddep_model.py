@@ -134,9 +134,9 @@ def test_the_classifier_chains_its_embedding_branch_through_the_layers():
 
 def test_the_generator_makes_k_embeddings_and_the_classifier_loss_reaches_them():
     torch.manual_seed(0)
-    assert NeighGen(7, 3, 8, 16, 0.0, out_channels=4)(
-        torch.randn(5, 7), torch.zeros(2, 0, dtype=torch.long)
-    )[1].shape == (5, 3, 4)
+    neigh = NeighGen(7, 3, 8, 16, 0.0, out_channels=4)
+    assert neigh.out_channels == 4 and NeighGen(7, 3).out_channels == 7
+    assert neigh(torch.randn(5, 7), torch.zeros(2, 0, dtype=torch.long))[1].shape == (5, 3, 4)
     model = LocalDGen(7, 4, 3, 2, hidden=8, latent=16, dropout=0.0)
     with torch.no_grad():
         model.gen.dgen.bias.fill_(2.0)  # every node predicts two neighbours
