@@ -122,7 +122,7 @@ SPEC = MethodSpec(
     },
     tasks=("node",),
     summary="Missing-neighbour generators of node embeddings whose targets are cluster "
-    "prototypes (private), trained across clients (the others' reconstruction losses as "
+    "prototypes, trained across clients (the others' reconstruction losses as "
     "gradients), then FedAvg of a GraphSAGE fed each node's generated neighbour embeddings.",
     reference="Zhang et al., FedDEP, SDM 2024",
     options=FedDEPOptions.defaults(),
