@@ -213,8 +213,9 @@ METHODS = {
         },
     ),
     # FedDEP: OpenFGL's feddep_config (2 local + 3 FedDEP epochs, 5 prototypes and slots, half
-    # the validation nodes hidden), its run lr/weight decay for the generator, uniform FedAvg
-    # weights; its default local_model_on_local_data is the only mode in which its models see
+    # the validation nodes hidden), its run lr/weight decay for the generator, its signed-sum
+    # empty-slot test (both codes'), all of LocalDGen trained in the federated steps (its
+    # requires_grad_(False) lines are commented out), uniform 1/|sampled| FedAvg weights; its default local_model_on_local_data is the only mode in which its models see
     # the mended embeddings (its server evaluates with them zero); ours evaluates the global
     # model on them (docs/methods/feddep.md)
     "feddep": (
@@ -235,6 +236,8 @@ METHODS = {
             "feddep.beta-d": 1.0,
             "feddep.beta-n": 1.0,
             "feddep.beta-c": 1.0,
+            "feddep.empty-slot": "sum",
+            "feddep.trainable": "all",
             "agg-weight": "uniform",
         },
     ),

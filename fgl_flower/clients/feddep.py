@@ -29,7 +29,9 @@ classifier's cross-entropy; training nodes of the impaired graph). Each round th
    slots up to the truncated predicted count) with respect to them;
 3. ``train``: it recomputes the same forward and takes one Adam step on
    :math:`\frac1M[\mathcal L + \beta_n\sum_{j\neq i}\mathcal L_n^{(i\leftarrow j)}]`, the
-   others' terms entering by the chain rule through its generated embeddings.
+   others' terms entering by the chain rule through its generated embeddings; the step moves
+   the embedding head only (``trainable = fgen``, the official code, which freezes the
+   encoder, count head and classifier there) or all of the generator (``all``, OpenFGL).
 
 **Classifier rounds.** On the first, the client runs its generator once (evaluation mode) and
 stores each node's mended embedding :math:`\mathbf e_v` (the mean of its generated neighbour
@@ -296,7 +298,9 @@ class FedDEPClient(FedAvgClient):
                     self.cfg.seed, self.partition_id, server_round, int(pid), "feddep-cross"
                 )
             )
-            targets = draw_targets(p["target"], p["own"], feats.size(0), k, draws)
+            targets = draw_targets(
+                p["target"], p["own"], feats.size(0), k, draws, self.opts.empty_slot
+            )
             full = torch.full((feats.size(0),), float(k), device=self.device)
             loss = feature_loss(feats, targets, others[f"pred.{pid}"].to(self.device), full, "min")
             grads[f"grad.{pid}"] = torch.autograd.grad(loss, feats)[0]
@@ -322,7 +326,9 @@ class FedDEPClient(FedAvgClient):
         o = self.opts
         model = self.generator()
         self.pretrain(model)
-        optimizer = make_adam(model.parameters(), o.gen_lr, o.gen_weight_decay)
+        # the official code freezes all but the embedding head here; OpenFGL trains everything
+        params = model.parameters() if o.trainable == "all" else model.gen.fgen.parameters()
+        optimizer = make_adam(list(params), o.gen_lr, o.gen_weight_decay)
         self.state.load_optimizer(OPTIMIZER, optimizer)
         config = require_record(content, CONFIG, ConfigRecord)
         m = max(int(config.get(ROUND_CLIENTS, 1)), 1)

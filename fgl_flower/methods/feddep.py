@@ -10,11 +10,15 @@ from fgl_flower.methods.spec import MethodSpec
 from fgl_flower.probes import Probe
 
 #: Reply/record names of the generator rounds' payloads (besides the model).
-GENERATED = "feddep.generated"  # client -> server: "feats" [N', K, H], "pred" [N'], "true" [N']
+GENERATED = "feddep.generated"  # client -> server: "feats" [N', K, H], "pred" [N']
 CROSS = "feddep.cross"  # server -> client j: the others' GENERATED as "<key>.<pid>"
 GRADIENTS = "feddep.gradients"  # j -> server: "grad.<pid>" [N'_i, K, H]; server -> i: "grad"
 #: Config key of the generator rounds' train messages: the clients in the round (M).
 ROUND_CLIENTS = "feddep.clients"
+#: ``empty-slot``: the codes' signed-sum test, or only all-zero slots.
+EMPTY_SLOT = ("sum", "zero")
+#: ``trainable``: the embedding head only (official code), or the whole LocalDGen (OpenFGL).
+TRAINABLE = ("fgen", "all")
 
 PROBES = (
     Probe(
@@ -75,6 +79,8 @@ class FedDEPOptions(MethodOptions):
     beta_n: float = 1.0  # ... of the embedding reconstruction losses (own and the others')
     beta_c: float = 1.0  # ... of the internal classifier's loss on the mended impaired graph
     cross: bool = True  # the other clients' reconstruction losses (FedDEP); false: local only
+    empty_slot: str = "sum"  # a drawn target slot is empty: signed sum < 1e-15 (codes) | zero
+    trainable: str = "fgen"  # what the federated steps train: fgen (official code) | all (OpenFGL)
 
 
 def check_config(cfg: RunConfig) -> None:
@@ -95,6 +101,8 @@ def check_config(cfg: RunConfig) -> None:
         raise ConfigError(f"feddep.gen-dropout={o.gen_dropout} must be in [0, 1).")
     if not 0 < o.hide_portion < 1:
         raise ConfigError(f"feddep.hide-portion={o.hide_portion} must be in (0, 1).")
+    o.require_choice("feddep", "empty_slot", EMPTY_SLOT)
+    o.require_choice("feddep", "trainable", TRAINABLE)
     o.require_nonnegative("feddep", "gen_lr", "gen_weight_decay", "beta_d", "beta_n", "beta_c")
     if cfg.model != "graphsage":
         raise ConfigError(
@@ -114,7 +122,7 @@ SPEC = MethodSpec(
     },
     tasks=("node",),
     summary="Missing-neighbour generators of node embeddings whose targets are cluster "
-    "prototypes (private), trained across clients (the others' reconstruction losses as "
+    "prototypes, trained across clients (the others' reconstruction losses as "
     "gradients), then FedAvg of a GraphSAGE fed each node's generated neighbour embeddings.",
     reference="Zhang et al., FedDEP, SDM 2024",
     options=FedDEPOptions.defaults(),
@@ -140,6 +148,11 @@ SPEC = MethodSpec(
         "beta-n": "weight of the embedding reconstruction losses (own and the other clients')",
         "beta-c": "weight of the internal classifier's loss on the mended impaired graph",
         "cross": "the other clients' reconstruction losses (FedDEP); false: each generator alone",
+        "empty-slot": "a drawn target slot takes the centre's own prototype when its entries sum "
+        "below 1e-15 (sum: both codes, also real prototypes with a negative sum) or are all zero "
+        "(zero)",
+        "trainable": "fgen: the federated steps train the embedding head only (official code); "
+        "all: encoder, count head, embedding head and classifier (OpenFGL)",
     },
     # the no-option demo (no dataset named): 2 generator rounds, then classifier rounds
     demo={"num-rounds": 10, "feddep.gen-rounds": 2},

@@ -112,22 +112,35 @@ def prototype_gap(embeddings: Tensor, node_protos: Tensor) -> float:
 
 
 def draw_targets(
-    missing: Tensor, own: Tensor, count: int, num_pred: int, generator: torch.Generator
+    missing: Tensor,
+    own: Tensor,
+    count: int,
+    num_pred: int,
+    generator: torch.Generator,
+    empty: str = "sum",
 ) -> Tensor:
     r"""``[count, K, H]``: a client's targets for another client's generated embeddings, as
     both codes draw them: ``count`` centre nodes ``c`` uniformly with replacement, and for each
     ``K`` slots ``s`` uniformly with replacement among the ``K`` of ``missing [N', K, H]`` (the
-    prototypes of the centre's hidden neighbours, zero-padded); a zero slot (no hidden
-    neighbour there) takes the centre's own prototype ``own[c]`` (``[N', H]``). Drawn on the
-    CPU from ``generator``; zeros if the client has no node."""
+    prototypes of the centre's hidden neighbours, zero-padded); a slot deemed empty takes the
+    centre's own prototype ``own[c]`` (``[N', H]``). ``empty = "sum"``: the codes' test, the
+    *signed* sum of the slot's entries below ``1e-15``, which also replaces every real
+    prototype whose entries sum to a negative number; ``"zero"``: only an all-zero slot (no
+    hidden neighbour there). Drawn on the CPU from ``generator``; zeros if the client has no
+    node."""
     n, k, h = missing.shape
     if n == 0:
         return missing.new_zeros(count, num_pred, h)
     centre = torch.randint(n, (count,), generator=generator).to(missing.device)
     slot = torch.randint(k, (count, num_pred), generator=generator).to(missing.device)
     rows = missing[centre[:, None], slot]  # [count, K, H]
-    empty = rows.abs().sum(-1, keepdim=True) < 1e-15
-    return torch.where(empty, own[centre][:, None, :].expand_as(rows), rows)
+    if empty == "sum":
+        is_empty = rows.sum(-1, keepdim=True) < 1e-15
+    elif empty == "zero":
+        is_empty = rows.abs().sum(-1, keepdim=True) < 1e-15
+    else:
+        raise ValueError(f"empty={empty!r}: use 'sum' or 'zero'")
+    return torch.where(is_empty, own[centre][:, None, :].expand_as(rows), rows)
 
 
 def slot_mask(pred_count: Tensor, num_pred: int) -> Tensor:
@@ -152,15 +165,20 @@ def mended_embedding(pred_count: Tensor, gen: Tensor) -> Tensor:
 
 
 class FedDEPClassifier(nn.Module):
-    r"""The codes' Classifier_F: a GraphSAGE whose every layer also adds a linear map of the
-    node's mended embedding :math:`\mathbf e_v` (:func:`mended_embedding`):
+    r"""The codes' Classifier_F: a GraphSAGE with a second, linear branch that starts from the
+    node's mended embedding :math:`\mathbf e_v` (:func:`mended_embedding`) and is chained
+    through the layers, each layer adding the branch's current value to its SAGE output:
 
     .. math::
-        \mathbf z^{(l+1)}_v = \mathrm{SAGE}_l(\mathbf z^{(l)})_v + \mathbf W_l\mathbf e_v,\quad
+        \mathbf e^{(l+1)}_v = \mathbf W_l\mathbf e^{(l)}_v + \mathbf b_l,\quad
+        \mathbf z^{(l+1)}_v = \mathrm{SAGE}_l(\mathbf z^{(l)})_v + \mathbf e^{(l+1)}_v,\quad
         \mathbf z^{(l+1)}\leftarrow\mathrm{dropout}(\mathrm{ReLU}(\mathbf z^{(l+1)}))
         \ \text{between layers}
 
-    with :math:`\mathbf z^{(0)} = \mathbf X`. Its input is one matrix ``[N, D + H]``, the
+    with :math:`\mathbf z^{(0)} = \mathbf X`, :math:`\mathbf e^{(0)} = \mathbf e` (both codes'
+    ``x_emb = layer[1](x_emb)``: layer 2 adds :math:`\mathbf W_2(\mathbf W_1\mathbf e +
+    \mathbf b_1) + \mathbf b_2`, not a fresh map of :math:`\mathbf e`; the branch has no
+    nonlinearity of its own). Its input is one matrix ``[N, D + H]``, the
     features then the mended embedding, so that it is a node model like any other
     (``forward(x, edge_index) -> logits [N, C]``); ``D`` = ``in_channels``.
     """
@@ -177,14 +195,17 @@ class FedDEPClassifier(nn.Module):
         super().__init__()
         dims = [in_channels] + [hidden] * (max(num_layers, 1) - 1) + [num_classes]
         self.convs = nn.ModuleList(SAGEConv(a, b) for a, b in zip(dims[:-1], dims[1:]))
-        self.embs = nn.ModuleList(nn.Linear(emb_channels, b) for b in dims[1:])
+        # chained: layer l's branch reads layer l-1's (the codes' widths, where emb = hidden)
+        emb_in = [emb_channels] + dims[1:-1]
+        self.embs = nn.ModuleList(nn.Linear(a, b) for a, b in zip(emb_in, dims[1:]))
         self.in_channels, self.dropout = in_channels, dropout
 
     def forward(self, x: Tensor, edge_index: Tensor) -> Tensor:
         x = x.to_dense() if x.is_sparse else x
         x, e = x[:, : self.in_channels], x[:, self.in_channels :]
         for i, (conv, lin) in enumerate(zip(self.convs, self.embs)):
-            x = conv(x, edge_index) + lin(e)
+            e = lin(e)  # chained: the previous layer's branch, not the mended embedding
+            x = conv(x, edge_index) + e
             if i < len(self.convs) - 1:
                 x = F.dropout(F.relu(x), self.dropout, self.training)
         return x

@@ -103,7 +103,7 @@ class NeighGen(nn.Module):
     ) -> None:
         super().__init__()
         out = in_channels if out_channels is None else out_channels
-        self.num_pred, self.in_channels, self.dropout = num_pred, out, dropout
+        self.num_pred, self.out_channels, self.dropout = num_pred, out, dropout
         self.enc1, self.enc2 = SAGEConv(in_channels, hidden), SAGEConv(hidden, latent)
         self.dgen = nn.Linear(latent, 1)
         self.fgen = nn.ModuleList(
@@ -119,7 +119,7 @@ class NeighGen(nn.Module):
         h = z + torch.randn_like(z)
         h = F.relu(self.fgen[0](h))
         h = F.dropout(F.relu(self.fgen[1](h)), self.dropout, self.training)
-        return torch.tanh(self.fgen[2](h)).view(z.size(0), self.num_pred, self.in_channels)
+        return torch.tanh(self.fgen[2](h)).view(z.size(0), self.num_pred, self.out_channels)
 
     def forward(self, x: Tensor, edge_index: Tensor) -> tuple[Tensor, Tensor]:
         z = self.encode(x, edge_index)
