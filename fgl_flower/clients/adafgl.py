@@ -92,12 +92,22 @@ class Knowledge:
 class AdaFGLClient(FedAvgClient):
     """FedAvg, then the personalized modules (module docstring)."""
 
+    _knowledge: Knowledge | None = None
+
+    def refresh(self) -> None:
+        super().refresh()
+        self._knowledge = None  # derived again from the state for each message
+
     def personal(self, server_round: int) -> bool:
         return server_round > AdaFGLOptions.from_config(self.cfg).fed_rounds
 
     def build(self, o: AdaFGLOptions) -> tuple[Knowledge, ops.AdaFGLModel, torch.optim.Optimizer]:
-        """The round's knowledge and the client's modules and optimizer, as saved (or new)."""
-        knowledge = Knowledge(self, o)
+        """The round's knowledge (derived once a message: a fused message evaluates, then
+        trains, on the same extractor) and the client's modules and optimizer, as saved (or
+        new)."""
+        if self._knowledge is None:
+            self._knowledge = Knowledge(self, o)
+        knowledge = self._knowledge
         manual_seed(derive_seed(self.cfg.seed, self.partition_id, "adafgl-init"), self.device)
         model = ops.AdaFGLModel(
             self.data.num_features,
